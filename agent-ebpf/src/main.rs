@@ -1,0 +1,58 @@
+//! sonde's kernel programs. Entry points only: each delegates to its module and never fails loudly in
+//! the kernel; everything not aggregated is counted in `STATS`.
+#![no_std]
+#![no_main]
+// Atomic adds on map values: the BPF target lacks `AtomicU64::fetch_add`.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
+
+mod maps;
+mod off_cpu;
+mod on_cpu;
+mod process;
+mod stack;
+
+use aya_ebpf::{
+    macros::{perf_event, tracepoint},
+    programs::{PerfEventContext, TracePointContext},
+};
+
+/// Fires on every cpu-clock tick of every CPU (one perf event per CPU, at the sampling frequency).
+#[perf_event]
+pub fn sonde_on_cpu(ctx: PerfEventContext) -> u32 {
+    let _ = on_cpu::sample(&ctx);
+    0
+}
+
+/// Fires on every context switch (`sched:sched_switch`).
+#[tracepoint]
+pub fn sonde_off_cpu(ctx: TracePointContext) -> u32 {
+    let _ = off_cpu::switch(&ctx);
+    0
+}
+
+/// Fires when a process calls exec (`sched:sched_process_exec`).
+#[tracepoint]
+pub fn sonde_exec(_ctx: TracePointContext) -> u32 {
+    process::exec();
+    0
+}
+
+/// Fires when a thread exits (`sched:sched_process_exit`).
+#[tracepoint]
+pub fn sonde_exit(_ctx: TracePointContext) -> u32 {
+    process::exit();
+    0
+}
+
+// A reachable panic must fail at verification, not at run time: the loop never terminates, which the
+// verifier rejects.
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

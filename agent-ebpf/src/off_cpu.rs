@@ -1,0 +1,104 @@
+//! Off-CPU time from `sched:sched_switch`: at switch-out the leaving thread's time and stacks are
+//! remembered; at its next switch-in the elapsed time is added to the aggregation of those stacks.
+//!
+//! Which episodes count (chosen so waiting and queueing are never mixed in one number):
+//! - voluntary (default): the thread left in S or D state, i.e. it blocked on something (sleep, lock, I/O);
+//! - involuntary: the thread was preempted while runnable (state R, or R+), i.e. it waited for a CPU.
+//!
+//! Tasks leaving in other states (stopped, traced, parked, idle kernel threads, exiting) are not counted.
+//! Field offsets of the tracepoint record come from tracefs at load time via `Control`.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    programs::TracePointContext,
+};
+use sonde_abi::{Control, OffCpuKind, OffCpuStart, SLOTS, STACK_STALE, stat};
+
+use crate::{
+    maps::{OFFCPU_START, add_episode, bump, control, off_cpu_counts, wanted},
+    process, stack,
+};
+
+/// `prev_state` bits as the tracepoint reports them (`__trace_sched_switch_state`).
+const STATE_SLEEPING: i64 = 0x1 | 0x2; // S, D
+const STATE_EXITING: i64 = 0x10 | 0x20; // X, Z
+const STATE_KNOWN: i64 = 0xff; // every reported state bit, below the "preempted" bit
+
+/// Handles one context switch.
+#[inline(always)]
+pub fn switch(ctx: &TracePointContext) -> Result<(), i32> {
+    let control = control().ok_or(-1)?;
+    // SAFETY: offsets come from the tracepoint's format file and are within the record.
+    let (prev_pid, prev_state, next_pid) = unsafe {
+        (
+            ctx.read_at::<i32>(control.prev_pid_offset as usize)?,
+            ctx.read_at::<i64>(control.prev_state_offset as usize)?,
+            ctx.read_at::<i32>(control.next_pid_offset as usize)?,
+        )
+    };
+    // SAFETY: no preconditions; the helper reads the monotonic clock.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if prev_pid > 0 && counted(&control, prev_state) {
+        switch_out(ctx, &control, prev_pid as u32, now);
+    }
+    if next_pid > 0 {
+        switch_in(&control, next_pid as u32, now);
+    }
+    Ok(())
+}
+
+/// Whether a thread leaving in `state` starts an episode of the configured kind.
+#[inline(always)]
+fn counted(control: &Control, state: i64) -> bool {
+    let preempted = state & control.preempt_state_bit as i64 != 0;
+    if control.offcpu_kind == OffCpuKind::Involuntary as u32 {
+        preempted || state & STATE_KNOWN == 0
+    } else {
+        !preempted && state & STATE_SLEEPING != 0 && state & STATE_EXITING == 0
+    }
+}
+
+#[inline(always)]
+fn switch_out(ctx: &TracePointContext, control: &Control, tid: u32, now: u64) {
+    // The tracepoint runs in the context of the task leaving the CPU, so current == prev.
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if !wanted(control, tgid) {
+        return;
+    }
+    let start = OffCpuStart {
+        start_ns: now,
+        generation: control.generation,
+        key: stack::capture(ctx, tgid, control.generation),
+    };
+    process::announce(tgid);
+    match OFFCPU_START.insert(tid, start, 0) {
+        Ok(()) => bump(stat::OFFCPU_SWITCH_OUT),
+        Err(_) => bump(stat::OFFCPU_START_FULL),
+    }
+}
+
+#[inline(always)]
+fn switch_in(control: &Control, tid: u32, now: u64) {
+    let Some(start) = OFFCPU_START.get_ptr(tid) else {
+        return;
+    };
+    // SAFETY: pointer from a successful lookup; copied before the entry is removed.
+    let start = unsafe { *start };
+    let _ = OFFCPU_START.remove(tid);
+    let blocked = now.saturating_sub(start.start_ns);
+    if blocked < control.min_block_ns {
+        bump(stat::OFFCPU_SHORT);
+        return;
+    }
+    let mut key = start.key;
+    // Stack maps are recycled SLOTS-1 generations later; an episode older than that keeps its time only.
+    if control.generation.wrapping_sub(start.generation) >= SLOTS - 1 {
+        key.user_stack_id = STACK_STALE;
+        key.kernel_stack_id = STACK_STALE;
+        bump(stat::OFFCPU_STALE_STACK);
+    }
+    match add_episode(off_cpu_counts(control.generation % SLOTS), &key, blocked) {
+        Ok(()) => bump(stat::OFFCPU_EPISODES),
+        Err(_) => bump(stat::OFFCPU_MAP_FULL),
+    }
+}

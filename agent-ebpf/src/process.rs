@@ -1,0 +1,58 @@
+//! Process lifecycle: tells userspace when a process is first sampled (so it can capture the process's
+//! mappings and binaries while the process is alive), when it execs and when it exits.
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+};
+use sonde_abi::{ProcEvent, proc_event, stat};
+
+use crate::maps::{OFFCPU_START, SEEN, bump, send_proc_event};
+
+/// Announces `tgid` to userspace the first time it is sampled.
+#[inline(always)]
+pub fn announce(tgid: u32) {
+    if SEEN.get_ptr(tgid).is_some() {
+        return;
+    }
+    if SEEN.insert(tgid, 0u8, BPF_NOEXIST as u64).is_err() {
+        return; // another CPU announced it first
+    }
+    if !send(proc_event::FIRST_SEEN, tgid) {
+        // Lost (counted): forget it so the next sample announces it again.
+        let _ = SEEN.remove(tgid);
+    }
+}
+
+/// Handles `sched:sched_process_exec`: mappings of an announced process changed.
+#[inline(always)]
+pub fn exec() {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if SEEN.remove(tgid).is_ok() {
+        send(proc_event::EXEC, tgid);
+    }
+}
+
+/// Handles `sched:sched_process_exit` (fires once per exiting thread).
+#[inline(always)]
+pub fn exit() {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    if OFFCPU_START.remove(tid).is_ok() {
+        bump(stat::OFFCPU_UNMATCHED_EXIT);
+    }
+    if tid == tgid && SEEN.remove(tgid).is_ok() {
+        send(proc_event::EXIT, tgid);
+    }
+}
+
+#[inline(always)]
+fn send(kind: u32, tgid: u32) -> bool {
+    send_proc_event(&ProcEvent {
+        kind,
+        tgid,
+        // SAFETY: no preconditions; the helper reads the monotonic clock.
+        time_ns: unsafe { bpf_ktime_get_ns() },
+    })
+}

@@ -1,0 +1,41 @@
+//! Builds the eBPF object (with nightly, through aya-build) and compiles the vendored protobuf files.
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+fn main() -> anyhow::Result<()> {
+    check_bpf_toolchain()?;
+    aya_build::build_ebpf(
+        [aya_build::Package {
+            name: "sonde-ebpf",
+            root_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../agent-ebpf"),
+            ..Default::default()
+        }],
+        aya_build::Toolchain::Custom("nightly"),
+    )?;
+    compile_protos()
+}
+
+/// Fails with the fix when the eBPF toolchain is missing, instead of a wall of linker errors.
+fn check_bpf_toolchain() -> anyhow::Result<()> {
+    if std::env::var_os("AYA_BUILD_SKIP").is_some() {
+        return Ok(());
+    }
+    let linker = Command::new("bpf-linker").arg("--version").output();
+    if !matches!(linker, Ok(ref out) if out.status.success()) {
+        bail!("bpf-linker is not installed: run `cargo xtask setup` (installs llvm-22-dev, bpf-linker, nightly rust-src)");
+    }
+    Ok(())
+}
+
+/// Compiles `proto/` with protox (pure Rust), so no system `protoc` is needed.
+fn compile_protos() -> anyhow::Result<()> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto");
+    println!("cargo:rerun-if-changed={root}");
+    let files = ["perftools/profiles/profile.proto"];
+    let descriptors = protox::compile(files, [root]).context("compiling proto/ with protox")?;
+    prost_build::Config::new()
+        .compile_fds(descriptors)
+        .context("generating Rust code for proto/")?;
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! sonde: an always-on eBPF profiler. The modules follow one sample through the agent:
+//! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
+//! encoders -> commands (`record`).
+
+pub mod profile;

@@ -1,0 +1,148 @@
+//! Encodes a [`Profile`] as a gzip-compressed pprof (`perftools.profiles.Profile`).
+//!
+//! Locations are deduplicated per (mapping, address), functions per (name, file), mappings per module,
+//! strings through one table. Each sample carries the labels `pid` (numeric) and `comm`.
+
+use std::{collections::HashMap, io::Write as _, sync::Arc};
+
+use flate2::{Compression, write::GzEncoder};
+use prost::Message as _;
+
+use super::model::{Frame, FrameKind, Module, Profile};
+
+/// The generated `perftools.profiles` types.
+#[allow(missing_docs, clippy::all)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
+}
+
+/// Builds a pprof message while deduplicating its tables.
+#[derive(Default)]
+pub struct PprofBuilder {
+    strings: HashMap<String, i64>,
+    table: Vec<String>,
+    mappings: HashMap<Arc<Module>, u64>,
+    functions: HashMap<(String, Option<String>), u64>,
+    locations: HashMap<(u64, u64, FrameKind, Option<String>), u64>,
+    out: proto::Profile,
+}
+
+impl PprofBuilder {
+    /// Interns `s` in the string table.
+    pub fn string(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(s.to_owned());
+        self.strings.insert(s.to_owned(), i);
+        i
+    }
+
+    fn mapping(&mut self, module: &Arc<Module>) -> u64 {
+        if let Some(&id) = self.mappings.get(module) {
+            return id;
+        }
+        let id = self.out.mapping.len() as u64 + 1;
+        let filename = self.string(&module.path);
+        let build_id = self.string(module.build_id.as_deref().unwrap_or(""));
+        self.out.mapping.push(proto::Mapping {
+            id,
+            memory_start: module.start,
+            memory_limit: module.limit,
+            file_offset: module.file_offset,
+            filename,
+            build_id,
+            has_functions: true,
+            ..Default::default()
+        });
+        self.mappings.insert(module.clone(), id);
+        id
+    }
+
+    fn function(&mut self, name: &str, file: Option<&str>) -> u64 {
+        let key = (name.to_owned(), file.map(str::to_owned));
+        if let Some(&id) = self.functions.get(&key) {
+            return id;
+        }
+        let id = self.out.function.len() as u64 + 1;
+        let name = self.string(name);
+        let filename = self.string(file.unwrap_or(""));
+        self.out.function.push(proto::Function {
+            id,
+            name,
+            system_name: name,
+            filename,
+            start_line: 0,
+        });
+        self.functions.insert(key, id);
+        id
+    }
+
+    fn location(&mut self, frame: &Frame) -> u64 {
+        let mapping_id = frame.module.as_ref().map(|m| self.mapping(m)).unwrap_or(0);
+        // Markers have no address: key them by their name so different markers stay apart.
+        let marker = (frame.kind == FrameKind::Marker).then(|| frame.display_name());
+        let key = (mapping_id, frame.address, frame.kind, marker);
+        if let Some(&id) = self.locations.get(&key) {
+            return id;
+        }
+        let id = self.out.location.len() as u64 + 1;
+        let line = frame
+            .symbols
+            .iter()
+            .map(|s| proto::Line {
+                function_id: self.function(&s.name, s.file.as_deref()),
+                line: s.line.map(i64::from).unwrap_or(0),
+                ..Default::default()
+            })
+            .collect();
+        self.out.location.push(proto::Location {
+            id,
+            mapping_id,
+            address: frame.address,
+            line,
+            is_folded: false,
+        });
+        self.locations.insert(key, id);
+        id
+    }
+
+    /// Builds the pprof message for `profile`.
+    pub fn build(mut self, profile: &Profile) -> proto::Profile {
+        self.string("");
+        let sample_type = profile
+            .kind
+            .sample_types()
+            .iter()
+            .map(|(t, u)| proto::ValueType { ty: self.string(t), unit: self.string(u) })
+            .collect();
+        self.out.sample_type = sample_type;
+        let (pt, pu) = profile.kind.period_type();
+        self.out.period_type = Some(proto::ValueType { ty: self.string(pt), unit: self.string(pu) });
+        self.out.period = profile.period;
+        self.out.time_nanos = profile.time_nanos;
+        self.out.duration_nanos = profile.duration_nanos;
+        let (pid_key, comm_key) = (self.string("pid"), self.string("comm"));
+        for sample in &profile.samples {
+            let location_id = sample.frames.iter().map(|f| self.location(f)).collect();
+            let label = vec![
+                proto::Label { key: pid_key, num: i64::from(sample.pid), ..Default::default() },
+                proto::Label { key: comm_key, str: self.string(&sample.comm), ..Default::default() },
+            ];
+            self.out.sample.push(proto::Sample { location_id, value: sample.values.clone(), label, ..Default::default() });
+        }
+        // pprof convention: mapping[0] is the main binary; the first user mapping seen is the best guess.
+        self.out.string_table = std::mem::take(&mut self.table);
+        self.out
+    }
+}
+
+/// Encodes `profile` as gzip-compressed pprof bytes.
+pub fn encode_gzip(profile: &Profile) -> Vec<u8> {
+    let message = PprofBuilder::default().build(profile);
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    // Writing into a Vec cannot fail.
+    gz.write_all(&message.encode_to_vec()).expect("gzip into memory");
+    gz.finish().expect("gzip into memory")
+}
