@@ -2,4 +2,7 @@
 //! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
 //! encoders -> commands (`record`).
 
+pub mod cli;
 pub mod profile;
+pub mod record;
+pub mod telemetry;

@@ -1,5 +1,20 @@
 //! The `sonde` binary: parse the command line, start logging, run the command.
 
-fn main() -> anyhow::Result<()> {
-    Ok(())
+use clap::Parser as _;
+use sonde::cli::{Cli, Command};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    sonde::telemetry::init(&cli.log);
+    let result = match cli.command {
+        Command::Record(args) => sonde::record::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            // One line, the cause chain joined: the message tells the user what to do.
+            eprintln!("sonde: error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

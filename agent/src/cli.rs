@@ -1,0 +1,22 @@
+//! Command-line interface: one subcommand per job, each with its own argument struct.
+
+use clap::{Parser, Subcommand};
+
+/// sonde: always-on eBPF profiler.
+#[derive(Debug, Parser)]
+#[command(name = "sonde", version, about)]
+pub struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax); `SONDE_LOG` overrides it.
+    #[arg(long, global = true, default_value = "info")]
+    pub log: String,
+    /// The job to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// sonde's jobs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Profile processes for a fixed duration and write one gzip pprof.
+    Record(crate::record::RecordArgs),
+}
