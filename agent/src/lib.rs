@@ -3,6 +3,10 @@
 //! encoders -> commands (`record`).
 
 pub mod cli;
+pub mod bpf;
+pub mod process;
 pub mod profile;
 pub mod record;
+pub mod sampler;
+pub mod symbolize;
 pub mod telemetry;

@@ -1,22 +1,210 @@
-//! `sonde record`: profile for a fixed duration, write one gzip pprof, print a summary.
+//! `sonde record`: profile for a fixed duration, write one gzip pprof (and optionally folded stacks and a
+//! flame graph), print a summary.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    fs::File,
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use sonde_abi::{OffCpuKind, stat};
+
+use crate::{
+    bpf::loader::{LoadOptions, OffCpuOptions},
+    profile::{Profile, folded, pprof},
+    sampler::{Sampler, Window},
+};
+
+/// Which profile `record` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileChoice {
+    /// On-CPU samples (perf cpu-clock).
+    Cpu,
+    /// Time blocked off-CPU (sched_switch).
+    Offcpu,
+}
+
+/// Which off-CPU episodes count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OffCpuChoice {
+    /// Blocked in a sleeping state: waiting on locks, sleeps, I/O.
+    Voluntary,
+    /// Preempted while runnable: waiting for a CPU.
+    Involuntary,
+}
+
+/// Largest accepted `--min-block-us`: ten seconds. A larger threshold would hide every episode.
+const MAX_MIN_BLOCK_US: u64 = 10_000_000;
 
 /// Arguments of `sonde record`.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// Seconds to profile.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub duration: u64,
     /// Process to profile (repeatable); all processes when absent.
     #[arg(long = "pid")]
     pub pids: Vec<u32>,
+    /// On-CPU sampling frequency per CPU, in Hz (cpu profile only; default 99).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub frequency: Option<u64>,
+    /// Which profile to take.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub profile: ProfileChoice,
+    /// Off-CPU: shortest blocking episode counted, in microseconds.
+    #[arg(long, default_value_t = 1)]
+    pub min_block_us: u64,
+    /// Off-CPU: voluntary blocking (default) or involuntary preemption.
+    #[arg(long, value_enum, default_value = "voluntary")]
+    pub offcpu_kind: OffCpuChoice,
     /// Output file (gzip pprof).
     #[arg(long)]
     pub output: PathBuf,
+    /// Also write folded stacks here.
+    #[arg(long)]
+    pub folded: Option<PathBuf>,
+    /// Also write an SVG flame graph here.
+    #[arg(long)]
+    pub flamegraph: Option<PathBuf>,
 }
 
 /// Runs `sonde record`.
-pub fn run(_args: RecordArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let options = validate(&args)?;
+    // Every output is opened before sampling starts, so a bad path costs nothing.
+    let outputs = Outputs::open(&args)?;
+    let mut sampler = Sampler::start(options)?;
+    tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording");
+    std::thread::sleep(Duration::from_secs(args.duration));
+    let window = sampler.window().context("draining the kernel maps")?;
+    let profile = match args.profile {
+        ProfileChoice::Cpu => window.on_cpu.as_ref(),
+        ProfileChoice::Offcpu => window.off_cpu.as_ref(),
+    }
+    .context("the sampler produced no profile of the requested kind")?;
+    outputs.write(profile)?;
+    print_summary(&sampler, &window, profile, &args.output);
+    sampler.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
+    for pid in &args.pids {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("process {pid} does not exist (no /proc/{pid}); check the --pid value");
+        }
+    }
+    let mut options = LoadOptions { pids: args.pids.clone(), ..Default::default() };
+    match args.profile {
+        ProfileChoice::Cpu => options.frequency_hz = Some(args.frequency.unwrap_or(99)),
+        ProfileChoice::Offcpu => {
+            if let Some(hz) = args.frequency {
+                bail!(
+                    "--frequency {hz} does not apply to --profile offcpu: off-CPU time is measured at every context switch, not sampled; drop --frequency"
+                );
+            }
+            if args.min_block_us > MAX_MIN_BLOCK_US {
+                bail!(
+                    "--min-block-us {} is too large: it would hide every blocking episode shorter than {} s (maximum {MAX_MIN_BLOCK_US})",
+                    args.min_block_us,
+                    args.min_block_us / 1_000_000
+                );
+            }
+            options.frequency_hz = None;
+            options.off_cpu = Some(OffCpuOptions {
+                kind: match args.offcpu_kind {
+                    OffCpuChoice::Voluntary => OffCpuKind::Voluntary,
+                    OffCpuChoice::Involuntary => OffCpuKind::Involuntary,
+                },
+                min_block: Duration::from_micros(args.min_block_us),
+            });
+        }
+    }
+    Ok(options)
+}
+
+struct Outputs {
+    pprof: (PathBuf, File),
+    folded: Option<(PathBuf, File)>,
+    flamegraph: Option<(PathBuf, File)>,
+}
+
+fn create(path: &Path, what: &str) -> anyhow::Result<(PathBuf, File)> {
+    let file = File::create(path)
+        .with_context(|| format!("cannot write the {what} to {}: choose a writable path", path.display()))?;
+    Ok((path.to_owned(), file))
+}
+
+impl Outputs {
+    fn open(args: &RecordArgs) -> anyhow::Result<Self> {
+        Ok(Self {
+            pprof: create(&args.output, "profile")?,
+            folded: args.folded.as_deref().map(|p| create(p, "folded stacks")).transpose()?,
+            flamegraph: args.flamegraph.as_deref().map(|p| create(p, "flame graph")).transpose()?,
+        })
+    }
+
+    fn write(self, profile: &Profile) -> anyhow::Result<()> {
+        let (path, mut file) = self.pprof;
+        file.write_all(&pprof::encode_gzip(profile)).with_context(|| format!("writing {}", path.display()))?;
+        let lines = folded::folded_lines(profile, 0);
+        if let Some((path, mut file)) = self.folded {
+            file.write_all(lines.join("\n").as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some((path, file)) = self.flamegraph {
+            let title = format!("sonde {} profile", profile.kind.name());
+            if lines.is_empty() {
+                bail!("no samples were collected, so no flame graph was written to {}", path.display());
+            }
+            folded::write_flamegraph(&lines, &title, file).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: &Path) {
+    let k = &window.stats.kernel;
+    let sym = sampler.symbolize_stats();
+    let capture = sampler.capture_stats();
+    let samples: i64 = profile.samples.iter().map(|s| s.values[match profile.kind {
+        crate::profile::ProfileKind::Cpu => 0,
+        crate::profile::ProfileKind::OffCpu => 1,
+    }]).sum();
+    let processes: std::collections::HashSet<u32> = profile.samples.iter().map(|s| s.pid).collect();
+    let (map_bytes, runs, run_time) = sampler.kernel_cost();
+    let mut out = String::new();
+    let mut line = |key: &str, value: String| out.push_str(&format!("{key:<24}{value}\n"));
+    line("profile:", format!("{} -> {}", profile.kind.name(), output.display()));
+    line("duration_s:", format!("{:.2}", profile.duration_nanos as f64 / 1e9));
+    line("samples:", samples.to_string());
+    line("processes:", processes.len().to_string());
+    line("symbolized_frames:", format!("{:.1}%", 100.0 * sym.symbolized_ratio()));
+    line("truncated_stacks:", format!("{:.1}%", 100.0 * sym.truncated_ratio()));
+    line("lost_samples:", (window.stats.lost_samples() + k[stat::OFFCPU_MAP_FULL as usize]).to_string());
+    line(
+        "stack_collisions:",
+        (k[stat::USER_STACK_COLLISION as usize] + k[stat::KERNEL_STACK_COLLISION as usize]).to_string(),
+    );
+    line("stack_errors:", (k[stat::USER_STACK_ERROR as usize] + k[stat::KERNEL_STACK_ERROR as usize] + window.stats.stacks_missing).to_string());
+    line("process_events_lost:", k[stat::PROC_EVENTS_LOST as usize].to_string());
+    line("processes_gone:", capture.gone.to_string());
+    if profile.kind == crate::profile::ProfileKind::OffCpu {
+        line("offcpu_episodes:", k[stat::OFFCPU_EPISODES as usize].to_string());
+        line("offcpu_short:", k[stat::OFFCPU_SHORT as usize].to_string());
+        line("offcpu_unmatched_exit:", k[stat::OFFCPU_UNMATCHED_EXIT as usize].to_string());
+        line("offcpu_start_full:", k[stat::OFFCPU_START_FULL as usize].to_string());
+        line("offcpu_stale_stacks:", k[stat::OFFCPU_STALE_STACK as usize].to_string());
+        line("offcpu_pending:", window.stats.off_cpu_pending.to_string());
+    } else {
+        line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
+    }
+    line("bpf_map_bytes:", map_bytes.to_string());
+    if runs > 0 {
+        line("bpf_runs:", runs.to_string());
+        line("bpf_ns_per_run:", format!("{:.0}", run_time.as_nanos() as f64 / runs as f64));
+    }
+    print!("{out}");
 }

@@ -1,0 +1,304 @@
+//! Ends a window and drains it without losing what arrives meanwhile.
+//!
+//! The kernel writes into map set `generation % SLOTS`. To end a window userspace (1) empties the stack
+//! map of the slot it is about to activate (its last users were drained two windows ago), (2) bumps the
+//! generation, (3) waits a grace period for program invocations that read the old generation, then
+//! (4) reads and deletes the old slot's aggregates and resolves their stack ids. Samples taken during the
+//! drain land in the new slot. Stack ids are only ever resolved in the map of the slot that issued them
+//! (`SampleKey::stack_slot`), so ids reused across slots cannot be confused; within a slot an id is never
+//! reused because stack maps are only emptied between uses, and bucket collisions are reported by the
+//! kernel as `STACK_COLLISION` and counted, never overwritten (no `BPF_F_REUSE_STACKID`).
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use sonde_abi::{Control, SLOTS, STACK_COLLISION, STACK_NONE, STACK_STALE, SampleKey, stat};
+
+use super::{BpfError, maps::KernelMaps};
+
+/// How long in-flight program invocations get to finish after a generation change. Programs run for
+/// microseconds with preemption disabled; a millisecond-scale wait is generous.
+const GRACE: Duration = Duration::from_millis(5);
+
+/// A stack as read from the kernel, before symbolization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RawStack {
+    /// Instruction pointers, leaf first.
+    Frames(Arc<[u64]>),
+    /// No stack of this kind (kernel thread, or sample taken in user mode for the kernel stack).
+    None,
+    /// Lost to a stack-map bucket collision (counted in the kernel).
+    Collision,
+    /// Off-CPU episode longer than the stack retention (counted in the kernel).
+    Stale,
+    /// The id was not in the map when read (counted in [`WindowStats::stacks_missing`]).
+    Missing,
+    /// Another kernel error, as a negative errno.
+    Error(i32),
+}
+
+/// One aggregated kernel entry with its stacks read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawSample {
+    /// The kernel's aggregation key.
+    pub key: SampleKey,
+    /// User stack.
+    pub user: RawStack,
+    /// Kernel stack.
+    pub kernel: RawStack,
+    /// On-CPU: samples. Off-CPU: blocking episodes.
+    pub count: u64,
+    /// Off-CPU: blocked nanoseconds. On-CPU: 0.
+    pub total_ns: u64,
+}
+
+/// Counters of one window (differences of the kernel's cumulative counters, plus drain-side ones).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowStats {
+    /// Kernel counters for this window, indexed by `sonde_abi::stat`.
+    pub kernel: [u64; stat::COUNT as usize],
+    /// Stack ids referenced by an aggregate but absent from their map.
+    pub stacks_missing: u64,
+    /// Threads remembered as off-CPU at the end of the window.
+    pub off_cpu_pending: usize,
+}
+
+impl WindowStats {
+    /// On-CPU samples lost (never aggregated) in the kernel.
+    pub fn lost_samples(&self) -> u64 {
+        self.kernel[stat::ONCPU_MAP_FULL as usize]
+    }
+}
+
+/// One drained window.
+#[derive(Clone, Debug, Default)]
+pub struct RawWindow {
+    /// Generation that was drained.
+    pub generation: u64,
+    /// On-CPU aggregates.
+    pub on_cpu: Vec<RawSample>,
+    /// Off-CPU aggregates.
+    pub off_cpu: Vec<RawSample>,
+    /// Counters.
+    pub stats: WindowStats,
+}
+
+/// Rotates slots and drains the previous one.
+pub struct Drainer<M> {
+    maps: M,
+    control: Control,
+    last_stats: [u64; stat::COUNT as usize],
+    grace: Duration,
+}
+
+impl<M: KernelMaps> Drainer<M> {
+    /// Starts at generation 0 with `control` (its generation is overwritten).
+    pub fn new(mut maps: M, mut control: Control) -> Result<Self, BpfError> {
+        control.generation = 0;
+        maps.write_control(&control)?;
+        Ok(Self { maps, control, last_stats: [0; stat::COUNT as usize], grace: GRACE })
+    }
+
+    /// Access to the maps (for process filters and diagnostics).
+    pub fn maps(&self) -> &M {
+        &self.maps
+    }
+
+    /// Ends the current window and returns its content.
+    pub fn next_window(&mut self) -> Result<RawWindow, BpfError> {
+        let old = self.control.generation;
+        let next = old + 1;
+        // Slot `next` last held generation next-SLOTS; everything referencing its stacks was drained.
+        self.maps.clear_stacks(next % SLOTS)?;
+        self.control.generation = next;
+        self.maps.write_control(&self.control)?;
+        std::thread::sleep(self.grace);
+
+        let slot = old % SLOTS;
+        let on_cpu = self.maps.take_on_cpu(slot)?;
+        let off_cpu = self.maps.take_off_cpu(slot)?;
+        let mut resolver = StackResolver { maps: &self.maps, cache: HashMap::new(), missing: 0 };
+        let on_cpu = on_cpu
+            .into_iter()
+            .map(|(key, count)| resolver.sample(key, count, 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        let off_cpu = off_cpu
+            .into_iter()
+            .map(|(key, v)| resolver.sample(key, v.count, v.total_ns))
+            .collect::<Result<Vec<_>, _>>()?;
+        let stacks_missing = resolver.missing;
+
+        let now = self.maps.stats()?;
+        let mut kernel = [0u64; stat::COUNT as usize];
+        for (i, k) in kernel.iter_mut().enumerate() {
+            *k = now[i].saturating_sub(self.last_stats[i]);
+        }
+        self.last_stats = now;
+        let stats = WindowStats { kernel, stacks_missing, off_cpu_pending: self.maps.off_cpu_pending()? };
+        Ok(RawWindow { generation: old, on_cpu, off_cpu, stats })
+    }
+}
+
+struct StackResolver<'a, M> {
+    maps: &'a M,
+    cache: HashMap<(u64, u32), Option<Arc<[u64]>>>,
+    missing: u64,
+}
+
+impl<M: KernelMaps> StackResolver<'_, M> {
+    fn sample(&mut self, key: SampleKey, count: u64, total_ns: u64) -> Result<RawSample, BpfError> {
+        let slot = u64::from(key.stack_slot) % SLOTS;
+        Ok(RawSample {
+            user: self.stack(slot, key.user_stack_id)?,
+            kernel: self.stack(slot, key.kernel_stack_id)?,
+            key,
+            count,
+            total_ns,
+        })
+    }
+
+    fn stack(&mut self, slot: u64, id: i32) -> Result<RawStack, BpfError> {
+        let id = match id {
+            STACK_NONE => return Ok(RawStack::None),
+            STACK_COLLISION => return Ok(RawStack::Collision),
+            STACK_STALE => return Ok(RawStack::Stale),
+            errno if errno < 0 => return Ok(RawStack::Error(errno)),
+            id => id as u32,
+        };
+        let frames = match self.cache.get(&(slot, id)) {
+            Some(hit) => hit.clone(),
+            None => {
+                let read = self.maps.stack(slot, id)?.map(Arc::from);
+                self.cache.insert((slot, id), read.clone());
+                read
+            }
+        };
+        Ok(match frames {
+            Some(frames) if frames.is_empty() => RawStack::None,
+            Some(frames) => RawStack::Frames(frames),
+            None => {
+                self.missing += 1;
+                RawStack::Missing
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use sonde_abi::OffCpuValue;
+
+    use super::*;
+
+    /// A fake kernel: what the programs would have written, per slot.
+    #[derive(Default)]
+    struct FakeMaps {
+        generation_writes: Vec<u64>,
+        on_cpu: BTreeMap<u64, Vec<(SampleKey, u64)>>,
+        off_cpu: BTreeMap<u64, Vec<(SampleKey, OffCpuValue)>>,
+        stacks: BTreeMap<(u64, u32), Vec<u64>>,
+        cleared: Vec<u64>,
+        stats: [u64; stat::COUNT as usize],
+    }
+
+    impl KernelMaps for FakeMaps {
+        fn write_control(&mut self, control: &Control) -> Result<(), BpfError> {
+            self.generation_writes.push(control.generation);
+            Ok(())
+        }
+        fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError> {
+            Ok(self.on_cpu.remove(&slot).unwrap_or_default())
+        }
+        fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError> {
+            Ok(self.off_cpu.remove(&slot).unwrap_or_default())
+        }
+        fn stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
+            Ok(self.stacks.get(&(slot, id)).cloned())
+        }
+        fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
+            self.cleared.push(slot);
+            let before = self.stacks.len();
+            self.stacks.retain(|(s, _), _| *s != slot);
+            Ok(before - self.stacks.len())
+        }
+        fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {
+            Ok(self.stats)
+        }
+        fn off_cpu_pending(&self) -> Result<usize, BpfError> {
+            Ok(0)
+        }
+    }
+
+    fn key(tgid: u32, user: i32, kernel: i32, slot: u32) -> SampleKey {
+        SampleKey { tgid, user_stack_id: user, kernel_stack_id: kernel, stack_slot: slot, comm: [0; 16] }
+    }
+
+    fn drainer(maps: FakeMaps) -> Drainer<FakeMaps> {
+        let mut d = Drainer::new(maps, Control::default()).unwrap();
+        d.grace = Duration::ZERO;
+        d
+    }
+
+    #[test]
+    fn drains_the_old_slot_and_clears_the_next_before_activating_it() {
+        let mut maps = FakeMaps::default();
+        maps.on_cpu.insert(0, vec![(key(7, 1, STACK_NONE, 0), 5)]);
+        maps.on_cpu.insert(1, vec![(key(8, 1, STACK_NONE, 1), 9)]); // written after the flip: next window
+        maps.stacks.insert((0, 1), vec![0x1000, 0x2000]);
+        maps.stacks.insert((1, 1), vec![0x3000]);
+        let mut d = drainer(maps);
+        let w = d.next_window().unwrap();
+        assert_eq!(w.generation, 0);
+        assert_eq!(w.on_cpu.len(), 1);
+        assert_eq!(w.on_cpu[0].count, 5);
+        assert_eq!(w.on_cpu[0].user, RawStack::Frames(Arc::from(vec![0x1000, 0x2000])));
+        assert_eq!(w.on_cpu[0].kernel, RawStack::None);
+        // Slot 1 was emptied before generation 1 was published, not after.
+        assert_eq!(d.maps.cleared, vec![1]);
+        assert_eq!(d.maps.generation_writes, vec![0, 1]);
+        let w = d.next_window().unwrap();
+        assert_eq!(w.on_cpu[0].key.tgid, 8);
+        assert_eq!(d.maps.cleared, vec![1, 2]);
+    }
+
+    #[test]
+    fn same_id_in_two_slots_resolves_per_slot() {
+        let mut maps = FakeMaps::default();
+        // An off-CPU episode that began in slot 0 and ended in slot 1 names slot 0's stack 3.
+        maps.off_cpu.insert(1, vec![
+            (key(7, 3, STACK_NONE, 0), OffCpuValue { total_ns: 10, count: 1 }),
+            (key(7, 3, STACK_NONE, 1), OffCpuValue { total_ns: 20, count: 2 }),
+        ]);
+        maps.stacks.insert((0, 3), vec![0xaaa]);
+        maps.stacks.insert((1, 3), vec![0xbbb]);
+        let mut d = drainer(maps);
+        d.next_window().unwrap(); // generation 0 (empty) -> 1
+        let w = d.next_window().unwrap();
+        assert_eq!(w.off_cpu[0].user, RawStack::Frames(Arc::from(vec![0xaaa])));
+        assert_eq!(w.off_cpu[1].user, RawStack::Frames(Arc::from(vec![0xbbb])));
+        assert_eq!((w.off_cpu[1].count, w.off_cpu[1].total_ns), (2, 20));
+    }
+
+    #[test]
+    fn failures_are_kept_as_markers_and_missing_ids_counted() {
+        let mut maps = FakeMaps::default();
+        maps.on_cpu.insert(0, vec![
+            (key(7, STACK_COLLISION, 4, 0), 1),
+            (key(7, 99, STACK_STALE, 0), 1),
+            (key(7, -12, STACK_NONE, 0), 1),
+        ]);
+        maps.stats[stat::ONCPU_MAP_FULL as usize] = 3;
+        let mut d = drainer(maps);
+        let w = d.next_window().unwrap();
+        assert_eq!(w.on_cpu[0].user, RawStack::Collision);
+        assert_eq!(w.on_cpu[0].kernel, RawStack::Missing);
+        assert_eq!(w.on_cpu[1].user, RawStack::Missing);
+        assert_eq!(w.on_cpu[1].kernel, RawStack::Stale);
+        assert_eq!(w.on_cpu[2].user, RawStack::Error(-12));
+        assert_eq!(w.stats.stacks_missing, 2);
+        assert_eq!(w.stats.lost_samples(), 3);
+        // Counters are per window: nothing new in the next one.
+        assert_eq!(d.next_window().unwrap().stats.lost_samples(), 0);
+    }
+}

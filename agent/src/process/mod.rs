@@ -1,0 +1,208 @@
+//! Process capture: the mappings and binaries of every sampled process, taken when the kernel first
+//! reports the process, so a process that exits before the window is drained can still be symbolized.
+//!
+//! Each executable mapping's file is opened through `/proc/PID/map_files/` (which works across mount
+//! namespaces and for deleted files) and kept open while any live process maps it; binaries are shared
+//! by device and inode.
+
+pub mod events;
+mod maps_file;
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    os::unix::fs::MetadataExt as _,
+    path::PathBuf,
+    sync::Arc,
+    time::Instant,
+};
+
+pub use maps_file::{MapsLine, parse_maps};
+
+use crate::profile::Module;
+
+/// A binary file kept open for symbolization.
+#[derive(Debug)]
+pub struct Binary {
+    /// (device, inode): the identity used for caching.
+    pub id: (u64, u64),
+    /// Path the process mapped it from (as seen in its mount namespace).
+    pub path: String,
+    /// Open handle; symbolized through `/proc/self/fd/N` so it works after the process exits.
+    pub file: File,
+    /// GNU build id, lowercase hex.
+    pub build_id: Option<String>,
+}
+
+impl Binary {
+    /// A path this process can open the binary at, even if the owner exited or the file was deleted.
+    pub fn open_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd as _;
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
+/// One executable mapping of a process.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    /// Mapped range and file offset, as a profile module.
+    pub module: Arc<Module>,
+    /// The file, when it is a real file (not `[vdso]` and the like) and could be opened.
+    pub binary: Option<Arc<Binary>>,
+}
+
+/// What sonde knows about one process.
+#[derive(Clone, Debug)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Executable name (from `/proc/PID/comm` of the leader).
+    pub name: String,
+    /// Executable mappings, sorted by start address.
+    pub mappings: Vec<Mapping>,
+    /// When the kernel reported the exit, if it did.
+    pub exited_at: Option<Instant>,
+}
+
+impl ProcessInfo {
+    /// The mapping containing `address`.
+    pub fn mapping_for(&self, address: u64) -> Option<&Mapping> {
+        let idx = self.mappings.partition_point(|m| m.module.start <= address);
+        let m = self.mappings.get(idx.checked_sub(1)?)?;
+        (address < m.module.limit).then_some(m)
+    }
+}
+
+/// Counters of the capture side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaptureStats {
+    /// Processes captured.
+    pub captured: u64,
+    /// Processes that were gone before they could be captured.
+    pub gone: u64,
+    /// Mapped files that could not be opened (frames in them stay unsymbolized, and are counted there).
+    pub unopenable_files: u64,
+}
+
+/// All known processes and their binaries.
+#[derive(Default)]
+pub struct ProcessTable {
+    procs: HashMap<u32, Arc<ProcessInfo>>,
+    binaries: HashMap<(u64, u64), std::sync::Weak<Binary>>,
+    /// Capture counters.
+    pub stats: CaptureStats,
+}
+
+impl ProcessTable {
+    /// The captured process `pid`.
+    pub fn get(&self, pid: u32) -> Option<Arc<ProcessInfo>> {
+        self.procs.get(&pid).cloned()
+    }
+
+    /// Captures `pid` now (again after an exec). Returns false when the process is already gone.
+    pub fn capture(&mut self, pid: u32) -> bool {
+        match self.read_process(pid) {
+            Some(info) => {
+                self.procs.insert(pid, Arc::new(info));
+                self.stats.captured += 1;
+                true
+            }
+            None => {
+                self.stats.gone += 1;
+                false
+            }
+        }
+    }
+
+    /// Captures `pid` unless it is already known.
+    pub fn ensure(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
+        if !self.procs.contains_key(&pid) {
+            self.capture(pid);
+        }
+        self.get(pid)
+    }
+
+    /// Records that `pid` exited; its data stays until [`ProcessTable::evict_exited_before`].
+    pub fn mark_exited(&mut self, pid: u32, at: Instant) {
+        if let Some(info) = self.procs.get_mut(&pid) {
+            Arc::make_mut(info).exited_at = Some(at);
+        }
+    }
+
+    /// Forgets processes that exited before `cutoff` (their last samples are already drained).
+    pub fn evict_exited_before(&mut self, cutoff: Instant) -> Vec<u32> {
+        let gone: Vec<u32> =
+            self.procs.iter().filter(|(_, p)| p.exited_at.is_some_and(|t| t < cutoff)).map(|(pid, _)| *pid).collect();
+        for pid in &gone {
+            self.procs.remove(pid);
+        }
+        self.binaries.retain(|_, b| b.strong_count() > 0);
+        gone
+    }
+
+    /// Identities of the binaries mapped by the processes held.
+    pub fn live_binaries(&self) -> std::collections::HashSet<(u64, u64)> {
+        self.procs.values().flat_map(|p| p.mappings.iter().filter_map(|m| m.binary.as_ref().map(|b| b.id))).collect()
+    }
+
+    /// Number of processes held.
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Whether no process is held.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
+    fn read_process(&mut self, pid: u32) -> Option<ProcessInfo> {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_owned()).ok()?;
+        let mut mappings: Vec<Mapping> = parse_maps(&maps)
+            .into_iter()
+            .filter(|l| l.executable)
+            .map(|line| self.mapping(pid, line))
+            .collect();
+        mappings.sort_by_key(|m| m.module.start);
+        Some(ProcessInfo { pid, name, mappings, exited_at: None })
+    }
+
+    fn mapping(&mut self, pid: u32, line: MapsLine) -> Mapping {
+        let binary = line.path.starts_with('/').then(|| self.binary(pid, &line)).flatten();
+        let module = Module {
+            path: line.path.clone(),
+            build_id: binary.as_ref().and_then(|b| b.build_id.clone()),
+            start: line.start,
+            limit: line.end,
+            file_offset: line.offset,
+        };
+        Mapping { module: Arc::new(module), binary }
+    }
+
+    fn binary(&mut self, pid: u32, line: &MapsLine) -> Option<Arc<Binary>> {
+        let file = match File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", line.start, line.end)) {
+            Ok(f) => f,
+            Err(err) => {
+                tracing::debug!(pid, path = %line.path, %err, "cannot open mapped file");
+                self.stats.unopenable_files += 1;
+                return None;
+            }
+        };
+        let meta = file.metadata().ok()?;
+        let id = (meta.dev(), meta.ino());
+        if let Some(existing) = self.binaries.get(&id).and_then(std::sync::Weak::upgrade) {
+            return Some(existing);
+        }
+        let fd_path = {
+            use std::os::fd::AsRawFd as _;
+            PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        };
+        let build_id = blazesym::helper::read_elf_build_id(&fd_path)
+            .ok()
+            .flatten()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+        let binary = Arc::new(Binary { id, path: line.path.clone(), file, build_id });
+        self.binaries.insert(id, Arc::downgrade(&binary));
+        Some(binary)
+    }
+}

@@ -1,0 +1,123 @@
+//! The reusable sampling session shared by `sonde record` and the daemon: loads the kernel programs,
+//! keeps the process table fed from kernel events, and turns each drained window into symbolized profiles.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant, SystemTime},
+};
+
+use crate::{
+    bpf::{
+        BpfError,
+        drain::{Drainer, RawWindow, WindowStats},
+        loader::{self, LoadOptions, Loaded},
+        maps::AyaMaps,
+    },
+    process::{ProcessTable, events::EventThread},
+    profile::{Profile, ProfileKind},
+    symbolize::Symbolizer,
+};
+
+/// One window, symbolized.
+#[derive(Debug)]
+pub struct Window {
+    /// On-CPU profile, when on-CPU sampling is enabled.
+    pub on_cpu: Option<Profile>,
+    /// Off-CPU profile, when off-CPU tracking is enabled.
+    pub off_cpu: Option<Profile>,
+    /// Kernel and drain counters of this window.
+    pub stats: WindowStats,
+}
+
+/// A running sampling session.
+pub struct Sampler {
+    ebpf: aya::Ebpf,
+    drainer: Drainer<AyaMaps>,
+    options: LoadOptions,
+    procs: Arc<Mutex<ProcessTable>>,
+    events: Option<EventThread>,
+    symbolizer: Symbolizer,
+    window_start: (SystemTime, Instant),
+}
+
+impl Sampler {
+    /// Loads, attaches and starts consuming process events.
+    pub fn start(options: LoadOptions) -> Result<Self, BpfError> {
+        let Loaded { ebpf, drainer, events } = loader::load(&options)?;
+        let procs = Arc::new(Mutex::new(ProcessTable::default()));
+        let events = Some(EventThread::spawn(events, procs.clone()));
+        Ok(Self {
+            ebpf,
+            drainer,
+            options,
+            procs,
+            events,
+            symbolizer: Symbolizer::new(),
+            window_start: (SystemTime::now(), Instant::now()),
+        })
+    }
+
+    /// Ends the current window and returns it symbolized.
+    pub fn window(&mut self) -> Result<Window, BpfError> {
+        let raw = self.drainer.next_window()?;
+        let (start_wall, start) = self.window_start;
+        let now = Instant::now();
+        self.window_start = (SystemTime::now(), now);
+        let duration = now - start;
+        let window = self.symbolize(raw, start_wall, duration);
+        self.evict(start);
+        Ok(window)
+    }
+
+    fn symbolize(&mut self, raw: RawWindow, start: SystemTime, duration: Duration) -> Window {
+        let time_nanos = start.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos() as i64;
+        let mut procs = self.procs.lock().expect("process table lock");
+        let mut make = |kind: ProfileKind, period: i64, samples: &[crate::bpf::drain::RawSample]| Profile {
+            kind,
+            time_nanos,
+            duration_nanos: duration.as_nanos() as i64,
+            period,
+            samples: self.symbolizer.symbolize(kind, samples, &mut procs, period),
+        };
+        let on_cpu = self
+            .options
+            .frequency_hz
+            .map(|hz| make(ProfileKind::Cpu, 1_000_000_000 / hz as i64, &raw.on_cpu));
+        let off_cpu = self.options.off_cpu.map(|_| make(ProfileKind::OffCpu, 1, &raw.off_cpu));
+        Window { on_cpu, off_cpu, stats: raw.stats }
+    }
+
+    /// Forgets processes that exited before this window began, and symbols of binaries nobody maps.
+    fn evict(&mut self, cutoff: Instant) {
+        let mut procs = self.procs.lock().expect("process table lock");
+        if procs.evict_exited_before(cutoff).is_empty() {
+            return;
+        }
+        let live: HashSet<(u64, u64)> = procs.live_binaries();
+        self.symbolizer.retain_binaries(&live);
+    }
+
+    /// Symbolization counters so far.
+    pub fn symbolize_stats(&self) -> crate::symbolize::SymbolizeStats {
+        self.symbolizer.stats
+    }
+
+    /// Capture counters so far.
+    pub fn capture_stats(&self) -> crate::process::CaptureStats {
+        self.procs.lock().expect("process table lock").stats
+    }
+
+    /// Kernel memory of the maps and (with `kernel.bpf_stats_enabled=1`) the programs' run count and time.
+    pub fn kernel_cost(&self) -> (u64, u64, Duration) {
+        let (runs, time) = loader::program_run_stats(&self.ebpf);
+        (loader::map_memory_bytes(), runs, time)
+    }
+
+    /// Detaches everything.
+    pub fn stop(mut self) {
+        if let Some(events) = self.events.take() {
+            events.stop();
+        }
+    }
+}
