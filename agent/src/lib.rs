@@ -8,5 +8,6 @@ pub mod process;
 pub mod profile;
 pub mod record;
 pub mod sampler;
+pub mod stop_signal;
 pub mod symbolize;
 pub mod telemetry;

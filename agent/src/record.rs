@@ -77,8 +77,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // Every output is opened before sampling starts, so a bad path costs nothing.
     let outputs = Outputs::open(&args)?;
     let mut sampler = Sampler::start(options)?;
-    tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording");
-    std::thread::sleep(Duration::from_secs(args.duration));
+    crate::stop_signal::install();
+    tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording (Ctrl-C ends early)");
+    if crate::stop_signal::sleep(Duration::from_secs(args.duration)) {
+        tracing::info!("stopped by signal; writing what was recorded");
+    }
     let window = sampler.window().context("draining the kernel maps")?;
     let profile = match args.profile {
         ProfileChoice::Cpu => window.on_cpu.as_ref(),

@@ -1,1 +1,75 @@
-fn main() {}
+//! `cargo xtask`: setup of the build toolchain, test and benchmark orchestration.
+
+mod bench;
+mod setup;
+mod util;
+
+use std::process::Command;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "sonde developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what the build needs (nightly rust-src, llvm-22-dev, bpf-linker); idempotent.
+    Setup {
+        /// Also install test and benchmark peers (Python packages, perf, bpftrace).
+        #[arg(long)]
+        peers: bool,
+    },
+    /// Set up, then run every test (as root: the tests load BPF programs).
+    Test {
+        /// Extra arguments for `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Set up, build sonde in release mode and run it with the given arguments.
+    Sonde {
+        /// Arguments for sonde.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Measure sonde's overhead against perf and bpftrace in one run.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup { peers } => {
+            setup::build_toolchain()?;
+            if peers {
+                setup::peers()?;
+            }
+            Ok(())
+        }
+        Task::Test { args } => {
+            util::require_root("the tests load BPF programs and profile real processes")?;
+            setup::build_toolchain()?;
+            setup::peers()?;
+            // One test at a time: the BPF tests measure CPU shares and sample counts of real workloads,
+            // which other tests running beside them would distort.
+            let mut cmd = Command::new(util::cargo());
+            cmd.args(["test", "--release"]).args(&args).args(["--", "--test-threads=1"]);
+            util::run(&mut cmd)
+        }
+        Task::Sonde { args } => {
+            setup::build_toolchain()?;
+            let sonde = util::build_release_sonde()?;
+            let status = Command::new(&sonde).args(&args).status().with_context(|| format!("running {}", sonde.display()))?;
+            std::process::exit(status.code().unwrap_or(1));
+        }
+        Task::Bench(args) => {
+            util::require_root("the benchmark loads BPF programs and runs perf and bpftrace")?;
+            setup::build_toolchain()?;
+            setup::peers()?;
+            bench::run(args)
+        }
+    }
+}

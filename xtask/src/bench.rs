@@ -1,0 +1,217 @@
+//! `cargo xtask bench`: one run on one machine measuring a fixed CPU-bound workload alone and under each
+//! profiler (sonde, `perf record -a -g`, bpftrace), plus a context-switch-heavy workload for off-CPU.
+//! Reported: workload slowdown versus alone, profiler CPU seconds per wall second, peak RSS, and for
+//! sonde the BPF run time per program invocation and BPF map memory.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::util::{self, build_release_sonde, root};
+
+/// Arguments of `cargo xtask bench`.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Target wall time of the CPU-bound workload alone, seconds.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// Iterations of `perf bench sched pipe` for the off-CPU part.
+    #[arg(long, default_value_t = 200_000)]
+    pipe_loops: u64,
+}
+
+struct Usage {
+    cpu: Duration,
+    max_rss_kib: i64,
+    stdout: String,
+}
+
+/// A profiler under test: a command started before the workload and stopped with SIGINT after it.
+struct Profiler {
+    name: &'static str,
+    cmd: Vec<String>,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let sonde = build_release_sonde()?;
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let busy = compile(&root().join("tests/workloads/busy_threads.c"), &dir.join("busy_threads"))?;
+
+    // Calibrate the fixed amount of work to about `seconds` of wall time alone.
+    let probe = 200_000_000u64;
+    let t = time_workload(&mut Command::new(&busy).arg(probe.to_string()))?;
+    let iterations = (probe as f64 * args.seconds / t.as_secs_f64()) as u64;
+    println!("workload: 2 threads x {iterations} iterations (calibrated to {:.0} s alone)", args.seconds);
+
+    let s = |x: &str| x.to_owned();
+    let sonde_path = sonde.display().to_string();
+    let cpu_profilers = [
+        Profiler {
+            name: "sonde record -F 99",
+            cmd: vec![sonde_path.clone(), s("record"), s("--duration"), s("86400"), s("--frequency"), s("99"),
+                      s("--output"), dir.join("sonde.pb.gz").display().to_string()],
+        },
+        Profiler {
+            name: "perf record -F 99 -a -g",
+            cmd: vec![s("perf"), s("record"), s("-q"), s("-F"), s("99"), s("-a"), s("-g"), s("-o"),
+                      dir.join("perf.data").display().to_string()],
+        },
+        Profiler {
+            name: "bpftrace profile:hz:99",
+            cmd: vec![s("bpftrace"), s("-e"), s("profile:hz:99 { @[ustack, kstack] = count(); }")],
+        },
+    ];
+    let workload = || {
+        let mut c = Command::new(&busy);
+        c.arg(iterations.to_string());
+        c
+    };
+    let alone_before = time_workload(&mut workload())?;
+    let mut rows = Vec::new();
+    for p in &cpu_profilers {
+        rows.push((p.name, measure(p, &mut workload())?));
+    }
+    let alone_after = time_workload(&mut workload())?;
+    let alone = (alone_before + alone_after) / 2;
+    println!("\n## CPU-bound workload ({} CPUs)", cpus());
+    println!("alone: {:.2} s (runs: {:.2} s, {:.2} s)", alone.as_secs_f64(), alone_before.as_secs_f64(), alone_after.as_secs_f64());
+    print_rows(&rows, alone);
+
+    // Off-CPU: a context-switch-heavy workload, and the CPU-bound one, under sonde offcpu and bpftrace.
+    let offcpu_profilers = [
+        Profiler {
+            name: "sonde record --profile offcpu",
+            cmd: vec![sonde_path, s("record"), s("--profile"), s("offcpu"), s("--duration"), s("86400"),
+                      s("--output"), dir.join("sonde-offcpu.pb.gz").display().to_string()],
+        },
+        Profiler { name: "bpftrace sched_switch off-CPU", cmd: vec![s("bpftrace"), s("-e"), s(BPFTRACE_OFFCPU)] },
+    ];
+    let pipe = || {
+        let mut c = Command::new("perf");
+        c.args(["bench", "sched", "pipe", "-l", &args.pipe_loops.to_string()]).stdout(Stdio::null());
+        c
+    };
+    let pipe_alone = time_workload(&mut pipe())?;
+    let mut pipe_rows = Vec::new();
+    for p in &offcpu_profilers {
+        pipe_rows.push((p.name, measure(p, &mut pipe())?));
+    }
+    let pipe_alone_after = time_workload(&mut pipe())?;
+    let pipe_alone = (pipe_alone + pipe_alone_after) / 2;
+    println!("\n## Context-switch workload: perf bench sched pipe -l {}", args.pipe_loops);
+    println!("alone: {:.2} s", pipe_alone.as_secs_f64());
+    print_rows(&pipe_rows, pipe_alone);
+    let busy_offcpu = measure(&offcpu_profilers[0], &mut workload())?;
+    println!("\n## CPU-bound workload under sonde offcpu");
+    print_rows(&[(offcpu_profilers[0].name, busy_offcpu)], alone);
+    Ok(())
+}
+
+const BPFTRACE_OFFCPU: &str = "tracepoint:sched:sched_switch { \
+  if (args->prev_state & 3) { @start[args->prev_pid] = nsecs; @ks[args->prev_pid] = kstack; @us[args->prev_pid] = ustack; } \
+  $s = @start[args->next_pid]; \
+  if ($s) { @off[@ks[args->next_pid], @us[args->next_pid]] = sum(nsecs - $s); \
+            delete(@start[args->next_pid]); delete(@ks[args->next_pid]); delete(@us[args->next_pid]); } }";
+
+struct Measured {
+    wall: Duration,
+    window: Duration,
+    usage: Usage,
+}
+
+fn print_rows(rows: &[(&str, Measured)], alone: Duration) {
+    println!("| profiler | workload s | slowdown | profiler CPU s/s | % of machine | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (name, m) in rows {
+        let cpu_per_s = m.usage.cpu.as_secs_f64() / m.window.as_secs_f64();
+        let field = |key: &str| {
+            m.usage.stdout.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_owned())
+        };
+        let ns_per_run: Option<f64> = field("bpf_ns_per_run:").and_then(|v| v.parse().ok());
+        let runs: Option<f64> = field("bpf_runs:").and_then(|v| v.parse().ok());
+        let map_mib = field("bpf_map_bytes:").and_then(|v| v.parse::<f64>().ok()).map(|b| b / 1048576.0);
+        let bpf_cpu_per_s = match (ns_per_run, runs) {
+            (Some(ns), Some(r)) => ns * r / 1e9 / m.window.as_secs_f64(),
+            _ => 0.0,
+        };
+        let total = cpu_per_s + bpf_cpu_per_s;
+        let opt = |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
+        println!(
+            "| {name} | {:.2} | {:+.2}% | {:.4} (+{:.4} BPF) | {:.3}% | {:.1} | {} | {} | {} |",
+            m.wall.as_secs_f64(),
+            100.0 * (m.wall.as_secs_f64() / alone.as_secs_f64() - 1.0),
+            cpu_per_s,
+            bpf_cpu_per_s,
+            100.0 * total / cpus() as f64,
+            m.usage.max_rss_kib as f64 / 1024.0,
+            opt(ns_per_run, 0),
+            opt(runs.map(|r| r / m.window.as_secs_f64()), 0),
+            opt(map_mib, 1),
+        );
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn compile(src: &Path, out: &Path) -> anyhow::Result<PathBuf> {
+    util::run(Command::new("gcc").args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"]).arg(out).arg(src))?;
+    Ok(out.to_owned())
+}
+
+fn time_workload(cmd: &mut Command) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    util::run(cmd)?;
+    Ok(start.elapsed())
+}
+
+/// Starts the profiler, lets it attach, runs the workload, stops the profiler with SIGINT.
+fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
+    let stats = p.name.starts_with("sonde");
+    if stats {
+        // Per-program run time accounting, for sonde's BPF cost (off again afterwards).
+        std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")?;
+    }
+    let started = Instant::now();
+    let child = Command::new(&p.cmd[0])
+        .args(&p.cmd[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", p.name))?;
+    std::thread::sleep(Duration::from_secs(3));
+    let wall = time_workload(workload)?;
+    let usage = stop(child)?;
+    let window = started.elapsed();
+    if stats {
+        std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "0")?;
+    }
+    Ok(Measured { wall, window, usage })
+}
+
+fn stop(child: Child) -> anyhow::Result<Usage> {
+    let pid = child.id() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let mut stdout = child.stdout.context("profiler stdout")?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid out-parameter.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child with valid out-pointers.
+    if unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } != pid {
+        bail!("wait4 failed for pid {pid}");
+    }
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    Ok(Usage { cpu: tv(ru.ru_utime) + tv(ru.ru_stime), max_rss_kib: ru.ru_maxrss, stdout: reader.join().unwrap_or_default() })
+}
