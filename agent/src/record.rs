@@ -55,7 +55,7 @@ pub struct RecordArgs {
     #[arg(long, value_enum, default_value = "cpu")]
     pub profile: ProfileChoice,
     /// Off-CPU: shortest blocking episode counted, in microseconds.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
     pub min_block_us: u64,
     /// Off-CPU: voluntary blocking (default) or involuntary preemption.
     #[arg(long, value_enum, default_value = "voluntary")]

@@ -271,9 +271,9 @@ mod tests {
             (key(7, 3, STACK_NONE, 1), OffCpuValue { total_ns: 20, count: 2 }),
         ]);
         maps.stacks.insert((0, 3), vec![0xaaa]);
-        maps.stacks.insert((1, 3), vec![0xbbb]);
         let mut d = drainer(maps);
         d.next_window().unwrap(); // generation 0 (empty) -> 1
+        d.maps.stacks.insert((1, 3), vec![0xbbb]); // written while slot 1 is active
         let w = d.next_window().unwrap();
         assert_eq!(w.off_cpu[0].user, RawStack::Frames(Arc::from(vec![0xaaa])));
         assert_eq!(w.off_cpu[1].user, RawStack::Frames(Arc::from(vec![0xbbb])));

@@ -1,0 +1,154 @@
+//! Shared helpers of the integration tests: root check, workload builds, running sonde, reading pprof.
+#![allow(dead_code)]
+
+use std::{
+    collections::HashMap,
+    io::Read as _,
+    path::{Path, PathBuf},
+    process::{Child, Command, Output},
+    sync::OnceLock,
+};
+
+use prost::Message as _;
+use sonde::profile::pprof::proto;
+
+/// Panics unless root: these tests load BPF programs and must fail loudly, never skip, without it.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test loads BPF programs: run it as root (cargo xtask test)");
+}
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// A fresh temporary directory under target/.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static RUN: OnceLock<u128> = OnceLock::new();
+    let run = RUN.get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    let dir = root().join("target/test-tmp").join(format!("{name}-{run}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Compiles `tests/workloads/<name>.c` with `flags` into the test directory.
+pub fn build_workload(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
+    let out = temp_dir("workloads").join(out_name);
+    let status = Command::new("gcc")
+        .args(flags)
+        .arg("-pthread")
+        .arg("-o")
+        .arg(&out)
+        .arg(root().join(format!("tests/workloads/{name}.c")))
+        .status()
+        .expect("gcc must be installed (cargo xtask setup --peers)");
+    assert!(status.success(), "compiling workload {name} failed");
+    out
+}
+
+/// Frame pointers, symbols and DWARF: what a profiler-friendly build looks like.
+pub const FP_FLAGS: &[&str] = &["-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline"];
+
+/// Starts a workload.
+pub fn spawn(path: &Path, args: &[&str]) -> Child {
+    Command::new(path).args(args).spawn().expect("starting workload")
+}
+
+/// Runs `sonde` with `args` and returns its output.
+pub fn sonde(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sonde")).args(args).env("SONDE_LOG", "warn").output().expect("running sonde")
+}
+
+/// Runs `sonde` and panics with its stderr when it fails.
+pub fn sonde_ok(args: &[&str]) -> String {
+    let out = sonde(args);
+    assert!(out.status.success(), "sonde {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A numeric field of sonde's summary (`key: value`).
+pub fn summary_field(summary: &str, key: &str) -> f64 {
+    summary
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("summary has no {key}:\n{summary}"))
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap()
+}
+
+/// Decodes a gzip pprof file.
+pub fn read_pprof(path: &Path) -> proto::Profile {
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()).read_to_end(&mut bytes).expect("valid gzip");
+    proto::Profile::decode(bytes.as_slice()).expect("valid pprof")
+}
+
+/// One sample of a profile, resolved to readable names.
+#[derive(Debug)]
+pub struct Resolved {
+    pub pid: i64,
+    pub comm: String,
+    /// Function names leaf first (inline chains expanded innermost first); unsymbolized as `?`.
+    pub functions: Vec<String>,
+    /// Whether each entry of `functions` came from a kernel mapping.
+    pub kernel: Vec<bool>,
+    pub values: Vec<i64>,
+}
+
+/// Resolves every sample of `p`.
+pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
+    let s = |i: i64| p.string_table[i as usize].clone();
+    let funcs: HashMap<u64, String> = p.function.iter().map(|f| (f.id, s(f.name))).collect();
+    let maps: HashMap<u64, String> = p.mapping.iter().map(|m| (m.id, s(m.filename))).collect();
+    let locs: HashMap<u64, &proto::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    p.sample
+        .iter()
+        .map(|sample| {
+            let mut functions = Vec::new();
+            let mut kernel = Vec::new();
+            for id in &sample.location_id {
+                let loc = locs[id];
+                let is_kernel = maps.get(&loc.mapping_id).is_some_and(|m| m == "[kernel.kallsyms]");
+                if loc.line.is_empty() {
+                    functions.push("?".to_owned());
+                    kernel.push(is_kernel);
+                }
+                for line in &loc.line {
+                    functions.push(funcs[&line.function_id].clone());
+                    kernel.push(is_kernel);
+                }
+            }
+            let label = |k: &str| sample.label.iter().find(|l| s(l.key) == k);
+            Resolved {
+                pid: label("pid").map(|l| l.num).unwrap_or(-1),
+                comm: label("comm").map(|l| s(l.str)).unwrap_or_default(),
+                functions,
+                kernel,
+                values: sample.value.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Sum of value `index` over samples of `pid` whose stack contains `function`.
+pub fn inclusive(samples: &[Resolved], pid: u32, function: &str, index: usize) -> i64 {
+    samples.iter().filter(|s| s.pid == i64::from(pid) && s.functions.iter().any(|f| f == function)).map(|s| s.values[index]).sum()
+}
+
+/// Sum of value `index` over samples of `pid`.
+pub fn total(samples: &[Resolved], pid: u32, index: usize) -> i64 {
+    samples.iter().filter(|s| s.pid == i64::from(pid)).map(|s| s.values[index]).sum()
+}
+
+/// CPU seconds used so far by `pid` (utime + stime from /proc/PID/stat).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
