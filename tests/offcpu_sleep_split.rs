@@ -13,29 +13,69 @@ fn sleeps_split_two_to_one_with_the_kernel_sleep_path() {
     let mut b = spawn(&busy, &["30"]);
     let out = temp_dir("offcpu_sleep").join("offcpu.pb.gz");
     let summary = sonde_ok(&[
-        "record", "--profile", "offcpu", "--duration", "4", "--pid", &s.id().to_string(), "--pid", &b.id().to_string(),
-        "--output", out.to_str().unwrap(),
+        "record",
+        "--profile",
+        "offcpu",
+        "--duration",
+        "4",
+        "--pid",
+        &s.id().to_string(),
+        "--pid",
+        &b.id().to_string(),
+        "--output",
+        out.to_str().unwrap(),
     ]);
     for c in [&mut s, &mut b] {
         c.kill().unwrap();
         let _ = c.wait();
     }
     let profile = read_pprof(&out);
-    let types: Vec<_> = profile.sample_type.iter().map(|t| (profile.string_table[t.ty as usize].as_str(), profile.string_table[t.unit as usize].as_str())).collect();
+    let types: Vec<_> = profile
+        .sample_type
+        .iter()
+        .map(|t| {
+            (
+                profile.string_table[t.r#type as usize].as_str(),
+                profile.string_table[t.unit as usize].as_str(),
+            )
+        })
+        .collect();
     assert_eq!(types, [("offcpu", "nanoseconds"), ("events", "count")]);
     let samples = resolve(&profile);
     let twenty = inclusive(&samples, s.id(), "sleep_twenty", 0) as f64;
     let ten = inclusive(&samples, s.id(), "sleep_ten", 0) as f64;
-    eprintln!("sleep_twenty={:.0}ms sleep_ten={:.0}ms\n{summary}", twenty / 1e6, ten / 1e6);
+    eprintln!(
+        "sleep_twenty={:.0}ms sleep_ten={:.0}ms\n{summary}",
+        twenty / 1e6,
+        ten / 1e6
+    );
     let ratio = twenty / ten;
-    assert!((ratio - 2.0).abs() <= 0.2, "off-CPU split {ratio:.2}, expected 2 ±10%");
+    assert!(
+        (ratio - 2.0).abs() <= 0.2,
+        "off-CPU split {ratio:.2}, expected 2 ±10%"
+    );
     // About 4 s of sleeping in total (the thread is off-CPU nearly all the time).
-    assert!(twenty + ten > 3.0e9, "only {:.2} s off-CPU", (twenty + ten) / 1e9);
+    assert!(
+        twenty + ten > 3.0e9,
+        "only {:.2} s off-CPU",
+        (twenty + ten) / 1e9
+    );
     let kernel_sleep = samples.iter().any(|x| {
-        x.pid == i64::from(s.id()) && x.functions.iter().zip(&x.kernel).any(|(f, k)| *k && f.contains("nanosleep"))
+        x.pid == i64::from(s.id())
+            && x.functions
+                .iter()
+                .zip(&x.kernel)
+                .any(|(f, k)| *k && f.contains("nanosleep"))
     });
-    assert!(kernel_sleep, "no kernel nanosleep frames under the sleeping functions");
+    assert!(
+        kernel_sleep,
+        "no kernel nanosleep frames under the sleeping functions"
+    );
     // The busy loop never blocks voluntarily.
     let busy_ns = total(&samples, b.id(), 0) as f64;
-    assert!(busy_ns < 0.02 * 4e9, "busy loop shows {:.3} s of voluntary off-CPU time", busy_ns / 1e9);
+    assert!(
+        busy_ns < 0.02 * 4e9,
+        "busy loop shows {:.3} s of voluntary off-CPU time",
+        busy_ns / 1e9
+    );
 }

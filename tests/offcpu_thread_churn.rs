@@ -10,7 +10,17 @@ fn remembered_state_does_not_grow_with_exited_threads() {
     let out = temp_dir("churn").join("offcpu.pb.gz");
     let sonde = std::thread::spawn({
         let out = out.clone();
-        move || sonde_ok(&["record", "--profile", "offcpu", "--duration", "5", "--output", out.to_str().unwrap()])
+        move || {
+            sonde_ok(&[
+                "record",
+                "--profile",
+                "offcpu",
+                "--duration",
+                "5",
+                "--output",
+                out.to_str().unwrap(),
+            ])
+        }
     });
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let mut child = spawn(&bin, &["3000"]);
@@ -20,8 +30,14 @@ fn remembered_state_does_not_grow_with_exited_threads() {
     let pending = summary_field(&summary, "offcpu_pending");
     let episodes = summary_field(&summary, "offcpu_episodes");
     // 3000 threads each blocked at least once; what stays remembered is only what is blocked right now.
-    assert!(episodes >= 3000.0, "expected at least 3000 episodes, got {episodes}");
-    assert!(pending < 500.0, "{pending} threads still remembered after 3000 exited: state leaks");
+    assert!(
+        episodes >= 3000.0,
+        "expected at least 3000 episodes, got {episodes}"
+    );
+    assert!(
+        pending < 500.0,
+        "{pending} threads still remembered after 3000 exited: state leaks"
+    );
     // The counters exist and are reported (unmatched exits are counted, not silent).
     summary_field(&summary, "offcpu_unmatched_exit");
 }

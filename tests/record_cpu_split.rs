@@ -12,7 +12,17 @@ fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
     let out = temp_dir("cpu_split").join("profile.pb.gz");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cpu_before = cpu_seconds(pid);
-    let summary = sonde_ok(&["record", "--duration", "8", "--frequency", "99", "--pid", &pid.to_string(), "--output", out.to_str().unwrap()]);
+    let summary = sonde_ok(&[
+        "record",
+        "--duration",
+        "8",
+        "--frequency",
+        "99",
+        "--pid",
+        &pid.to_string(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     let cpu_used = cpu_seconds(pid) - cpu_before;
     child.kill().unwrap();
     let _ = child.wait();
@@ -21,17 +31,43 @@ fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
     let samples = resolve(&profile);
     let all = total(&samples, pid, 0) as f64;
     let share = |f: &str| 100.0 * inclusive(&samples, pid, f, 0) as f64 / all;
-    let (a, b, c) = (share("burn_fifty"), share("burn_thirty"), share("burn_twenty"));
+    let (a, b, c) = (
+        share("burn_fifty"),
+        share("burn_thirty"),
+        share("burn_twenty"),
+    );
     eprintln!("samples={all} cpu_used={cpu_used:.2}s shares={a:.1}/{b:.1}/{c:.1}\n{summary}");
-    assert!((a - 50.0).abs() <= 5.0, "burn_fifty share {a:.1}% not within 50±5");
-    assert!((b - 30.0).abs() <= 5.0, "burn_thirty share {b:.1}% not within 30±5");
-    assert!((c - 20.0).abs() <= 5.0, "burn_twenty share {c:.1}% not within 20±5");
+    assert!(
+        (a - 50.0).abs() <= 5.0,
+        "burn_fifty share {a:.1}% not within 50±5"
+    );
+    assert!(
+        (b - 30.0).abs() <= 5.0,
+        "burn_thirty share {b:.1}% not within 30±5"
+    );
+    assert!(
+        (c - 20.0).abs() <= 5.0,
+        "burn_twenty share {c:.1}% not within 20±5"
+    );
 
     // One busy thread: expect CPU-seconds x 99 samples (= duration x 99 when the CPU is not contended).
     let expected = cpu_used * 99.0;
-    assert!((all - expected).abs() <= 0.25 * expected, "{all} samples, expected {expected:.0} ±25%");
-    assert!(cpu_used > 8.0 * 0.5, "the workload only got {cpu_used:.2} CPU-seconds in 8 s: machine overloaded");
-    assert_eq!(summary_field(&summary, "samples") as i64, all as i64, "summary disagrees with the profile");
-    assert!(summary_field(&summary, "symbolized_frames") > 90.0, "{summary}");
+    assert!(
+        (all - expected).abs() <= 0.25 * expected,
+        "{all} samples, expected {expected:.0} ±25%"
+    );
+    assert!(
+        cpu_used > 8.0 * 0.5,
+        "the workload only got {cpu_used:.2} CPU-seconds in 8 s: machine overloaded"
+    );
+    assert_eq!(
+        summary_field(&summary, "samples") as i64,
+        all as i64,
+        "summary disagrees with the profile"
+    );
+    assert!(
+        summary_field(&summary, "symbolized_frames") > 90.0,
+        "{summary}"
+    );
     assert_eq!(summary_field(&summary, "lost_samples"), 0.0);
 }

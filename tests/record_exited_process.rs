@@ -10,7 +10,15 @@ fn a_process_that_exited_mid_window_is_symbolized() {
     let out = temp_dir("exited").join("profile.pb.gz");
     let sonde = std::thread::spawn({
         let out = out.clone();
-        move || sonde_ok(&["record", "--duration", "5", "--output", out.to_str().unwrap()])
+        move || {
+            sonde_ok(&[
+                "record",
+                "--duration",
+                "5",
+                "--output",
+                out.to_str().unwrap(),
+            ])
+        }
     });
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let mut child = spawn(&bin, &["1.5"]);
@@ -24,6 +32,12 @@ fn a_process_that_exited_mid_window_is_symbolized() {
     let all = total(&samples, pid, 0);
     let named = inclusive(&samples, pid, "short_lived_burn", 0);
     eprintln!("{named} of {all} samples of the exited process name short_lived_burn\n{summary}");
-    assert!(all > 50, "expected ~150 samples of the short-lived process, got {all}");
-    assert!(named as f64 >= 0.9 * all as f64, "exited process not symbolized: {named} of {all}");
+    assert!(
+        all > 50,
+        "expected ~150 samples of the short-lived process, got {all}"
+    );
+    assert!(
+        named as f64 >= 0.9 * all as f64,
+        "exited process not symbolized: {named} of {all}"
+    );
 }

@@ -7,13 +7,25 @@ use common::*;
 #[test]
 fn stripped_binary_without_frame_pointers_is_counted_not_dropped() {
     require_root();
-    let bin = build_workload("cpu_split", "cpu_split_stripped", &["-O2", "-fomit-frame-pointer", "-s"]);
+    let bin = build_workload(
+        "cpu_split",
+        "cpu_split_stripped",
+        &["-O2", "-fomit-frame-pointer", "-s"],
+    );
     let mut child = spawn(&bin, &["30"]);
     let pid = child.id();
     let out = temp_dir("stripped").join("profile.pb.gz");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cpu_before = cpu_seconds(pid);
-    let summary = sonde_ok(&["record", "--duration", "4", "--pid", &pid.to_string(), "--output", out.to_str().unwrap()]);
+    let summary = sonde_ok(&[
+        "record",
+        "--duration",
+        "4",
+        "--pid",
+        &pid.to_string(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     let cpu_used = cpu_seconds(pid) - cpu_before;
     child.kill().unwrap();
     let _ = child.wait();
@@ -23,16 +35,31 @@ fn stripped_binary_without_frame_pointers_is_counted_not_dropped() {
     let all = total(&samples, pid, 0) as f64;
     eprintln!("{all} samples, {cpu_used:.2} CPU-s\n{summary}");
     // Not dropped: every sample is there.
-    assert!((all - cpu_used * 99.0).abs() <= 0.25 * cpu_used * 99.0, "{all} samples for {cpu_used:.2} CPU-s");
+    assert!(
+        (all - cpu_used * 99.0).abs() <= 0.25 * cpu_used * 99.0,
+        "{all} samples for {cpu_used:.2} CPU-s"
+    );
     // No burn_* names (stripped), but unknown frames with their module and address.
     assert_eq!(inclusive(&samples, pid, "burn_fifty", 0), 0);
     let unknown_in_binary = profile.location.iter().any(|l| {
         l.line.is_empty()
             && l.address != 0
-            && profile.mapping.iter().any(|m| m.id == l.mapping_id && profile.string_table[m.filename as usize].ends_with("cpu_split_stripped"))
+            && profile.mapping.iter().any(|m| {
+                m.id == l.mapping_id
+                    && profile.string_table[m.filename as usize].ends_with("cpu_split_stripped")
+            })
     });
-    assert!(unknown_in_binary, "unknown frames must keep their mapping and address");
+    assert!(
+        unknown_in_binary,
+        "unknown frames must keep their mapping and address"
+    );
     // Counted.
-    assert!(summary_field(&summary, "symbolized_frames") < 100.0, "{summary}");
-    assert!(summary_field(&summary, "truncated_stacks") > 50.0, "{summary}");
+    assert!(
+        summary_field(&summary, "symbolized_frames") < 100.0,
+        "{summary}"
+    );
+    assert!(
+        summary_field(&summary, "truncated_stacks") > 50.0,
+        "{summary}"
+    );
 }

@@ -135,7 +135,11 @@ pub fn add_sample(map: &HashMap<SampleKey, u64>, key: &SampleKey) -> Result<(), 
 
 /// Adds one blocking episode of `ns` nanoseconds to `key` in `map`. Err when the map is full.
 #[inline(always)]
-pub fn add_episode(map: &HashMap<SampleKey, OffCpuValue>, key: &SampleKey, ns: u64) -> Result<(), i32> {
+pub fn add_episode(
+    map: &HashMap<SampleKey, OffCpuValue>,
+    key: &SampleKey,
+    ns: u64,
+) -> Result<(), i32> {
     if let Some(value) = map.get_ptr_mut(key) {
         // SAFETY: field pointers into a live map value.
         unsafe {
@@ -144,7 +148,10 @@ pub fn add_episode(map: &HashMap<SampleKey, OffCpuValue>, key: &SampleKey, ns: u
         }
         return Ok(());
     }
-    let first = OffCpuValue { total_ns: ns, count: 1 };
+    let first = OffCpuValue {
+        total_ns: ns,
+        count: 1,
+    };
     match map.insert(key, first, BPF_NOEXIST as u64) {
         Ok(()) => Ok(()),
         Err(_) => match map.get_ptr_mut(key) {

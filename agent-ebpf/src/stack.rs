@@ -1,9 +1,7 @@
 //! Stack capture shared by the on-CPU and off-CPU programs: user and kernel stack ids plus the thread name.
 
 use aya_ebpf::{
-    bindings::BPF_F_USER_STACK,
-    helpers::bpf_get_current_comm,
-    programs::tracing::StackIdContext,
+    bindings::BPF_F_USER_STACK, helpers::bpf_get_current_comm, programs::tracing::StackIdContext,
 };
 use sonde_abi::{SLOTS, STACK_COLLISION, STACK_NONE, SampleKey, stat};
 

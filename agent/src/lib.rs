@@ -2,8 +2,8 @@
 //! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
 //! encoders -> commands (`record`).
 
-pub mod cli;
 pub mod bpf;
+pub mod cli;
 pub mod process;
 pub mod profile;
 pub mod record;

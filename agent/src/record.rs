@@ -100,7 +100,10 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
             bail!("process {pid} does not exist (no /proc/{pid}); check the --pid value");
         }
     }
-    let mut options = LoadOptions { pids: args.pids.clone(), ..Default::default() };
+    let mut options = LoadOptions {
+        pids: args.pids.clone(),
+        ..Default::default()
+    };
     match args.profile {
         ProfileChoice::Cpu => options.frequency_hz = Some(args.frequency.unwrap_or(99)),
         ProfileChoice::Offcpu => {
@@ -136,8 +139,12 @@ struct Outputs {
 }
 
 fn create(path: &Path, what: &str) -> anyhow::Result<(PathBuf, File)> {
-    let file = File::create(path)
-        .with_context(|| format!("cannot write the {what} to {}: choose a writable path", path.display()))?;
+    let file = File::create(path).with_context(|| {
+        format!(
+            "cannot write the {what} to {}: choose a writable path",
+            path.display()
+        )
+    })?;
     Ok((path.to_owned(), file))
 }
 
@@ -145,24 +152,38 @@ impl Outputs {
     fn open(args: &RecordArgs) -> anyhow::Result<Self> {
         Ok(Self {
             pprof: create(&args.output, "profile")?,
-            folded: args.folded.as_deref().map(|p| create(p, "folded stacks")).transpose()?,
-            flamegraph: args.flamegraph.as_deref().map(|p| create(p, "flame graph")).transpose()?,
+            folded: args
+                .folded
+                .as_deref()
+                .map(|p| create(p, "folded stacks"))
+                .transpose()?,
+            flamegraph: args
+                .flamegraph
+                .as_deref()
+                .map(|p| create(p, "flame graph"))
+                .transpose()?,
         })
     }
 
     fn write(self, profile: &Profile) -> anyhow::Result<()> {
         let (path, mut file) = self.pprof;
-        file.write_all(&pprof::encode_gzip(profile)).with_context(|| format!("writing {}", path.display()))?;
+        file.write_all(&pprof::encode_gzip(profile))
+            .with_context(|| format!("writing {}", path.display()))?;
         let lines = folded::folded_lines(profile, 0);
         if let Some((path, mut file)) = self.folded {
-            file.write_all(lines.join("\n").as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            file.write_all(lines.join("\n").as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         if let Some((path, file)) = self.flamegraph {
             let title = format!("sonde {} profile", profile.kind.name());
             if lines.is_empty() {
-                bail!("no samples were collected, so no flame graph was written to {}", path.display());
+                bail!(
+                    "no samples were collected, so no flame graph was written to {}",
+                    path.display()
+                );
             }
-            folded::write_flamegraph(&lines, &title, file).with_context(|| format!("writing {}", path.display()))?;
+            folded::write_flamegraph(&lines, &title, file)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(())
     }
@@ -172,34 +193,77 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     let k = &window.stats.kernel;
     let sym = sampler.symbolize_stats();
     let capture = sampler.capture_stats();
-    let samples: i64 = profile.samples.iter().map(|s| s.values[match profile.kind {
-        crate::profile::ProfileKind::Cpu => 0,
-        crate::profile::ProfileKind::OffCpu => 1,
-    }]).sum();
+    let samples: i64 = profile
+        .samples
+        .iter()
+        .map(|s| {
+            s.values[match profile.kind {
+                crate::profile::ProfileKind::Cpu => 0,
+                crate::profile::ProfileKind::OffCpu => 1,
+            }]
+        })
+        .sum();
     let processes: std::collections::HashSet<u32> = profile.samples.iter().map(|s| s.pid).collect();
     let (map_bytes, runs, run_time) = sampler.kernel_cost();
     let mut out = String::new();
     let mut line = |key: &str, value: String| out.push_str(&format!("{key:<24}{value}\n"));
-    line("profile:", format!("{} -> {}", profile.kind.name(), output.display()));
-    line("duration_s:", format!("{:.2}", profile.duration_nanos as f64 / 1e9));
+    line(
+        "profile:",
+        format!("{} -> {}", profile.kind.name(), output.display()),
+    );
+    line(
+        "duration_s:",
+        format!("{:.2}", profile.duration_nanos as f64 / 1e9),
+    );
     line("samples:", samples.to_string());
     line("processes:", processes.len().to_string());
-    line("symbolized_frames:", format!("{:.1}%", 100.0 * sym.symbolized_ratio()));
-    line("truncated_stacks:", format!("{:.1}%", 100.0 * sym.truncated_ratio()));
-    line("lost_samples:", (window.stats.lost_samples() + k[stat::OFFCPU_MAP_FULL as usize]).to_string());
+    line(
+        "symbolized_frames:",
+        format!("{:.1}%", 100.0 * sym.symbolized_ratio()),
+    );
+    line(
+        "truncated_stacks:",
+        format!("{:.1}%", 100.0 * sym.truncated_ratio()),
+    );
+    line(
+        "lost_samples:",
+        (window.stats.lost_samples() + k[stat::OFFCPU_MAP_FULL as usize]).to_string(),
+    );
     line(
         "stack_collisions:",
-        (k[stat::USER_STACK_COLLISION as usize] + k[stat::KERNEL_STACK_COLLISION as usize]).to_string(),
+        (k[stat::USER_STACK_COLLISION as usize] + k[stat::KERNEL_STACK_COLLISION as usize])
+            .to_string(),
     );
-    line("stack_errors:", (k[stat::USER_STACK_ERROR as usize] + k[stat::KERNEL_STACK_ERROR as usize] + window.stats.stacks_missing).to_string());
-    line("process_events_lost:", k[stat::PROC_EVENTS_LOST as usize].to_string());
+    line(
+        "stack_errors:",
+        (k[stat::USER_STACK_ERROR as usize]
+            + k[stat::KERNEL_STACK_ERROR as usize]
+            + window.stats.stacks_missing)
+            .to_string(),
+    );
+    line(
+        "process_events_lost:",
+        k[stat::PROC_EVENTS_LOST as usize].to_string(),
+    );
     line("processes_gone:", capture.gone.to_string());
     if profile.kind == crate::profile::ProfileKind::OffCpu {
-        line("offcpu_episodes:", k[stat::OFFCPU_EPISODES as usize].to_string());
+        line(
+            "offcpu_episodes:",
+            k[stat::OFFCPU_EPISODES as usize].to_string(),
+        );
         line("offcpu_short:", k[stat::OFFCPU_SHORT as usize].to_string());
-        line("offcpu_unmatched_exit:", k[stat::OFFCPU_UNMATCHED_EXIT as usize].to_string());
-        line("offcpu_start_full:", k[stat::OFFCPU_START_FULL as usize].to_string());
-        line("offcpu_stale_stacks:", k[stat::OFFCPU_STALE_STACK as usize].to_string());
+        line(
+            "offcpu_unmatched_exit:",
+            k[stat::OFFCPU_UNMATCHED_EXIT as usize].to_string(),
+        );
+        line(
+            "offcpu_start_full:",
+            k[stat::OFFCPU_START_FULL as usize].to_string(),
+        );
+        line(
+            "offcpu_stale_stacks:",
+            k[stat::OFFCPU_STALE_STACK as usize].to_string(),
+        );
         line("offcpu_pending:", window.stats.off_cpu_pending.to_string());
     } else {
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
@@ -207,7 +271,10 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     line("bpf_map_bytes:", map_bytes.to_string());
     if runs > 0 {
         line("bpf_runs:", runs.to_string());
-        line("bpf_ns_per_run:", format!("{:.0}", run_time.as_nanos() as f64 / runs as f64));
+        line(
+            "bpf_ns_per_run:",
+            format!("{:.0}", run_time.as_nanos() as f64 / runs as f64),
+        );
     }
     print!("{out}");
 }

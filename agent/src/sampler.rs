@@ -44,7 +44,11 @@ pub struct Sampler {
 impl Sampler {
     /// Loads, attaches and starts consuming process events.
     pub fn start(options: LoadOptions) -> Result<Self, BpfError> {
-        let Loaded { ebpf, drainer, events } = loader::load(&options)?;
+        let Loaded {
+            ebpf,
+            drainer,
+            events,
+        } = loader::load(&options)?;
         let procs = Arc::new(Mutex::new(ProcessTable::default()));
         let events = Some(EventThread::spawn(events, procs.clone()));
         Ok(Self {
@@ -71,21 +75,32 @@ impl Sampler {
     }
 
     fn symbolize(&mut self, raw: RawWindow, start: SystemTime, duration: Duration) -> Window {
-        let time_nanos = start.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos() as i64;
+        let time_nanos = start
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as i64;
         let mut procs = self.procs.lock().expect("process table lock");
-        let mut make = |kind: ProfileKind, period: i64, samples: &[crate::bpf::drain::RawSample]| Profile {
-            kind,
-            time_nanos,
-            duration_nanos: duration.as_nanos() as i64,
-            period,
-            samples: self.symbolizer.symbolize(kind, samples, &mut procs, period),
-        };
+        let mut make =
+            |kind: ProfileKind, period: i64, samples: &[crate::bpf::drain::RawSample]| Profile {
+                kind,
+                time_nanos,
+                duration_nanos: duration.as_nanos() as i64,
+                period,
+                samples: self.symbolizer.symbolize(kind, samples, &mut procs, period),
+            };
         let on_cpu = self
             .options
             .frequency_hz
             .map(|hz| make(ProfileKind::Cpu, 1_000_000_000 / hz as i64, &raw.on_cpu));
-        let off_cpu = self.options.off_cpu.map(|_| make(ProfileKind::OffCpu, 1, &raw.off_cpu));
-        Window { on_cpu, off_cpu, stats: raw.stats }
+        let off_cpu = self
+            .options
+            .off_cpu
+            .map(|_| make(ProfileKind::OffCpu, 1, &raw.off_cpu));
+        Window {
+            on_cpu,
+            off_cpu,
+            stats: raw.stats,
+        }
     }
 
     /// Forgets processes that exited before this window began, and symbols of binaries nobody maps.

@@ -15,18 +15,30 @@ use sonde::profile::pprof::proto;
 /// Panics unless root: these tests load BPF programs and must fail loudly, never skip, without it.
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test loads BPF programs: run it as root (cargo xtask test)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test loads BPF programs: run it as root (cargo xtask test)"
+    );
 }
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 /// A fresh temporary directory under target/.
 pub fn temp_dir(name: &str) -> PathBuf {
     static RUN: OnceLock<u128> = OnceLock::new();
-    let run = RUN.get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    let run = RUN.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    });
     let dir = root().join("target/test-tmp").join(format!("{name}-{run}"));
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -52,18 +64,29 @@ pub const FP_FLAGS: &[&str] = &["-O1", "-g", "-fno-omit-frame-pointer", "-fno-in
 
 /// Starts a workload.
 pub fn spawn(path: &Path, args: &[&str]) -> Child {
-    Command::new(path).args(args).spawn().expect("starting workload")
+    Command::new(path)
+        .args(args)
+        .spawn()
+        .expect("starting workload")
 }
 
 /// Runs `sonde` with `args` and returns its output.
 pub fn sonde(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sonde")).args(args).env("SONDE_LOG", "warn").output().expect("running sonde")
+    Command::new(env!("CARGO_BIN_EXE_sonde"))
+        .args(args)
+        .env("SONDE_LOG", "warn")
+        .output()
+        .expect("running sonde")
 }
 
 /// Runs `sonde` and panics with its stderr when it fails.
 pub fn sonde_ok(args: &[&str]) -> String {
     let out = sonde(args);
-    assert!(out.status.success(), "sonde {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "sonde {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -82,7 +105,9 @@ pub fn summary_field(summary: &str, key: &str) -> f64 {
 /// Decodes a gzip pprof file.
 pub fn read_pprof(path: &Path) -> proto::Profile {
     let mut bytes = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()).read_to_end(&mut bytes).expect("valid gzip");
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut bytes)
+        .expect("valid gzip");
     proto::Profile::decode(bytes.as_slice()).expect("valid pprof")
 }
 
@@ -111,7 +136,9 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
             let mut kernel = Vec::new();
             for id in &sample.location_id {
                 let loc = locs[id];
-                let is_kernel = maps.get(&loc.mapping_id).is_some_and(|m| m == "[kernel.kallsyms]");
+                let is_kernel = maps
+                    .get(&loc.mapping_id)
+                    .is_some_and(|m| m == "[kernel.kallsyms]");
                 if loc.line.is_empty() {
                     functions.push("?".to_owned());
                     kernel.push(is_kernel);
@@ -135,12 +162,20 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
 
 /// Sum of value `index` over samples of `pid` whose stack contains `function`.
 pub fn inclusive(samples: &[Resolved], pid: u32, function: &str, index: usize) -> i64 {
-    samples.iter().filter(|s| s.pid == i64::from(pid) && s.functions.iter().any(|f| f == function)).map(|s| s.values[index]).sum()
+    samples
+        .iter()
+        .filter(|s| s.pid == i64::from(pid) && s.functions.iter().any(|f| f == function))
+        .map(|s| s.values[index])
+        .sum()
 }
 
 /// Sum of value `index` over samples of `pid`.
 pub fn total(samples: &[Resolved], pid: u32, index: usize) -> i64 {
-    samples.iter().filter(|s| s.pid == i64::from(pid)).map(|s| s.values[index]).sum()
+    samples
+        .iter()
+        .filter(|s| s.pid == i64::from(pid))
+        .map(|s| s.values[index])
+        .sum()
 }
 
 /// CPU seconds used so far by `pid` (utime + stime from /proc/PID/stat).

@@ -40,30 +40,57 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let sonde = build_release_sonde()?;
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
-    let busy = compile(&root().join("tests/workloads/busy_threads.c"), &dir.join("busy_threads"))?;
+    let busy = compile(
+        &root().join("tests/workloads/busy_threads.c"),
+        &dir.join("busy_threads"),
+    )?;
 
     // Calibrate the fixed amount of work to about `seconds` of wall time alone.
     let probe = 200_000_000u64;
-    let t = time_workload(&mut Command::new(&busy).arg(probe.to_string()))?;
+    let t = time_workload(Command::new(&busy).arg(probe.to_string()))?;
     let iterations = (probe as f64 * args.seconds / t.as_secs_f64()) as u64;
-    println!("workload: 2 threads x {iterations} iterations (calibrated to {:.0} s alone)", args.seconds);
+    println!(
+        "workload: 2 threads x {iterations} iterations (calibrated to {:.0} s alone)",
+        args.seconds
+    );
 
     let s = |x: &str| x.to_owned();
     let sonde_path = sonde.display().to_string();
     let cpu_profilers = [
         Profiler {
             name: "sonde record -F 99",
-            cmd: vec![sonde_path.clone(), s("record"), s("--duration"), s("86400"), s("--frequency"), s("99"),
-                      s("--output"), dir.join("sonde.pb.gz").display().to_string()],
+            cmd: vec![
+                sonde_path.clone(),
+                s("record"),
+                s("--duration"),
+                s("86400"),
+                s("--frequency"),
+                s("99"),
+                s("--output"),
+                dir.join("sonde.pb.gz").display().to_string(),
+            ],
         },
         Profiler {
             name: "perf record -F 99 -a -g",
-            cmd: vec![s("perf"), s("record"), s("-q"), s("-F"), s("99"), s("-a"), s("-g"), s("-o"),
-                      dir.join("perf.data").display().to_string()],
+            cmd: vec![
+                s("perf"),
+                s("record"),
+                s("-q"),
+                s("-F"),
+                s("99"),
+                s("-a"),
+                s("-g"),
+                s("-o"),
+                dir.join("perf.data").display().to_string(),
+            ],
         },
         Profiler {
             name: "bpftrace profile:hz:99",
-            cmd: vec![s("bpftrace"), s("-e"), s("profile:hz:99 { @[ustack, kstack] = count(); }")],
+            cmd: vec![
+                s("bpftrace"),
+                s("-e"),
+                s("profile:hz:99 { @[ustack, kstack] = count(); }"),
+            ],
         },
     ];
     let workload = || {
@@ -79,21 +106,38 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let alone_after = time_workload(&mut workload())?;
     let alone = (alone_before + alone_after) / 2;
     println!("\n## CPU-bound workload ({} CPUs)", cpus());
-    println!("alone: {:.2} s (runs: {:.2} s, {:.2} s)", alone.as_secs_f64(), alone_before.as_secs_f64(), alone_after.as_secs_f64());
+    println!(
+        "alone: {:.2} s (runs: {:.2} s, {:.2} s)",
+        alone.as_secs_f64(),
+        alone_before.as_secs_f64(),
+        alone_after.as_secs_f64()
+    );
     print_rows(&rows, alone);
 
     // Off-CPU: a context-switch-heavy workload, and the CPU-bound one, under sonde offcpu and bpftrace.
     let offcpu_profilers = [
         Profiler {
             name: "sonde record --profile offcpu",
-            cmd: vec![sonde_path, s("record"), s("--profile"), s("offcpu"), s("--duration"), s("86400"),
-                      s("--output"), dir.join("sonde-offcpu.pb.gz").display().to_string()],
+            cmd: vec![
+                sonde_path,
+                s("record"),
+                s("--profile"),
+                s("offcpu"),
+                s("--duration"),
+                s("86400"),
+                s("--output"),
+                dir.join("sonde-offcpu.pb.gz").display().to_string(),
+            ],
         },
-        Profiler { name: "bpftrace sched_switch off-CPU", cmd: vec![s("bpftrace"), s("-e"), s(BPFTRACE_OFFCPU)] },
+        Profiler {
+            name: "bpftrace sched_switch off-CPU",
+            cmd: vec![s("bpftrace"), s("-e"), s(BPFTRACE_OFFCPU)],
+        },
     ];
     let pipe = || {
         let mut c = Command::new("perf");
-        c.args(["bench", "sched", "pipe", "-l", &args.pipe_loops.to_string()]).stdout(Stdio::null());
+        c.args(["bench", "sched", "pipe", "-l", &args.pipe_loops.to_string()])
+            .stdout(Stdio::null());
         c
     };
     let pipe_alone = time_workload(&mut pipe())?;
@@ -103,7 +147,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let pipe_alone_after = time_workload(&mut pipe())?;
     let pipe_alone = (pipe_alone + pipe_alone_after) / 2;
-    println!("\n## Context-switch workload: perf bench sched pipe -l {}", args.pipe_loops);
+    println!(
+        "\n## Context-switch workload: perf bench sched pipe -l {}",
+        args.pipe_loops
+    );
     println!("alone: {:.2} s", pipe_alone.as_secs_f64());
     print_rows(&pipe_rows, pipe_alone);
     let busy_offcpu = measure(&offcpu_profilers[0], &mut workload())?;
@@ -125,22 +172,31 @@ struct Measured {
 }
 
 fn print_rows(rows: &[(&str, Measured)], alone: Duration) {
-    println!("| profiler | workload s | slowdown | profiler CPU s/s | % of machine | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB |");
+    println!(
+        "| profiler | workload s | slowdown | profiler CPU s/s | % of machine | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (name, m) in rows {
         let cpu_per_s = m.usage.cpu.as_secs_f64() / m.window.as_secs_f64();
         let field = |key: &str| {
-            m.usage.stdout.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_owned())
+            m.usage
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_owned())
         };
         let ns_per_run: Option<f64> = field("bpf_ns_per_run:").and_then(|v| v.parse().ok());
         let runs: Option<f64> = field("bpf_runs:").and_then(|v| v.parse().ok());
-        let map_mib = field("bpf_map_bytes:").and_then(|v| v.parse::<f64>().ok()).map(|b| b / 1048576.0);
+        let map_mib = field("bpf_map_bytes:")
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|b| b / 1048576.0);
         let bpf_cpu_per_s = match (ns_per_run, runs) {
             (Some(ns), Some(r)) => ns * r / 1e9 / m.window.as_secs_f64(),
             _ => 0.0,
         };
         let total = cpu_per_s + bpf_cpu_per_s;
-        let opt = |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
+        let opt =
+            |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
         println!(
             "| {name} | {:.2} | {:+.2}% | {:.4} (+{:.4} BPF) | {:.3}% | {:.1} | {} | {} | {} |",
             m.wall.as_secs_f64(),
@@ -157,11 +213,18 @@ fn print_rows(rows: &[(&str, Measured)], alone: Duration) {
 }
 
 fn cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn compile(src: &Path, out: &Path) -> anyhow::Result<PathBuf> {
-    util::run(Command::new("gcc").args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"]).arg(out).arg(src))?;
+    util::run(
+        Command::new("gcc")
+            .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+            .arg(out)
+            .arg(src),
+    )?;
     Ok(out.to_owned())
 }
 
@@ -192,7 +255,11 @@ fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
     if stats {
         std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "0")?;
     }
-    Ok(Measured { wall, window, usage })
+    Ok(Measured {
+        wall,
+        window,
+        usage,
+    })
 }
 
 fn stop(child: Child) -> anyhow::Result<Usage> {
@@ -212,6 +279,12 @@ fn stop(child: Child) -> anyhow::Result<Usage> {
     if unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } != pid {
         bail!("wait4 failed for pid {pid}");
     }
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    Ok(Usage { cpu: tv(ru.ru_utime) + tv(ru.ru_stime), max_rss_kib: ru.ru_maxrss, stdout: reader.join().unwrap_or_default() })
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    Ok(Usage {
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss,
+        stdout: reader.join().unwrap_or_default(),
+    })
 }

@@ -56,13 +56,18 @@ fn main() -> anyhow::Result<()> {
             // One test at a time: the BPF tests measure CPU shares and sample counts of real workloads,
             // which other tests running beside them would distort.
             let mut cmd = Command::new(util::cargo());
-            cmd.args(["test", "--release"]).args(&args).args(["--", "--test-threads=1"]);
+            cmd.args(["test", "--release"])
+                .args(&args)
+                .args(["--", "--test-threads=1"]);
             util::run(&mut cmd)
         }
         Task::Sonde { args } => {
             setup::build_toolchain()?;
             let sonde = util::build_release_sonde()?;
-            let status = Command::new(&sonde).args(&args).status().with_context(|| format!("running {}", sonde.display()))?;
+            let status = Command::new(&sonde)
+                .args(&args)
+                .status()
+                .with_context(|| format!("running {}", sonde.display()))?;
             std::process::exit(status.code().unwrap_or(1));
         }
         Task::Bench(args) => {

@@ -13,12 +13,25 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// nightly rust-src, llvm-22-dev and bpf-linker built against it.
 pub fn build_toolchain() -> anyhow::Result<()> {
     if !succeeds("rustup", &["run", "nightly", "rustc", "--version"]) {
-        bail!("the nightly toolchain is missing (it builds the eBPF programs): run `rustup toolchain install nightly`");
+        bail!(
+            "the nightly toolchain is missing (it builds the eBPF programs): run `rustup toolchain install nightly`"
+        );
     }
-    let components = Command::new("rustup").args(["component", "list", "--toolchain", "nightly", "--installed"]).output()?;
-    if !String::from_utf8_lossy(&components.stdout).lines().any(|l| l.starts_with("rust-src")) {
+    let components = Command::new("rustup")
+        .args(["component", "list", "--toolchain", "nightly", "--installed"])
+        .output()?;
+    if !String::from_utf8_lossy(&components.stdout)
+        .lines()
+        .any(|l| l.starts_with("rust-src"))
+    {
         eprintln!("xtask: installing rust-src for nightly (eBPF builds core from source)");
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
     if !Path::new(LLVM_PREFIX).join("bin/llvm-config").exists() {
         apt_install(&["llvm-22-dev"], "bpf-linker links against LLVM 22")?;
@@ -26,32 +39,64 @@ pub fn build_toolchain() -> anyhow::Result<()> {
     let linker_ok = Command::new("bpf-linker")
         .arg("--version")
         .output()
-        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(BPF_LINKER_VERSION));
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(BPF_LINKER_VERSION)
+        });
     if !linker_ok {
-        eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
+        eprintln!(
+            "xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)"
+        );
         run(Command::new(crate::util::cargo())
             .env("LLVM_PREFIX", LLVM_PREFIX)
-            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features", "llvm-22"]))?;
+            .args([
+                "install",
+                "bpf-linker",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+            ]))?;
     }
     Ok(())
 }
 
 /// Test and benchmark peers: Python decoders/receivers, gcc for workloads, perf and bpftrace.
 pub fn peers() -> anyhow::Result<()> {
-    let missing: Vec<&str> = [("perf", "linux-perf"), ("bpftrace", "bpftrace"), ("gcc", "gcc")]
-        .into_iter()
-        .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
-        .map(|(_, pkg)| pkg)
-        .collect();
+    let missing: Vec<&str> = [
+        ("perf", "linux-perf"),
+        ("bpftrace", "bpftrace"),
+        ("gcc", "gcc"),
+    ]
+    .into_iter()
+    .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
+    .map(|(_, pkg)| pkg)
+    .collect();
     if !missing.is_empty() {
-        apt_install(&missing, "tests build C workloads and the benchmark compares with perf and bpftrace")?;
+        apt_install(
+            &missing,
+            "tests build C workloads and the benchmark compares with perf and bpftrace",
+        )?;
     }
     let requirements = root().join("tests/peers/requirements.txt");
     let stamp = root().join("target/.peers-installed");
-    let wanted = std::fs::read_to_string(&requirements).context("reading tests/peers/requirements.txt")?;
+    let wanted =
+        std::fs::read_to_string(&requirements).context("reading tests/peers/requirements.txt")?;
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-        eprintln!("xtask: installing Python test peers from {}", requirements.display());
-        run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&requirements))?;
+        eprintln!(
+            "xtask: installing Python test peers from {}",
+            requirements.display()
+        );
+        run(Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&requirements))?;
         std::fs::create_dir_all(stamp.parent().expect("target/"))?;
         std::fs::write(&stamp, wanted)?;
     }
@@ -61,9 +106,15 @@ pub fn peers() -> anyhow::Result<()> {
 fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("missing Debian packages {packages:?} ({why}): run `sudo apt-get install -y {}`", packages.join(" "));
+        bail!(
+            "missing Debian packages {packages:?} ({why}): run `sudo apt-get install -y {}`",
+            packages.join(" ")
+        );
     }
     eprintln!("xtask: installing {packages:?} ({why})");
     run(Command::new("apt-get").arg("update").arg("-qq"))?;
-    run(Command::new("apt-get").env("DEBIAN_FRONTEND", "noninteractive").args(["install", "-y", "-qq"]).args(packages))
+    run(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "-qq"])
+        .args(packages))
 }

@@ -14,7 +14,10 @@ pub fn cargo() -> String {
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_owned()
 }
 
 /// Runs `cmd`, failing with its command line when it fails.
@@ -28,7 +31,10 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
 
 /// Whether `program args` runs and exits 0.
 pub fn succeeds(program: &str, args: &[&str]) -> bool {
-    Command::new(program).args(args).output().is_ok_and(|o| o.status.success())
+    Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Fails unless running as root.
@@ -42,6 +48,13 @@ pub fn require_root(why: &str) -> anyhow::Result<()> {
 
 /// Builds `sonde` in release mode and returns its path.
 pub fn build_release_sonde() -> anyhow::Result<PathBuf> {
-    run(Command::new(cargo()).current_dir(root()).args(["build", "--release", "--package", "sonde", "--bin", "sonde"]))?;
+    run(Command::new(cargo()).current_dir(root()).args([
+        "build",
+        "--release",
+        "--package",
+        "sonde",
+        "--bin",
+        "sonde",
+    ]))?;
     Ok(root().join("target/release/sonde"))
 }

@@ -95,7 +95,12 @@ impl<M: KernelMaps> Drainer<M> {
     pub fn new(mut maps: M, mut control: Control) -> Result<Self, BpfError> {
         control.generation = 0;
         maps.write_control(&control)?;
-        Ok(Self { maps, control, last_stats: [0; stat::COUNT as usize], grace: GRACE })
+        Ok(Self {
+            maps,
+            control,
+            last_stats: [0; stat::COUNT as usize],
+            grace: GRACE,
+        })
     }
 
     /// Access to the maps (for process filters and diagnostics).
@@ -116,7 +121,11 @@ impl<M: KernelMaps> Drainer<M> {
         let slot = old % SLOTS;
         let on_cpu = self.maps.take_on_cpu(slot)?;
         let off_cpu = self.maps.take_off_cpu(slot)?;
-        let mut resolver = StackResolver { maps: &self.maps, cache: HashMap::new(), missing: 0 };
+        let mut resolver = StackResolver {
+            maps: &self.maps,
+            cache: HashMap::new(),
+            missing: 0,
+        };
         let on_cpu = on_cpu
             .into_iter()
             .map(|(key, count)| resolver.sample(key, count, 0))
@@ -133,8 +142,17 @@ impl<M: KernelMaps> Drainer<M> {
             *k = now[i].saturating_sub(self.last_stats[i]);
         }
         self.last_stats = now;
-        let stats = WindowStats { kernel, stacks_missing, off_cpu_pending: self.maps.off_cpu_pending()? };
-        Ok(RawWindow { generation: old, on_cpu, off_cpu, stats })
+        let stats = WindowStats {
+            kernel,
+            stacks_missing,
+            off_cpu_pending: self.maps.off_cpu_pending()?,
+        };
+        Ok(RawWindow {
+            generation: old,
+            on_cpu,
+            off_cpu,
+            stats,
+        })
     }
 }
 
@@ -231,7 +249,13 @@ mod tests {
     }
 
     fn key(tgid: u32, user: i32, kernel: i32, slot: u32) -> SampleKey {
-        SampleKey { tgid, user_stack_id: user, kernel_stack_id: kernel, stack_slot: slot, comm: [0; 16] }
+        SampleKey {
+            tgid,
+            user_stack_id: user,
+            kernel_stack_id: kernel,
+            stack_slot: slot,
+            comm: [0; 16],
+        }
     }
 
     fn drainer(maps: FakeMaps) -> Drainer<FakeMaps> {
@@ -252,7 +276,10 @@ mod tests {
         assert_eq!(w.generation, 0);
         assert_eq!(w.on_cpu.len(), 1);
         assert_eq!(w.on_cpu[0].count, 5);
-        assert_eq!(w.on_cpu[0].user, RawStack::Frames(Arc::from(vec![0x1000, 0x2000])));
+        assert_eq!(
+            w.on_cpu[0].user,
+            RawStack::Frames(Arc::from(vec![0x1000, 0x2000]))
+        );
         assert_eq!(w.on_cpu[0].kernel, RawStack::None);
         // Slot 1 was emptied before generation 1 was published, not after.
         assert_eq!(d.maps.cleared, vec![1]);
@@ -266,10 +293,25 @@ mod tests {
     fn same_id_in_two_slots_resolves_per_slot() {
         let mut maps = FakeMaps::default();
         // An off-CPU episode that began in slot 0 and ended in slot 1 names slot 0's stack 3.
-        maps.off_cpu.insert(1, vec![
-            (key(7, 3, STACK_NONE, 0), OffCpuValue { total_ns: 10, count: 1 }),
-            (key(7, 3, STACK_NONE, 1), OffCpuValue { total_ns: 20, count: 2 }),
-        ]);
+        maps.off_cpu.insert(
+            1,
+            vec![
+                (
+                    key(7, 3, STACK_NONE, 0),
+                    OffCpuValue {
+                        total_ns: 10,
+                        count: 1,
+                    },
+                ),
+                (
+                    key(7, 3, STACK_NONE, 1),
+                    OffCpuValue {
+                        total_ns: 20,
+                        count: 2,
+                    },
+                ),
+            ],
+        );
         maps.stacks.insert((0, 3), vec![0xaaa]);
         let mut d = drainer(maps);
         d.next_window().unwrap(); // generation 0 (empty) -> 1
@@ -283,11 +325,14 @@ mod tests {
     #[test]
     fn failures_are_kept_as_markers_and_missing_ids_counted() {
         let mut maps = FakeMaps::default();
-        maps.on_cpu.insert(0, vec![
-            (key(7, STACK_COLLISION, 4, 0), 1),
-            (key(7, 99, STACK_STALE, 0), 1),
-            (key(7, -12, STACK_NONE, 0), 1),
-        ]);
+        maps.on_cpu.insert(
+            0,
+            vec![
+                (key(7, STACK_COLLISION, 4, 0), 1),
+                (key(7, 99, STACK_STALE, 0), 1),
+                (key(7, -12, STACK_NONE, 0), 1),
+            ],
+        );
         maps.stats[stat::ONCPU_MAP_FULL as usize] = 3;
         let mut d = drainer(maps);
         let w = d.next_window().unwrap();

@@ -42,7 +42,12 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { frequency_hz: Some(99), off_cpu: None, pids: Vec::new(), max_stacks: 16384 }
+        Self {
+            frequency_hz: Some(99),
+            off_cpu: None,
+            pids: Vec::new(),
+            max_stacks: 16384,
+        }
     }
 }
 
@@ -82,23 +87,36 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if options.off_cpu.is_none() {
         loader.map_max_entries("OFFCPU_START", 1);
     }
-    let mut ebpf = loader.load(OBJECT).map_err(|source| BpfError::Load { source })?;
+    let mut ebpf = loader
+        .load(OBJECT)
+        .map_err(|source| BpfError::Load { source })?;
 
     if !options.pids.is_empty() {
         // Borrowed, not taken: a taken map is closed when dropped, and the programs reference it.
         let map = ebpf.map_mut("PIDS").ok_or_else(|| BpfError::Map {
             map: "PIDS".into(),
-            source: aya::maps::MapError::InvalidName { name: "PIDS".into() },
+            source: aya::maps::MapError::InvalidName {
+                name: "PIDS".into(),
+            },
         })?;
         let mut pids: HashMap<&mut aya::maps::MapData, u32, u8> =
-            HashMap::try_from(map).map_err(|source| BpfError::Map { map: "PIDS".into(), source })?;
+            HashMap::try_from(map).map_err(|source| BpfError::Map {
+                map: "PIDS".into(),
+                source,
+            })?;
         for pid in &options.pids {
-            pids.insert(pid, 1, 0).map_err(|source| BpfError::Map { map: "PIDS".into(), source })?;
+            pids.insert(pid, 1, 0).map_err(|source| BpfError::Map {
+                map: "PIDS".into(),
+                source,
+            })?;
         }
     }
     let events: RingBuf<MapData> = take(&mut ebpf, "PROC_EVENTS")?;
     let maps = AyaMaps::new(&mut ebpf)?;
-    let mut control = Control { filter_pids: u32::from(!options.pids.is_empty()), ..Default::default() };
+    let mut control = Control {
+        filter_pids: u32::from(!options.pids.is_empty()),
+        ..Default::default()
+    };
     if let (Some(off), Some(layout)) = (options.off_cpu, layout) {
         control.min_block_ns = off.min_block.as_nanos() as u64;
         control.offcpu_kind = off.kind as u32;
@@ -118,23 +136,39 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if let Some(hz) = options.frequency_hz {
         attach_on_cpu(&mut ebpf, hz)?;
     }
-    Ok(Loaded { ebpf, drainer, events })
+    Ok(Loaded {
+        ebpf,
+        drainer,
+        events,
+    })
 }
 
 fn sizes_for(on: u32, off: u32, stacks: u32) -> Vec<(String, u32)> {
     (0..sonde_abi::SLOTS)
         .flat_map(|s| {
-            [(format!("ONCPU_{s}"), on), (format!("OFFCPU_{s}"), off), (format!("STACKS_{s}"), stacks)]
+            [
+                (format!("ONCPU_{s}"), on),
+                (format!("OFFCPU_{s}"), off),
+                (format!("STACKS_{s}"), stacks),
+            ]
         })
         .collect()
 }
 
-fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T, BpfError> {
+fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut Ebpf,
+    name: &str,
+) -> Result<T, BpfError> {
     let map = ebpf.take_map(name).ok_or_else(|| BpfError::Map {
         map: name.to_owned(),
-        source: aya::maps::MapError::InvalidName { name: name.to_owned() },
+        source: aya::maps::MapError::InvalidName {
+            name: name.to_owned(),
+        },
     })?;
-    T::try_from(map).map_err(|source| BpfError::Map { map: name.to_owned(), source })
+    T::try_from(map).map_err(|source| BpfError::Map {
+        map: name.to_owned(),
+        source,
+    })
 }
 
 fn program_err(program: &'static str) -> impl Fn(aya::programs::ProgramError) -> BpfError {
@@ -160,7 +194,8 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
         .and_then(TryInto::try_into)
         .map_err(program_err(PROGRAM))?;
     prog.load().map_err(program_err(PROGRAM))?;
-    let cpus = aya::util::online_cpus().map_err(|(path, _)| BpfError::OnlineCpus(path.to_owned()))?;
+    let cpus =
+        aya::util::online_cpus().map_err(|(path, _)| BpfError::OnlineCpus(path.to_owned()))?;
     for cpu in cpus {
         prog.attach(
             PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -175,12 +210,16 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
 
 /// Kernel memory held by this process's BPF maps, from `/proc/self/fdinfo` (`memlock` of each map fd).
 pub fn map_memory_bytes() -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else { return 0 };
+    let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return 0;
+    };
     dir.flatten()
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
         .filter(|info| info.contains("map_type:"))
         .filter_map(|info| {
-            info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse::<u64>().ok())
+            info.lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
         })
         .sum()
 }
@@ -189,5 +228,7 @@ pub fn map_memory_bytes() -> u64 {
 pub fn program_run_stats(ebpf: &Ebpf) -> (u64, Duration) {
     ebpf.programs()
         .filter_map(|(_, p)| p.info().ok())
-        .fold((0, Duration::ZERO), |(n, t), info| (n + info.run_count(), t + info.run_time()))
+        .fold((0, Duration::ZERO), |(n, t), info| {
+            (n + info.run_count(), t + info.run_time())
+        })
 }

@@ -36,12 +36,20 @@ pub struct AyaMaps {
     start: HashMap<MapData, u32, OffCpuStart>,
 }
 
-fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T, BpfError> {
+fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut Ebpf,
+    name: &str,
+) -> Result<T, BpfError> {
     let map = ebpf.take_map(name).ok_or_else(|| BpfError::Map {
         map: name.to_owned(),
-        source: aya::maps::MapError::InvalidName { name: name.to_owned() },
+        source: aya::maps::MapError::InvalidName {
+            name: name.to_owned(),
+        },
     })?;
-    T::try_from(map).map_err(|source| BpfError::Map { map: name.to_owned(), source })
+    T::try_from(map).map_err(|source| BpfError::Map {
+        map: name.to_owned(),
+        source,
+    })
 }
 
 impl AyaMaps {
@@ -51,16 +59,27 @@ impl AyaMaps {
         Ok(Self {
             control: take_map(ebpf, "CONTROL")?,
             stats: take_map(ebpf, "STATS")?,
-            on_cpu: slots.clone().map(|s| take_map(ebpf, &format!("ONCPU_{s}"))).collect::<Result<_, _>>()?,
-            off_cpu: slots.clone().map(|s| take_map(ebpf, &format!("OFFCPU_{s}"))).collect::<Result<_, _>>()?,
-            stacks: slots.map(|s| take_map(ebpf, &format!("STACKS_{s}"))).collect::<Result<_, _>>()?,
+            on_cpu: slots
+                .clone()
+                .map(|s| take_map(ebpf, &format!("ONCPU_{s}")))
+                .collect::<Result<_, _>>()?,
+            off_cpu: slots
+                .clone()
+                .map(|s| take_map(ebpf, &format!("OFFCPU_{s}")))
+                .collect::<Result<_, _>>()?,
+            stacks: slots
+                .map(|s| take_map(ebpf, &format!("STACKS_{s}")))
+                .collect::<Result<_, _>>()?,
             start: take_map(ebpf, "OFFCPU_START")?,
         })
     }
 }
 
 fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '_ {
-    move |source| BpfError::Map { map: map.to_owned(), source }
+    move |source| BpfError::Map {
+        map: map.to_owned(),
+        source,
+    }
 }
 
 /// Reads all entries of a hash map, then deletes them. Only called on a slot the kernel no longer writes.
@@ -68,7 +87,10 @@ fn take_all<K: aya::Pod + Eq + std::hash::Hash, V: aya::Pod>(
     map: &mut HashMap<MapData, K, V>,
     name: &str,
 ) -> Result<Vec<(K, V)>, BpfError> {
-    let entries = map.iter().collect::<Result<Vec<_>, _>>().map_err(map_err(name))?;
+    let entries = map
+        .iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(map_err(name))?;
     for (key, _) in &entries {
         map.remove(key).map_err(map_err(name))?;
     }
@@ -92,17 +114,28 @@ impl KernelMaps for AyaMaps {
         match self.stacks[slot as usize].get(&id, 0) {
             Ok(trace) => Ok(Some(trace.frames().iter().map(|f| f.ip).collect())),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(source) => Err(BpfError::Map { map: format!("STACKS_{slot}"), source }),
+            Err(source) => Err(BpfError::Map {
+                map: format!("STACKS_{slot}"),
+                source,
+            }),
         }
     }
 
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
         let map = &mut self.stacks[slot as usize];
-        let ids = map.stack_ids().collect::<Result<Vec<_>, _>>().map_err(map_err("STACKS"))?;
+        let ids = map
+            .stack_ids()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(map_err("STACKS"))?;
         for id in &ids {
             match map.remove(id) {
                 Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(source) => return Err(BpfError::Map { map: format!("STACKS_{slot}"), source }),
+                Err(source) => {
+                    return Err(BpfError::Map {
+                        map: format!("STACKS_{slot}"),
+                        source,
+                    });
+                }
             }
         }
         Ok(ids.len())
@@ -111,7 +144,10 @@ impl KernelMaps for AyaMaps {
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {
         let mut out = [0u64; stat::COUNT as usize];
         for (index, slot) in out.iter_mut().enumerate() {
-            let per_cpu = self.stats.get(&(index as u32), 0).map_err(map_err("STATS"))?;
+            let per_cpu = self
+                .stats
+                .get(&(index as u32), 0)
+                .map_err(map_err("STATS"))?;
             *slot = per_cpu.iter().sum();
         }
         Ok(out)

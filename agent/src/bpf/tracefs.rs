@@ -13,7 +13,11 @@ const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing
 
 /// Returns the tracefs root, mounting tracefs at `/sys/kernel/tracing` when no mounted copy is found.
 pub fn ensure_mounted() -> Result<PathBuf, BpfError> {
-    if let Some(found) = CANDIDATES.iter().map(PathBuf::from).find(|p| p.join("events").is_dir()) {
+    if let Some(found) = CANDIDATES
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.join("events").is_dir())
+    {
         return Ok(found);
     }
     let target = PathBuf::from(CANDIDATES[0]);
@@ -24,10 +28,17 @@ pub fn ensure_mounted() -> Result<PathBuf, BpfError> {
 
 fn mount_tracefs(target: &Path) -> std::io::Result<()> {
     let c = |s: &str| CString::new(s).expect("no NUL in literal");
-    let target = CString::new(target.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
+    let target =
+        CString::new(target.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
     // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call.
     let rc = unsafe {
-        libc::mount(c("nodev").as_ptr(), target.as_ptr(), c("tracefs").as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            c("nodev").as_ptr(),
+            target.as_ptr(),
+            c("tracefs").as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
@@ -65,7 +76,8 @@ pub fn sched_switch_layout(tracefs: &Path) -> Result<SchedSwitchLayout, BpfError
         reason,
         path: path.clone(),
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| fail(format!("cannot read the format file: {e}")))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| fail(format!("cannot read the format file: {e}")))?;
     parse_sched_switch(&text).map_err(fail)
 }
 
@@ -73,7 +85,10 @@ fn parse_sched_switch(text: &str) -> Result<SchedSwitchLayout, String> {
     let fields = parse_fields(text);
     let get = |name: &str, size: u32| match fields.get(name) {
         Some(f) if f.size == size => Ok(f.offset),
-        Some(f) => Err(format!("field {name} has size {} (expected {size})", f.size)),
+        Some(f) => Err(format!(
+            "field {name} has size {} (expected {size})",
+            f.size
+        )),
         None => Err(format!("field {name} is missing")),
     };
     Ok(SchedSwitchLayout {
@@ -87,9 +102,16 @@ fn parse_sched_switch(text: &str) -> Result<SchedSwitchLayout, String> {
 /// Parses `field:TYPE NAME; offset:N; size:N;` lines.
 pub fn parse_fields(text: &str) -> HashMap<String, Field> {
     let mut fields = HashMap::new();
-    for line in text.lines().map(str::trim).filter(|l| l.starts_with("field:")) {
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("field:"))
+    {
         let mut parts = line.split(';').map(str::trim);
-        let decl = parts.next().unwrap_or_default().trim_start_matches("field:");
+        let decl = parts
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("field:");
         let name = decl.rsplit(' ').next().unwrap_or_default();
         let name = name.split('[').next().unwrap_or(name).to_owned();
         let mut offset = None;
@@ -153,7 +175,12 @@ print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=
         let layout = parse_sched_switch(SCHED_SWITCH_6_18).unwrap();
         assert_eq!(
             layout,
-            SchedSwitchLayout { prev_pid: 24, prev_state: 32, next_pid: 56, preempt_bit: 0x100 }
+            SchedSwitchLayout {
+                prev_pid: 24,
+                prev_state: 32,
+                next_pid: 56,
+                preempt_bit: 0x100
+            }
         );
     }
 

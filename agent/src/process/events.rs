@@ -37,7 +37,10 @@ impl EventThread {
                 drain(&mut ring, &table);
             })
             .expect("spawning a thread");
-        Self { stop, handle: Some(handle) }
+        Self {
+            stop,
+            handle: Some(handle),
+        }
     }
 
     /// Stops after handling what is queued.
@@ -50,7 +53,11 @@ impl EventThread {
 }
 
 fn wait_readable(ring: &RingBuf<MapData>, timeout_ms: i32) {
-    let mut fds = libc::pollfd { fd: ring.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut fds = libc::pollfd {
+        fd: ring.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe { libc::poll(&mut fds, 1, timeout_ms) };
 }

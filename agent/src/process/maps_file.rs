@@ -54,7 +54,13 @@ mod tests {
         assert_eq!(maps.len(), 5);
         assert_eq!(
             maps[1],
-            MapsLine { start: 0x55d0c8a01000, end: 0x55d0c8a05000, executable: true, offset: 0x1000, path: "/usr/bin/cat".into() }
+            MapsLine {
+                start: 0x55d0c8a01000,
+                end: 0x55d0c8a05000,
+                executable: true,
+                offset: 0x1000,
+                path: "/usr/bin/cat".into()
+            }
         );
         assert!(!maps[0].executable);
         assert_eq!(maps[2].path, "");

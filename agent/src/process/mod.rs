@@ -9,11 +9,7 @@ pub mod events;
 mod maps_file;
 
 use std::{
-    collections::HashMap,
-    fs::File,
-    os::unix::fs::MetadataExt as _,
-    path::PathBuf,
-    sync::Arc,
+    collections::HashMap, fs::File, os::unix::fs::MetadataExt as _, path::PathBuf, sync::Arc,
     time::Instant,
 };
 
@@ -131,8 +127,12 @@ impl ProcessTable {
 
     /// Forgets processes that exited before `cutoff` (their last samples are already drained).
     pub fn evict_exited_before(&mut self, cutoff: Instant) -> Vec<u32> {
-        let gone: Vec<u32> =
-            self.procs.iter().filter(|(_, p)| p.exited_at.is_some_and(|t| t < cutoff)).map(|(pid, _)| *pid).collect();
+        let gone: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.exited_at.is_some_and(|t| t < cutoff))
+            .map(|(pid, _)| *pid)
+            .collect();
         for pid in &gone {
             self.procs.remove(pid);
         }
@@ -142,7 +142,14 @@ impl ProcessTable {
 
     /// Identities of the binaries mapped by the processes held.
     pub fn live_binaries(&self) -> std::collections::HashSet<(u64, u64)> {
-        self.procs.values().flat_map(|p| p.mappings.iter().filter_map(|m| m.binary.as_ref().map(|b| b.id))).collect()
+        self.procs
+            .values()
+            .flat_map(|p| {
+                p.mappings
+                    .iter()
+                    .filter_map(|m| m.binary.as_ref().map(|b| b.id))
+            })
+            .collect()
     }
 
     /// Number of processes held.
@@ -157,18 +164,29 @@ impl ProcessTable {
 
     fn read_process(&mut self, pid: u32) -> Option<ProcessInfo> {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_owned()).ok()?;
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|s| s.trim_end().to_owned())
+            .ok()?;
         let mut mappings: Vec<Mapping> = parse_maps(&maps)
             .into_iter()
             .filter(|l| l.executable)
             .map(|line| self.mapping(pid, line))
             .collect();
         mappings.sort_by_key(|m| m.module.start);
-        Some(ProcessInfo { pid, name, mappings, exited_at: None })
+        Some(ProcessInfo {
+            pid,
+            name,
+            mappings,
+            exited_at: None,
+        })
     }
 
     fn mapping(&mut self, pid: u32, line: MapsLine) -> Mapping {
-        let binary = line.path.starts_with('/').then(|| self.binary(pid, &line)).flatten();
+        let binary = line
+            .path
+            .starts_with('/')
+            .then(|| self.binary(pid, &line))
+            .flatten();
         let module = Module {
             path: line.path.clone(),
             build_id: binary.as_ref().and_then(|b| b.build_id.clone()),
@@ -176,11 +194,17 @@ impl ProcessTable {
             limit: line.end,
             file_offset: line.offset,
         };
-        Mapping { module: Arc::new(module), binary }
+        Mapping {
+            module: Arc::new(module),
+            binary,
+        }
     }
 
     fn binary(&mut self, pid: u32, line: &MapsLine) -> Option<Arc<Binary>> {
-        let file = match File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", line.start, line.end)) {
+        let file = match File::open(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            line.start, line.end
+        )) {
             Ok(f) => f,
             Err(err) => {
                 tracing::debug!(pid, path = %line.path, %err, "cannot open mapped file");
@@ -201,7 +225,12 @@ impl ProcessTable {
             .ok()
             .flatten()
             .map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
-        let binary = Arc::new(Binary { id, path: line.path.clone(), file, build_id });
+        let binary = Arc::new(Binary {
+            id,
+            path: line.path.clone(),
+            file,
+            build_id,
+        });
         self.binaries.insert(id, Arc::downgrade(&binary));
         Some(binary)
     }

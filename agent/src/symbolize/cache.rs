@@ -7,17 +7,24 @@ use std::{
 
 use crate::profile::Symbol;
 
+/// Binary identity: (device, inode).
+type BinaryId = (u64, u64);
+/// Inline chains by file offset within one binary.
+type Offsets = HashMap<u64, Arc<[Symbol]>>;
+
 /// Cached symbolization results; an empty chain means "looked up, not found".
 #[derive(Default)]
 pub struct SymbolCache {
-    user: HashMap<(u64, u64), HashMap<u64, Arc<[Symbol]>>>,
+    user: HashMap<BinaryId, Offsets>,
     kernel: HashMap<u64, Arc<[Symbol]>>,
 }
 
 impl SymbolCache {
     /// Whether (binary, offset) was looked up already.
     pub fn has_user(&self, binary: (u64, u64), offset: u64) -> bool {
-        self.user.get(&binary).is_some_and(|m| m.contains_key(&offset))
+        self.user
+            .get(&binary)
+            .is_some_and(|m| m.contains_key(&offset))
     }
     /// Whether the kernel address was looked up already.
     pub fn has_kernel(&self, addr: u64) -> bool {
@@ -33,11 +40,18 @@ impl SymbolCache {
     }
     /// The cached user result (empty when unknown).
     pub fn user(&self, binary: (u64, u64), offset: u64) -> Arc<[Symbol]> {
-        self.user.get(&binary).and_then(|m| m.get(&offset)).cloned().unwrap_or_else(|| Arc::from(Vec::new()))
+        self.user
+            .get(&binary)
+            .and_then(|m| m.get(&offset))
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
     }
     /// The cached kernel result (empty when unknown).
     pub fn kernel(&self, addr: u64) -> Arc<[Symbol]> {
-        self.kernel.get(&addr).cloned().unwrap_or_else(|| Arc::from(Vec::new()))
+        self.kernel
+            .get(&addr)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
     }
     /// Keeps only the binaries in `live`.
     pub fn retain_binaries(&mut self, live: &HashSet<(u64, u64)>) {

@@ -71,7 +71,11 @@ impl Default for Symbolizer {
 impl Symbolizer {
     /// A symbolizer with empty caches.
     pub fn new() -> Self {
-        let blaze = Blaze::builder().enable_code_info(true).enable_inlined_fns(true).enable_demangling(true).build();
+        let blaze = Blaze::builder()
+            .enable_code_info(true)
+            .enable_inlined_fns(true)
+            .enable_demangling(true)
+            .build();
         let kernel_module = Arc::new(Module {
             path: "[kernel.kallsyms]".into(),
             build_id: None,
@@ -79,7 +83,12 @@ impl Symbolizer {
             limit: u64::MAX,
             file_offset: 0,
         });
-        Self { blaze, cache: SymbolCache::default(), kernel_module, stats: SymbolizeStats::default() }
+        Self {
+            blaze,
+            cache: SymbolCache::default(),
+            kernel_module,
+            stats: SymbolizeStats::default(),
+        }
     }
 
     /// Drops cached symbols of binaries no longer mapped by any known process (bounded memory over time).
@@ -88,9 +97,18 @@ impl Symbolizer {
     }
 
     /// Symbolizes `samples` of `kind`. Processes not yet captured are captured now if still alive.
-    pub fn symbolize(&mut self, kind: ProfileKind, samples: &[RawSample], procs: &mut ProcessTable, period: i64) -> Vec<StackSample> {
-        let infos: HashMap<u32, Option<Arc<ProcessInfo>>> =
-            samples.iter().map(|s| s.key.tgid).map(|pid| (pid, procs.ensure(pid))).collect();
+    pub fn symbolize(
+        &mut self,
+        kind: ProfileKind,
+        samples: &[RawSample],
+        procs: &mut ProcessTable,
+        period: i64,
+    ) -> Vec<StackSample> {
+        let infos: HashMap<u32, Option<Arc<ProcessInfo>>> = samples
+            .iter()
+            .map(|s| s.key.tgid)
+            .map(|pid| (pid, procs.ensure(pid)))
+            .collect();
         self.resolve_missing(samples, &infos);
         samples
             .iter()
@@ -102,29 +120,48 @@ impl Symbolizer {
     }
 
     /// Fills the caches for every frame of `samples` not cached yet, one blazesym call per binary.
-    fn resolve_missing(&mut self, samples: &[RawSample], infos: &HashMap<u32, Option<Arc<ProcessInfo>>>) {
-        let mut per_binary: HashMap<(u64, u64), (Arc<crate::process::Binary>, Vec<u64>)> = HashMap::new();
+    fn resolve_missing(
+        &mut self,
+        samples: &[RawSample],
+        infos: &HashMap<u32, Option<Arc<ProcessInfo>>>,
+    ) {
+        let mut per_binary: HashMap<(u64, u64), (Arc<crate::process::Binary>, Vec<u64>)> =
+            HashMap::new();
         let mut kernel: Vec<u64> = Vec::new();
         for s in samples {
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
                 for (i, &ip) in ips.iter().enumerate() {
-                    let Some(m) = info.mapping_for(lookup_address(ip, i)) else { continue };
+                    let Some(m) = info.mapping_for(lookup_address(ip, i)) else {
+                        continue;
+                    };
                     let Some(binary) = &m.binary else { continue };
                     let offset = file_offset(&m.module, lookup_address(ip, i));
                     if !self.cache.has_user(binary.id, offset) {
-                        per_binary.entry(binary.id).or_insert_with(|| (binary.clone(), Vec::new())).1.push(offset);
+                        per_binary
+                            .entry(binary.id)
+                            .or_insert_with(|| (binary.clone(), Vec::new()))
+                            .1
+                            .push(offset);
                     }
                 }
             }
             if let RawStack::Frames(ips) = &s.kernel {
-                kernel.extend(ips.iter().enumerate().map(|(i, &ip)| lookup_address(ip, i)).filter(|a| !self.cache.has_kernel(*a)));
+                kernel.extend(
+                    ips.iter()
+                        .enumerate()
+                        .map(|(i, &ip)| lookup_address(ip, i))
+                        .filter(|a| !self.cache.has_kernel(*a)),
+                );
             }
         }
         for (id, (binary, mut offsets)) in per_binary {
             offsets.sort_unstable();
             offsets.dedup();
             let src = Source::Elf(Elf::new(binary.open_path()));
-            match self.blaze.symbolize(&src, blazesym::symbolize::Input::FileOffset(&offsets)) {
+            match self
+                .blaze
+                .symbolize(&src, blazesym::symbolize::Input::FileOffset(&offsets))
+            {
                 Ok(results) => {
                     for (offset, r) in offsets.iter().zip(results) {
                         self.cache.insert_user(id, *offset, convert(&r));
@@ -142,8 +179,15 @@ impl Symbolizer {
         kernel.sort_unstable();
         kernel.dedup();
         if !kernel.is_empty() {
-            let src = Source::Kernel(Kernel { vmlinux: blazesym::MaybeDefault::None, debug_syms: false, ..Default::default() });
-            match self.blaze.symbolize(&src, blazesym::symbolize::Input::AbsAddr(&kernel)) {
+            let src = Source::Kernel(Kernel {
+                vmlinux: blazesym::MaybeDefault::None,
+                debug_syms: false,
+                ..Default::default()
+            });
+            match self
+                .blaze
+                .symbolize(&src, blazesym::symbolize::Input::AbsAddr(&kernel))
+            {
                 Ok(results) => {
                     for (addr, r) in kernel.iter().zip(results) {
                         self.cache.insert_kernel(*addr, convert(&r));
@@ -160,14 +204,22 @@ impl Symbolizer {
         }
     }
 
-    fn sample(&mut self, kind: ProfileKind, s: &RawSample, info: Option<&ProcessInfo>, period: i64) -> StackSample {
+    fn sample(
+        &mut self,
+        kind: ProfileKind,
+        s: &RawSample,
+        info: Option<&ProcessInfo>,
+        period: i64,
+    ) -> StackSample {
         let mut frames = Vec::new();
         self.push_kernel(&s.kernel, &mut frames);
         let user_start = frames.len();
         self.push_user(&s.user, info, &mut frames);
         let user = &frames[user_start..];
         let truncated = match &s.user {
-            RawStack::Frames(ips) => ips.len() >= sonde_abi::MAX_STACK_DEPTH || !roots::is_root(user.last()),
+            RawStack::Frames(ips) => {
+                ips.len() >= sonde_abi::MAX_STACK_DEPTH || !roots::is_root(user.last())
+            }
             _ => false,
         };
         let weight = s.count;
@@ -176,14 +228,22 @@ impl Symbolizer {
             self.stats.truncated += weight * u64::from(truncated);
         }
         let real = frames.iter().filter(|f| f.kind != FrameKind::Marker);
-        let (n, named) = real.fold((0u64, 0u64), |(n, k), f| (n + 1, k + u64::from(f.function().is_some())));
+        let (n, named) = real.fold((0u64, 0u64), |(n, k), f| {
+            (n + 1, k + u64::from(f.function().is_some()))
+        });
         self.stats.frames += n * weight;
         self.stats.symbolized += named * weight;
         let values = match kind {
             ProfileKind::Cpu => vec![s.count as i64, s.count as i64 * period],
             ProfileKind::OffCpu => vec![s.total_ns as i64, s.count as i64],
         };
-        StackSample { pid: s.key.tgid, comm: comm(&s.key.comm), frames, values, truncated }
+        StackSample {
+            pid: s.key.tgid,
+            comm: comm(&s.key.comm),
+            frames,
+            values,
+            truncated,
+        }
     }
 
     fn push_kernel(&self, stack: &RawStack, frames: &mut Vec<Frame>) {
@@ -207,9 +267,18 @@ impl Symbolizer {
             let addr = lookup_address(ip, i);
             let mapping = info.and_then(|p| p.mapping_for(addr));
             let symbols = mapping
-                .and_then(|m| m.binary.as_ref().map(|b| self.cache.user(b.id, file_offset(&m.module, addr))))
+                .and_then(|m| {
+                    m.binary
+                        .as_ref()
+                        .map(|b| self.cache.user(b.id, file_offset(&m.module, addr)))
+                })
                 .unwrap_or_else(|| Arc::from(Vec::new()));
-            frames.push(Frame { address: ip, kind: FrameKind::User, module: mapping.map(|m| m.module.clone()), symbols });
+            frames.push(Frame {
+                address: ip,
+                kind: FrameKind::User,
+                module: mapping.map(|m| m.module.clone()),
+                symbols,
+            });
         }
     }
 }
@@ -241,26 +310,44 @@ fn marker(stack: &RawStack, which: &str) -> Option<Frame> {
         address: 0,
         kind: FrameKind::Marker,
         module: None,
-        symbols: Arc::from(vec![Symbol { name, file: None, line: None }]),
+        symbols: Arc::from(vec![Symbol {
+            name,
+            file: None,
+            line: None,
+        }]),
     })
 }
 
 /// blazesym result -> inline chain, innermost first, containing function last.
 fn convert(r: &blazesym::symbolize::Symbolized<'_>) -> Arc<[Symbol]> {
-    let blazesym::symbolize::Symbolized::Sym(sym) = r else { return Arc::from(Vec::new()) };
+    let blazesym::symbolize::Symbolized::Sym(sym) = r else {
+        return Arc::from(Vec::new());
+    };
     // Past the end of the nearest symbol (e.g. a PLT stub after `_init`): not really in it.
     if sym.size.is_some_and(|size| sym.offset >= size) {
         return Arc::from(Vec::new());
     }
     let file_line = |ci: Option<&blazesym::symbolize::CodeInfo<'_>>| {
-        (ci.map(|c| c.to_path().display().to_string()), ci.and_then(|c| c.line))
+        (
+            ci.map(|c| c.to_path().display().to_string()),
+            ci.and_then(|c| c.line),
+        )
     };
     // blazesym lists the containing function, then inlined functions outer to inner, each with its own
     // position (the innermost holds the address's position); pprof wants innermost first.
     let outer = std::iter::once((sym.name.as_ref(), file_line(sym.code_info.as_deref())));
-    let inlined = sym.inlined.iter().map(|f| (f.name.as_ref(), file_line(f.code_info.as_ref())));
-    let mut chain: Vec<Symbol> =
-        outer.chain(inlined).map(|(name, (file, line))| Symbol { name: name.to_owned(), file, line }).collect();
+    let inlined = sym
+        .inlined
+        .iter()
+        .map(|f| (f.name.as_ref(), file_line(f.code_info.as_ref())));
+    let mut chain: Vec<Symbol> = outer
+        .chain(inlined)
+        .map(|(name, (file, line))| Symbol {
+            name: name.to_owned(),
+            file,
+            line,
+        })
+        .collect();
     chain.reverse();
     Arc::from(chain)
 }
