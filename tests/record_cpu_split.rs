@@ -9,7 +9,9 @@ fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
     let bin = build_workload("cpu_split", "cpu_split", FP_FLAGS);
     let mut child = spawn(&bin, &["30"]);
     let pid = child.id();
-    let out = temp_dir("cpu_split").join("profile.pb.gz");
+    let dir = temp_dir("cpu_split");
+    let out = dir.join("profile.pb.gz");
+    let (folded, svg) = (dir.join("stacks.folded"), dir.join("flame.svg"));
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cpu_before = cpu_seconds(pid);
     let summary = sonde_ok(&[
@@ -22,6 +24,10 @@ fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
         &pid.to_string(),
         "--output",
         out.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+        "--flamegraph",
+        svg.to_str().unwrap(),
     ]);
     let cpu_used = cpu_seconds(pid) - cpu_before;
     child.kill().unwrap();
@@ -70,4 +76,21 @@ fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
         "{summary}"
     );
     assert_eq!(summary_field(&summary, "lost_samples"), 0.0);
+
+    // Folded stacks: root first, weighted lines that add up to the profile's samples.
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    let folded_total: i64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(folded_total, all as i64);
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("cpu_split;") && l.contains(";main;burn_fifty")),
+        "{folded}"
+    );
+    // The flame graph is an SVG naming the functions.
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains("<svg") && svg.contains("burn_thirty"));
 }

@@ -129,9 +129,10 @@ impl PprofBuilder {
         self.out.time_nanos = profile.time_nanos;
         self.out.duration_nanos = profile.duration_nanos;
         let (pid_key, comm_key) = (self.string("pid"), self.string("comm"));
+        let (truncated_key, one) = (self.string("truncated"), self.string("1"));
         for sample in &profile.samples {
             let location_id = sample.frames.iter().map(|f| self.location(f)).collect();
-            let label = vec![
+            let mut label = vec![
                 proto::Label {
                     key: pid_key,
                     num: i64::from(sample.pid),
@@ -143,6 +144,14 @@ impl PprofBuilder {
                     ..Default::default()
                 },
             ];
+            // Lets consumers (sonde diff) weigh profiles with missing frame pointers.
+            if sample.truncated {
+                label.push(proto::Label {
+                    key: truncated_key,
+                    str: one,
+                    ..Default::default()
+                });
+            }
             self.out.sample.push(proto::Sample {
                 location_id,
                 value: sample.values.clone(),
