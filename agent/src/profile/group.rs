@@ -13,7 +13,15 @@ pub fn by_process(profile: &Profile) -> Vec<(u32, Profile)> {
     }
     groups
         .into_iter()
-        .map(|(pid, samples)| (pid, Profile { samples, ..profile.clone_empty() }))
+        .map(|(pid, samples)| {
+            (
+                pid,
+                Profile {
+                    samples,
+                    ..profile.clone_empty()
+                },
+            )
+        })
         .collect()
 }
 
@@ -36,7 +44,13 @@ mod tests {
     use crate::profile::{ProfileKind, StackSample};
 
     fn sample(pid: u32, n: i64) -> StackSample {
-        StackSample { pid, comm: format!("p{pid}"), frames: Vec::new(), values: vec![n, n * 10], truncated: false }
+        StackSample {
+            pid,
+            comm: format!("p{pid}"),
+            frames: Vec::new(),
+            values: vec![n, n * 10],
+            truncated: false,
+        }
     }
 
     #[test]
@@ -51,7 +65,10 @@ mod tests {
         let groups = by_process(&p);
         assert_eq!(groups.len(), 2);
         assert_eq!(groups[0].0, 1);
-        assert_eq!(groups[1].1.samples.iter().map(|s| s.values[0]).sum::<i64>(), 5);
+        assert_eq!(
+            groups[1].1.samples.iter().map(|s| s.values[0]).sum::<i64>(),
+            5
+        );
         assert_eq!((groups[1].1.time_nanos, groups[1].1.period), (5, 10));
     }
 }

@@ -2,6 +2,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    path::PathBuf,
     sync::Arc,
 };
 
@@ -17,6 +18,7 @@ type Offsets = HashMap<u64, Arc<[Symbol]>>;
 pub struct SymbolCache {
     user: HashMap<BinaryId, Offsets>,
     kernel: HashMap<u64, Arc<[Symbol]>>,
+    paths: HashMap<BinaryId, PathBuf>,
 }
 
 impl SymbolCache {
@@ -53,9 +55,20 @@ impl SymbolCache {
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()))
     }
-    /// Keeps only the binaries in `live`.
-    pub fn retain_binaries(&mut self, live: &HashSet<(u64, u64)>) {
+    /// Remembers the path blazesym knows `binary` by.
+    pub fn note_path(&mut self, binary: BinaryId, path: PathBuf) {
+        self.paths.insert(binary, path);
+    }
+    /// Keeps only the binaries in `live`; returns the blazesym paths of the others.
+    pub fn retain_binaries(&mut self, live: &HashSet<BinaryId>) -> Vec<PathBuf> {
         self.user.retain(|id, _| live.contains(id));
+        let dead: Vec<BinaryId> = self
+            .paths
+            .keys()
+            .filter(|id| !live.contains(id))
+            .copied()
+            .collect();
+        dead.iter().filter_map(|id| self.paths.remove(id)).collect()
     }
     /// Number of cached user addresses (for self-metrics).
     pub fn user_entries(&self) -> usize {

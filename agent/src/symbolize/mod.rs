@@ -91,9 +91,16 @@ impl Symbolizer {
         }
     }
 
-    /// Drops cached symbols of binaries no longer mapped by any known process (bounded memory over time).
+    /// Drops cached symbols, and blazesym's parsed copy, of binaries no longer mapped by any known
+    /// process, so memory tracks the live processes over hours.
     pub fn retain_binaries(&mut self, live: &std::collections::HashSet<(u64, u64)>) {
-        self.cache.retain_binaries(live);
+        for path in self.cache.retain_binaries(live) {
+            let evict =
+                blazesym::symbolize::evict::Evict::Elf(blazesym::symbolize::evict::Elf::new(path));
+            if let Err(err) = self.blaze.evict(&evict) {
+                tracing::debug!(%err, "evicting a symbolizer cache entry failed");
+            }
+        }
     }
 
     /// Symbolizes `samples` of `kind`. Processes not yet captured are captured now if still alive.
@@ -157,6 +164,7 @@ impl Symbolizer {
         for (id, (binary, mut offsets)) in per_binary {
             offsets.sort_unstable();
             offsets.dedup();
+            self.cache.note_path(id, binary.open_path());
             let src = Source::Elf(Elf::new(binary.open_path()));
             match self
                 .blaze
