@@ -88,7 +88,7 @@ pub fn batch(service: &str, window: i64) -> Batch {
 }
 
 /// What the receiver does with the next call.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Answer {
     Ok,
     Fail(tonic::Code),
