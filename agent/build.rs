@@ -23,7 +23,9 @@ fn check_bpf_toolchain() -> anyhow::Result<()> {
     }
     let linker = Command::new("bpf-linker").arg("--version").output();
     if !matches!(linker, Ok(ref out) if out.status.success()) {
-        bail!("bpf-linker is not installed: run `cargo xtask setup` (installs llvm-22-dev, bpf-linker, nightly rust-src)");
+        bail!(
+            "bpf-linker is not installed: run `cargo xtask setup` (installs llvm-22-dev, bpf-linker, nightly rust-src)"
+        );
     }
     Ok(())
 }
@@ -40,7 +42,8 @@ fn compile_protos() -> anyhow::Result<()> {
         .context("generating Rust code for proto/")?;
 
     let otlp = ["opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"];
-    let descriptors = protox::compile(otlp, [root]).context("compiling the OTLP protos in proto/ with protox")?;
+    let descriptors =
+        protox::compile(otlp, [root]).context("compiling the OTLP protos in proto/ with protox")?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -6,8 +6,12 @@ use std::path::Path;
 use sonde::config::{DaemonConfig, RunArgs};
 
 fn error(text: &str) -> String {
-    let err = DaemonConfig::merge(Some((Path::new("/etc/sonde.toml"), text)), &RunArgs::default(), &|_| None)
-        .expect_err("the config is invalid");
+    let err = DaemonConfig::merge(
+        Some((Path::new("/etc/sonde.toml"), text)),
+        &RunArgs::default(),
+        &|_| None,
+    )
+    .expect_err("the config is invalid");
     err.to_string()
 }
 
@@ -36,7 +40,15 @@ fn out_of_range_values_are_named() {
 #[test]
 fn a_valid_file_loads() {
     let text = "export_interval_secs = 30\n[labels]\nenv = \"prod\"\n[otlp]\nendpoint = \"http://127.0.0.1:4317\"\ncompression = \"zstd\"\n";
-    let c = DaemonConfig::merge(Some((Path::new("x.toml"), text)), &RunArgs::default(), &|_| None).unwrap();
+    let c = DaemonConfig::merge(
+        Some((Path::new("x.toml"), text)),
+        &RunArgs::default(),
+        &|_| None,
+    )
+    .unwrap();
     assert_eq!(c.export_interval.as_secs(), 30);
-    assert_eq!(c.otlp.unwrap().compression, sonde::export::otlp::Compression::Zstd);
+    assert_eq!(
+        c.otlp.unwrap().compression,
+        sonde::export::otlp::Compression::Zstd
+    );
 }

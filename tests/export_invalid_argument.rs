@@ -22,13 +22,20 @@ async fn invalid_argument_is_dropped_not_retried() {
     let exporter = Exporter::spawn(sink, 4, metrics.clone());
 
     exporter.submit(common::batch("cart", 0));
-    assert!(exporter.flush(Duration::from_secs(10)).await, "exporter drains");
+    assert!(
+        exporter.flush(Duration::from_secs(10)).await,
+        "exporter drains"
+    );
     // Give a buggy retry loop time to show itself.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     assert_eq!(state.calls(), 1, "exactly one attempt");
     assert_eq!(ExportMetrics::get(&metrics.retries), 0);
-    assert_eq!(ExportMetrics::get(&metrics.dropped_rejected), 1, "dropped_batches_total{{reason=\"rejected\"}}");
+    assert_eq!(
+        ExportMetrics::get(&metrics.dropped_rejected),
+        1,
+        "dropped_batches_total{{reason=\"rejected\"}}"
+    );
     assert_eq!(ExportMetrics::get(&metrics.batches_sent), 0);
 
     // The exporter is not stuck: the next batch is attempted too.

@@ -19,35 +19,64 @@ async fn writes_pprof_files_and_a_correct_index() {
     let (tags, mut offcpu) = batch.profiles[0].clone();
     offcpu.kind = ProfileKind::OffCpu;
     batch.profiles.push((tags, offcpu));
-    batch.profiles.push((common::synthetic_tags("checkout"), common::synthetic_profile()));
+    batch.profiles.push((
+        common::synthetic_tags("checkout"),
+        common::synthetic_profile(),
+    ));
     let outcome = sink.export(&batch).await.expect("local export");
     assert_eq!(outcome.requests, 3);
-    sink.export(&common::batch("cart", 1)).await.expect("second window");
+    sink.export(&common::batch("cart", 1))
+        .await
+        .expect("second window");
 
     let index = std::fs::read_to_string(dir.path().join("index.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = index.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let lines: Vec<serde_json::Value> = index
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
     assert_eq!(lines.len(), 4, "one line per file, appended per window");
     let mut paths = std::collections::HashSet::new();
     for line in &lines {
         let obj = line.as_object().unwrap();
         let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
         keys.sort();
-        assert_eq!(keys, ["end_unix_nanos", "kind", "path", "start_unix_nanos", "tags"], "exact contract keys");
+        assert_eq!(
+            keys,
+            ["end_unix_nanos", "kind", "path", "start_unix_nanos", "tags"],
+            "exact contract keys"
+        );
         assert!(matches!(obj["kind"].as_str(), Some("cpu" | "offcpu")));
-        assert!(obj["start_unix_nanos"].as_i64().unwrap() < obj["end_unix_nanos"].as_i64().unwrap());
+        assert!(
+            obj["start_unix_nanos"].as_i64().unwrap() < obj["end_unix_nanos"].as_i64().unwrap()
+        );
         let rel = obj["path"].as_str().unwrap();
         assert!(!rel.starts_with('/'), "path relative to DIR: {rel}");
-        assert!(paths.insert(rel.to_owned()), "distinct file per profile: {rel}");
+        assert!(
+            paths.insert(rel.to_owned()),
+            "distinct file per profile: {rel}"
+        );
 
         let mut raw = Vec::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(dir.path().join(rel)).unwrap()).read_to_end(&mut raw).unwrap();
+        flate2::read::GzDecoder::new(std::fs::File::open(dir.path().join(rel)).unwrap())
+            .read_to_end(&mut raw)
+            .unwrap();
         let pprof = proto::Profile::decode(raw.as_slice()).expect("a valid pprof");
         let strings = &pprof.string_table;
-        let comments: Vec<&str> = pprof.comment.iter().map(|&i| strings[i as usize].as_str()).collect();
+        let comments: Vec<&str> = pprof
+            .comment
+            .iter()
+            .map(|&i| strings[i as usize].as_str())
+            .collect();
         let service = obj["tags"]["service.name"].as_str().unwrap();
-        assert!(comments.contains(&format!("service.name={service}").as_str()), "{comments:?}");
+        assert!(
+            comments.contains(&format!("service.name={service}").as_str()),
+            "{comments:?}"
+        );
         assert!(comments.contains(&"host.name=node-1"), "{comments:?}");
-        assert!(strings.iter().any(|s| s == "compute_checksum"), "function names in the pprof");
+        assert!(
+            strings.iter().any(|s| s == "compute_checksum"),
+            "function names in the pprof"
+        );
         let total: i64 = pprof.sample.iter().map(|s| s.value[0]).sum();
         assert_eq!(total, 42);
     }
@@ -55,7 +84,10 @@ async fn writes_pprof_files_and_a_correct_index() {
     assert_eq!(lines[0]["start_unix_nanos"].as_i64(), Some(common::T0));
     assert_eq!(lines[1]["kind"], "offcpu");
     // No temporary files are left behind.
-    let leftovers = walk(dir.path()).into_iter().filter(|p| p.to_string_lossy().ends_with(".tmp")).count();
+    let leftovers = walk(dir.path())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+        .count();
     assert_eq!(leftovers, 0);
     let _ = ExportMetrics::default();
 }

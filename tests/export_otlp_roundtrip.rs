@@ -22,42 +22,81 @@ async fn receiver_decodes_functions_attributes_and_values() {
     for compression in [Compression::Gzip, Compression::Zstd] {
         let mut config = OtlpConfig::new(format!("http://{addr}"));
         config.compression = compression;
-        config.headers.push(("x-scope-orgid".into(), "team-a".into()));
+        config
+            .headers
+            .push(("x-scope-orgid".into(), "team-a".into()));
         let sink = OtlpSink::new(config, Arc::new(ExportMetrics::default())).unwrap();
-        let outcome = sink.export(&common::batch("cart", 0)).await.expect("export succeeds");
+        let outcome = sink
+            .export(&common::batch("cart", 0))
+            .await
+            .expect("export succeeds");
         assert_eq!(outcome.requests, 1, "one window fits in one request");
     }
     let requests = state.requests();
     assert_eq!(requests.len(), 2, "one request per export, gzip and zstd");
     let request = &requests[0];
-    assert_eq!(request.resource_profiles.len(), 1, "one ResourceProfiles per workload identity");
+    assert_eq!(
+        request.resource_profiles.len(),
+        1,
+        "one ResourceProfiles per workload identity"
+    );
     let resource = request.resource_profiles[0].resource.as_ref().unwrap();
     let attr = |key: &str| {
-        resource.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.clone()).and_then(|v| v.value)
+        resource
+            .attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.clone())
+            .and_then(|v| v.value)
     };
     assert_eq!(attr("host.name"), Some(Value::StringValue("node-1".into())));
-    assert_eq!(attr("service.name"), Some(Value::StringValue("cart".into())));
-    assert_eq!(attr("team"), Some(Value::StringValue("core".into())), "static label as a resource attribute");
+    assert_eq!(
+        attr("service.name"),
+        Some(Value::StringValue("cart".into()))
+    );
+    assert_eq!(
+        attr("team"),
+        Some(Value::StringValue("core".into())),
+        "static label as a resource attribute"
+    );
 
     let stacks = common::stacks(request);
     assert!(
-        stacks.contains(&vec!["compute_checksum".into(), "handle_request".into(), "main".into()]),
+        stacks.contains(&vec![
+            "compute_checksum".into(),
+            "handle_request".into(),
+            "main".into()
+        ]),
         "leaf-first stack through the dictionary: {stacks:?}"
     );
     let profiles = &request.resource_profiles[0].scope_profiles[0].profiles;
-    assert_eq!(profiles.len(), 2, "one OTLP profile per value type (samples, cpu)");
+    assert_eq!(
+        profiles.len(),
+        2,
+        "one OTLP profile per value type (samples, cpu)"
+    );
     let d = request.dictionary.as_ref().unwrap();
     let type_name = |p: &sonde::profile::otlp_proto::profiles::Profile| {
         d.string_table[p.sample_type.as_ref().unwrap().type_strindex as usize].clone()
     };
-    let cpu = profiles.iter().find(|p| type_name(p) == "cpu").expect("a cpu profile");
+    let cpu = profiles
+        .iter()
+        .find(|p| type_name(p) == "cpu")
+        .expect("a cpu profile");
     let mut values: Vec<i64> = cpu.samples.iter().map(|s| s.values[0]).collect();
     values.sort();
     assert_eq!(values, vec![120_000_000, 300_000_000]);
-    let samples = profiles.iter().find(|p| type_name(p) == "samples").expect("a samples profile");
+    let samples = profiles
+        .iter()
+        .find(|p| type_name(p) == "samples")
+        .expect("a samples profile");
     assert_eq!(samples.samples.iter().map(|s| s.values[0]).sum::<i64>(), 42);
     // Shared dictionary: both profiles reuse the same two stacks (plus the zero entry).
-    assert_eq!(d.stack_table.len(), 3, "stacks deduplicated across profiles");
+    assert_eq!(
+        d.stack_table.len(),
+        3,
+        "stacks deduplicated across profiles"
+    );
     assert_eq!(d.string_table[0], "", "string_table[0] is the empty string");
 }
 
@@ -89,7 +128,10 @@ fn oversized_windows_are_split_without_losing_samples() {
     let requests = encode::encode_batch(&batch, limit);
     assert!(requests.len() > 1, "a window over the limit is split");
     for r in &requests {
-        assert!(prost::Message::encoded_len(r) <= limit, "each request under the limit");
+        assert!(
+            prost::Message::encoded_len(r) <= limit,
+            "each request under the limit"
+        );
     }
     let samples: usize = requests.iter().map(|r| common::stacks(r).len()).sum();
     assert_eq!(samples, 40 * 200 * 2, "every sample once per value type");

@@ -19,13 +19,18 @@ use sonde::export::{
 #[tokio::test]
 async fn python_receiver_decodes_what_sonde_sends() {
     let python = std::env::var("SONDE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers/otlp_receiver.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/peers/otlp_receiver.py"
+    );
     let mut child = Command::new(&python)
         .args([script, "--requests", "1", "--timeout", "60"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {python}: {e}; install the peers (tests/peers/requirements.txt)"));
+        .unwrap_or_else(|e| {
+            panic!("cannot start {python}: {e}; install the peers (tests/peers/requirements.txt)")
+        });
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().and_then(Result::ok).unwrap_or_default();
     let port = first.strip_prefix("PORT ").unwrap_or_else(|| {
@@ -35,11 +40,22 @@ async fn python_receiver_decodes_what_sonde_sends() {
         )
     });
 
-    let sink = OtlpSink::new(OtlpConfig::new(format!("http://127.0.0.1:{port}")), Arc::new(ExportMetrics::default())).unwrap();
-    sink.export(&common::batch("cart", 0)).await.expect("the Python receiver accepts the request");
+    let sink = OtlpSink::new(
+        OtlpConfig::new(format!("http://127.0.0.1:{port}")),
+        Arc::new(ExportMetrics::default()),
+    )
+    .unwrap();
+    sink.export(&common::batch("cart", 0))
+        .await
+        .expect("the Python receiver accepts the request");
 
-    let decoded: serde_json::Value =
-        serde_json::from_str(&lines.next().and_then(Result::ok).expect("one decoded request")).unwrap();
+    let decoded: serde_json::Value = serde_json::from_str(
+        &lines
+            .next()
+            .and_then(Result::ok)
+            .expect("one decoded request"),
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "receiver exit status {status}");
 
@@ -48,7 +64,10 @@ async fn python_receiver_decodes_what_sonde_sends() {
     assert_eq!(resource["attributes"]["service.name"], "cart");
     assert_eq!(resource["attributes"]["team"], "core");
     let profiles = resource["profiles"].as_array().unwrap();
-    let cpu = profiles.iter().find(|p| p["sample_type"] == "cpu").expect("cpu profile");
+    let cpu = profiles
+        .iter()
+        .find(|p| p["sample_type"] == "cpu")
+        .expect("cpu profile");
     assert_eq!(cpu["unit"], "nanoseconds");
     assert_eq!(cpu["scope"], "sonde");
     let samples = cpu["samples"].as_array().unwrap();
@@ -56,7 +75,10 @@ async fn python_receiver_decodes_what_sonde_sends() {
         .iter()
         .find(|s| s["functions"][0] == "compute_checksum")
         .unwrap_or_else(|| panic!("no compute_checksum leaf in {samples:?}"));
-    assert_eq!(checksum["functions"], serde_json::json!(["compute_checksum", "handle_request", "main"]));
+    assert_eq!(
+        checksum["functions"],
+        serde_json::json!(["compute_checksum", "handle_request", "main"])
+    );
     assert_eq!(checksum["values"], serde_json::json!([300_000_000]));
     assert_eq!(checksum["attributes"]["thread.name"], "cart-worker");
     assert_eq!(checksum["attributes"]["process.pid"], 4242);

@@ -56,11 +56,14 @@ fn serve_fixtures() -> (String, Arc<Mutex<Vec<String>>>) {
                         std::thread::sleep(Duration::from_secs(60));
                         return;
                     }
-                    std::fs::read_to_string(Path::new(FIXTURES).join("pod-watch-events.jsonl")).unwrap()
+                    std::fs::read_to_string(Path::new(FIXTURES).join("pod-watch-events.jsonl"))
+                        .unwrap()
                 } else if target.starts_with("/api/v1/pods") {
                     std::fs::read_to_string(Path::new(FIXTURES).join("pod-list.json")).unwrap()
                 } else {
-                    let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
                     return;
                 };
                 let head = format!(
@@ -84,7 +87,9 @@ fn fake_proc(root: &Path, pid: u32, cgroup: &str, comm: &str) {
 
 fn systemd_cgroup(uid: &str, cid: &str) -> String {
     let uid_ = uid.replace('-', "_");
-    format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/cri-containerd-{cid}.scope\n")
+    format!(
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/cri-containerd-{cid}.scope\n"
+    )
 }
 
 #[tokio::test]
@@ -93,24 +98,47 @@ async fn pods_resolve_from_the_api_watch() {
     let config = kube::Config::new(base.parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let cache = KubeCache::default();
-    sonde::metadata::kube::start(client, "node-1", cache.clone()).await.expect("node read and watch started");
+    sonde::metadata::kube::start(client, "node-1", cache.clone())
+        .await
+        .expect("node read and watch started");
 
     // Wait for the watch to apply the ADDED (search) and DELETED (billing) events after the list.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while cache.pod(SEARCH_UID).is_none() || cache.pod(BILLING_UID).is_some() {
-        assert!(std::time::Instant::now() < deadline, "watch events not applied; requests: {:?}", seen.lock().unwrap());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "watch events not applied; requests: {:?}",
+            seen.lock().unwrap()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let requests = seen.lock().unwrap().clone();
     assert!(
-        requests.iter().any(|r| r.contains("fieldSelector=spec.nodeName%3Dnode-1")),
+        requests
+            .iter()
+            .any(|r| r.contains("fieldSelector=spec.nodeName%3Dnode-1")),
         "pods are listed for this node only: {requests:?}"
     );
 
     let proc_root = tempfile::tempdir().unwrap();
-    fake_proc(proc_root.path(), 100, &systemd_cgroup(CART_UID, CART_CID), "cart");
-    fake_proc(proc_root.path(), 101, &format!("0::/kubepods/burstable/pod{CART_UID}/{ENVOY_CID}\n"), "envoy");
-    fake_proc(proc_root.path(), 102, &systemd_cgroup(SEARCH_UID, SEARCH_CID), "java");
+    fake_proc(
+        proc_root.path(),
+        100,
+        &systemd_cgroup(CART_UID, CART_CID),
+        "cart",
+    );
+    fake_proc(
+        proc_root.path(),
+        101,
+        &format!("0::/kubepods/burstable/pod{CART_UID}/{ENVOY_CID}\n"),
+        "envoy",
+    );
+    fake_proc(
+        proc_root.path(),
+        102,
+        &systemd_cgroup(SEARCH_UID, SEARCH_CID),
+        "java",
+    );
     let mut static_labels = std::collections::BTreeMap::new();
     static_labels.insert("team".to_owned(), "core".to_owned());
     let resolver = MetadataResolver::new(
@@ -130,9 +158,21 @@ async fn pods_resolve_from_the_api_watch() {
     assert_eq!(get("k8s.pod.uid").as_deref(), Some(CART_UID));
     assert_eq!(get("k8s.container.name").as_deref(), Some("cart"));
     assert_eq!(get("container.id").as_deref(), Some(CART_CID));
-    assert_eq!(get("service.name").as_deref(), Some("cart"), "from app.kubernetes.io/name");
-    assert_eq!(get("service.version").as_deref(), Some("1.4.2"), "from app.kubernetes.io/version");
-    assert_eq!(get("cloud.region").as_deref(), Some("eu-west-1"), "from the node label");
+    assert_eq!(
+        get("service.name").as_deref(),
+        Some("cart"),
+        "from app.kubernetes.io/name"
+    );
+    assert_eq!(
+        get("service.version").as_deref(),
+        Some("1.4.2"),
+        "from app.kubernetes.io/version"
+    );
+    assert_eq!(
+        get("cloud.region").as_deref(),
+        Some("eu-west-1"),
+        "from the node label"
+    );
     assert_eq!(get("k8s.node.name").as_deref(), Some("node-1"));
     assert_eq!(get("host.name").as_deref(), Some("node-1"));
     assert_eq!(get("process.pid").as_deref(), Some("100"));
@@ -140,13 +180,29 @@ async fn pods_resolve_from_the_api_watch() {
     assert_eq!(get("team").as_deref(), Some("core"), "static label");
 
     let envoy = resolver.tags_for(101);
-    assert_eq!(envoy.get("k8s.container.name"), Some("envoy"), "container matched by runtime id");
-    assert_eq!(envoy.get("service.name"), Some("cart"), "pod label names the service");
+    assert_eq!(
+        envoy.get("k8s.container.name"),
+        Some("envoy"),
+        "container matched by runtime id"
+    );
+    assert_eq!(
+        envoy.get("service.name"),
+        Some("cart"),
+        "pod label names the service"
+    );
 
     let search = resolver.tags_for(102);
-    assert_eq!(search.get("k8s.namespace.name"), Some("catalog"), "pod from the ADDED watch event");
+    assert_eq!(
+        search.get("k8s.namespace.name"),
+        Some("catalog"),
+        "pod from the ADDED watch event"
+    );
     assert_eq!(search.get("service.name"), Some("search"));
-    assert_eq!(search.get("service.version"), Some("3.2.0"), "no version label: the image tag");
+    assert_eq!(
+        search.get("service.version"),
+        Some("3.2.0"),
+        "no version label: the image tag"
+    );
 
     assert_eq!(resolver.cached(), 3);
     resolver.forget(100);

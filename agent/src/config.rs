@@ -160,23 +160,41 @@ impl DaemonConfig {
     pub fn load(args: &RunArgs) -> Result<Self, ConfigError> {
         let file = match &args.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
                 Some((path.clone(), text))
             }
             None => None,
         };
-        Self::merge(file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())), args, &|k| std::env::var(k).ok())
+        Self::merge(
+            file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
+            args,
+            &|k| std::env::var(k).ok(),
+        )
     }
 
     /// Merges file text, flags and an environment lookup (injectable for tests).
-    pub fn merge(file: Option<(&Path, &str)>, args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn merge(
+        file: Option<(&Path, &str)>,
+        args: &RunArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let file = match file {
             Some((path, text)) => parse_file(path, text)?,
             None => FileConfig::default(),
         };
-        let secs = args.export_interval.or(file.export_interval_secs).unwrap_or(60);
+        let secs = args
+            .export_interval
+            .or(file.export_interval_secs)
+            .unwrap_or(60);
         if secs == 0 {
-            return Err(invalid("export_interval_secs", "0", "must be at least 1 second"));
+            return Err(invalid(
+                "export_interval_secs",
+                "0",
+                "must be at least 1 second",
+            ));
         }
         let queue_capacity = file.queue_capacity.unwrap_or(8);
         if queue_capacity == 0 {
@@ -184,7 +202,11 @@ impl DaemonConfig {
         }
         let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| {
             // systemd sets INVOCATION_ID for services: use the conventional state directory there.
-            if env("INVOCATION_ID").is_some() { PathBuf::from("/var/lib/sonde") } else { PathBuf::from("./sonde-data") }
+            if env("INVOCATION_ID").is_some() {
+                PathBuf::from("/var/lib/sonde")
+            } else {
+                PathBuf::from("./sonde-data")
+            }
         });
 
         let mut static_labels = file.labels;
@@ -196,7 +218,12 @@ impl DaemonConfig {
             return Err(invalid("labels", k, "label keys must not be empty"));
         }
 
-        let otlp = match args.otlp_endpoint.clone().or(file.otlp.endpoint.clone()).filter(|e| !e.is_empty()) {
+        let otlp = match args
+            .otlp_endpoint
+            .clone()
+            .or(file.otlp.endpoint.clone())
+            .filter(|e| !e.is_empty())
+        {
             Some(endpoint) => Some(otlp_config(endpoint, file.otlp, env)?),
             None => None,
         };
@@ -205,76 +232,142 @@ impl DaemonConfig {
         let m = file.metadata;
         let cache_capacity = m.cache_capacity.unwrap_or(defaults.cache_capacity);
         if cache_capacity == 0 {
-            return Err(invalid("metadata.cache_capacity", "0", "must be at least 1"));
+            return Err(invalid(
+                "metadata.cache_capacity",
+                "0",
+                "must be at least 1",
+            ));
         }
         let metadata = MetadataConfig {
             host_name: m.host_name,
             region: m.region,
-            node_name: args.node_name.clone().or_else(|| env("NODE_NAME")).filter(|n| !n.is_empty()),
+            node_name: args
+                .node_name
+                .clone()
+                .or_else(|| env("NODE_NAME"))
+                .filter(|n| !n.is_empty()),
             service_name_label: m.service_name_label.unwrap_or(defaults.service_name_label),
-            service_version_label: m.service_version_label.unwrap_or(defaults.service_version_label),
+            service_version_label: m
+                .service_version_label
+                .unwrap_or(defaults.service_version_label),
             static_labels,
             proc_root: m.proc_root.unwrap_or(defaults.proc_root),
             cache_capacity,
         };
-        Ok(Self { export_interval: Duration::from_secs(secs), data_dir, otlp, queue_capacity, metadata })
+        Ok(Self {
+            export_interval: Duration::from_secs(secs),
+            data_dir,
+            otlp,
+            queue_capacity,
+            metadata,
+        })
     }
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
-    ConfigError::Invalid { key: key.to_owned(), value: value.to_owned(), reason: reason.to_owned() }
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    }
 }
 
 /// `KEY=VALUE` of `--label`.
 pub fn parse_label(label: &str) -> Result<(String, String), ConfigError> {
     match label.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(invalid("--label", label, "expected KEY=VALUE with a non-empty KEY")),
+        _ => Err(invalid(
+            "--label",
+            label,
+            "expected KEY=VALUE with a non-empty KEY",
+        )),
     }
 }
 
-fn otlp_config(endpoint: String, file: FileOtlp, env: &dyn Fn(&str) -> Option<String>) -> Result<OtlpConfig, ConfigError> {
+fn otlp_config(
+    endpoint: String,
+    file: FileOtlp,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<OtlpConfig, ConfigError> {
     if !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
         || tonic::transport::Endpoint::from_shared(endpoint.clone()).is_err()
     {
-        return Err(invalid("otlp.endpoint", &endpoint, "expected an http:// or https:// URL such as http://localhost:4317"));
+        return Err(invalid(
+            "otlp.endpoint (--otlp-endpoint)",
+            &endpoint,
+            "expected an http:// or https:// URL such as http://localhost:4317",
+        ));
     }
     let mut config = OtlpConfig::new(endpoint);
     config.compression = file.compression.unwrap_or_default();
     if let Some(secs) = file.timeout_secs {
         if secs == 0 {
-            return Err(invalid("otlp.timeout_secs", "0", "must be at least 1 second"));
+            return Err(invalid(
+                "otlp.timeout_secs",
+                "0",
+                "must be at least 1 second",
+            ));
         }
         config.timeout = Duration::from_secs(secs);
     }
     if let Some(max) = file.max_request_bytes {
         if max < 64 * 1024 {
-            return Err(invalid("otlp.max_request_bytes", &max.to_string(), "must be at least 65536"));
+            return Err(invalid(
+                "otlp.max_request_bytes",
+                &max.to_string(),
+                "must be at least 65536",
+            ));
         }
         config.max_request_bytes = max;
     }
     config.ca_file = file.ca_file;
     for (name, value) in file.headers {
-        let key_ok = tonic::metadata::AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes()).is_ok();
-        if !key_ok || value.parse::<tonic::metadata::AsciiMetadataValue>().is_err() {
-            return Err(invalid(&format!("otlp.headers.{name}"), &value, "not a valid gRPC header name/value (ASCII)"));
+        let key_ok =
+            tonic::metadata::AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .is_ok();
+        if !key_ok
+            || value
+                .parse::<tonic::metadata::AsciiMetadataValue>()
+                .is_err()
+        {
+            return Err(invalid(
+                &format!("otlp.headers.{name}"),
+                &value,
+                "not a valid gRPC header name/value (ASCII)",
+            ));
         }
         config.headers.push((name, value));
     }
     let token = match file.bearer_token_file {
         Some(path) => Some(
             std::fs::read_to_string(&path)
-                .map_err(|source| ConfigError::Token { path: path.clone(), source })?
+                .map_err(|source| ConfigError::Token {
+                    path: path.clone(),
+                    source,
+                })?
                 .trim()
                 .to_owned(),
         ),
-        None => env(file.bearer_token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV)).filter(|t| !t.is_empty()),
+        None => env(file
+            .bearer_token_env
+            .as_deref()
+            .unwrap_or(DEFAULT_TOKEN_ENV))
+        .filter(|t| !t.is_empty()),
     };
     if let Some(token) = token {
-        if format!("Bearer {token}").parse::<tonic::metadata::AsciiMetadataValue>().is_err() {
-            return Err(invalid("otlp.bearer_token", "<redacted>", "the token must be printable ASCII"));
+        if format!("Bearer {token}")
+            .parse::<tonic::metadata::AsciiMetadataValue>()
+            .is_err()
+        {
+            return Err(invalid(
+                "otlp.bearer_token",
+                "<redacted>",
+                "the token must be printable ASCII",
+            ));
         }
-        config.headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+        config
+            .headers
+            .push(("authorization".to_owned(), format!("Bearer {token}")));
     }
     Ok(config)
 }
@@ -282,8 +375,15 @@ fn otlp_config(endpoint: String, file: FileOtlp, env: &dyn Fn(&str) -> Option<St
 /// Parses the TOML text, turning serde's error into one that names the dotted key.
 fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     toml::from_str(text).map_err(|err: toml::de::Error| {
-        let key = err.span().map(|span| key_at(text, span.start)).unwrap_or_default();
-        ConfigError::Parse { path: path.to_owned(), key, message: err.message().trim().to_owned() }
+        let key = err
+            .span()
+            .map(|span| key_at(text, span.start))
+            .unwrap_or_default();
+        ConfigError::Parse {
+            path: path.to_owned(),
+            key,
+            message: err.message().trim().to_owned(),
+        }
     })
 }
 
@@ -302,7 +402,12 @@ fn key_at(text: &str, offset: usize) -> String {
     if line.starts_with('[') {
         return line.trim_matches(['[', ']']).trim().to_owned();
     }
-    let key = line.split('=').next().unwrap_or("").trim().trim_matches('"');
+    let key = line
+        .split('=')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_matches('"');
     match table {
         Some(t) if !t.is_empty() => format!("{t}.{key}"),
         _ => key.to_owned(),
@@ -325,20 +430,36 @@ mod tests {
             labels: vec!["team=core".into()],
             ..Default::default()
         };
-        let c = merge("export_interval_secs = 30\n[labels]\nenv = \"prod\"\nteam = \"x\"\n", &args).unwrap();
+        let c = merge(
+            "export_interval_secs = 30\n[labels]\nenv = \"prod\"\nteam = \"x\"\n",
+            &args,
+        )
+        .unwrap();
         assert_eq!(c.export_interval, Duration::from_secs(15));
         assert_eq!(c.otlp.unwrap().endpoint, "http://127.0.0.1:4317");
-        assert_eq!(c.metadata.static_labels.get("team").map(String::as_str), Some("core"));
-        assert_eq!(c.metadata.static_labels.get("env").map(String::as_str), Some("prod"));
+        assert_eq!(
+            c.metadata.static_labels.get("team").map(String::as_str),
+            Some("core")
+        );
+        assert_eq!(
+            c.metadata.static_labels.get("env").map(String::as_str),
+            Some("prod")
+        );
     }
 
     #[test]
     fn bearer_token_from_env_becomes_a_header() {
-        let args = RunArgs { otlp_endpoint: Some("https://otlp.example.com".into()), ..Default::default() };
+        let args = RunArgs {
+            otlp_endpoint: Some("https://otlp.example.com".into()),
+            ..Default::default()
+        };
         let env = |k: &str| (k == DEFAULT_TOKEN_ENV).then(|| "s3cret".to_owned());
         let c = DaemonConfig::merge(None, &args, &env).unwrap();
         let headers = c.otlp.unwrap().headers;
-        assert!(headers.contains(&("authorization".into(), "Bearer s3cret".into())), "{headers:?}");
+        assert!(
+            headers.contains(&("authorization".into(), "Bearer s3cret".into())),
+            "{headers:?}"
+        );
     }
 
     #[test]
@@ -346,21 +467,35 @@ mod tests {
         let c = DaemonConfig::merge(None, &RunArgs::default(), &|_| None).unwrap();
         assert!(c.otlp.is_none());
         assert_eq!(c.data_dir, PathBuf::from("./sonde-data"));
-        let c = DaemonConfig::merge(None, &RunArgs::default(), &|k| (k == "INVOCATION_ID").then(|| "x".into())).unwrap();
+        let c = DaemonConfig::merge(None, &RunArgs::default(), &|k| {
+            (k == "INVOCATION_ID").then(|| "x".into())
+        })
+        .unwrap();
         assert_eq!(c.data_dir, PathBuf::from("/var/lib/sonde"));
     }
 
     #[test]
     fn bad_label_flag_is_named() {
-        let args = RunArgs { labels: vec!["novalue".into()], ..Default::default() };
-        let err = DaemonConfig::merge(None, &args, &|_| None).unwrap_err().to_string();
-        assert!(err.contains("--label") && err.contains("KEY=VALUE"), "{err}");
+        let args = RunArgs {
+            labels: vec!["novalue".into()],
+            ..Default::default()
+        };
+        let err = DaemonConfig::merge(None, &args, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--label") && err.contains("KEY=VALUE"),
+            "{err}"
+        );
     }
 
     #[test]
     fn key_at_finds_table_and_key() {
         let text = "a = 1\n[otlp]\ntimeout_secs = \"x\"\n";
-        assert_eq!(key_at(text, text.find("\"x\"").unwrap()), "otlp.timeout_secs");
+        assert_eq!(
+            key_at(text, text.find("\"x\"").unwrap()),
+            "otlp.timeout_secs"
+        );
         assert_eq!(key_at(text, 0), "a");
     }
 }

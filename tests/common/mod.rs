@@ -30,7 +30,11 @@ fn frame(module: &Arc<Module>, address: u64, name: &str) -> Frame {
         address,
         kind: FrameKind::User,
         module: Some(module.clone()),
-        symbols: Arc::from(vec![Symbol { name: name.to_owned(), file: Some("src/server.rs".into()), line: Some(42) }]),
+        symbols: Arc::from(vec![Symbol {
+            name: name.to_owned(),
+            file: Some("src/server.rs".into()),
+            line: Some(42),
+        }]),
     }
 }
 
@@ -74,9 +78,14 @@ pub fn synthetic_profile() -> Profile {
 
 /// Tags of the synthetic workload: host.name, service identity and a static label.
 pub fn synthetic_tags(service: &str) -> Tags {
-    [("host.name", "node-1"), ("service.name", service), ("service.version", "1.4.2"), ("team", "core")]
-        .into_iter()
-        .collect()
+    [
+        ("host.name", "node-1"),
+        ("service.name", service),
+        ("service.version", "1.4.2"),
+        ("team", "core"),
+    ]
+    .into_iter()
+    .collect()
 }
 
 /// A one-window batch with one profile of `service`, starting `window` windows after [`T0`].
@@ -84,7 +93,11 @@ pub fn batch(service: &str, window: i64) -> Batch {
     let start = T0 + window * 10_000_000_000;
     let mut profile = synthetic_profile();
     profile.time_nanos = start;
-    Batch { start_unix_nanos: start, end_unix_nanos: start + 10_000_000_000, profiles: vec![(synthetic_tags(service), profile)] }
+    Batch {
+        start_unix_nanos: start,
+        end_unix_nanos: start + 10_000_000_000,
+        profiles: vec![(synthetic_tags(service), profile)],
+    }
 }
 
 /// What the receiver does with the next call.
@@ -129,11 +142,19 @@ impl ProfilesService for Receiver {
         if let Some(code) = *self.0.always.lock().unwrap() {
             return Err(tonic::Status::new(code, "scripted failure"));
         }
-        let answer = self.0.script.lock().unwrap().pop_front().unwrap_or(Answer::Ok);
+        let answer = self
+            .0
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Answer::Ok);
         match answer {
             Answer::Ok => {
                 self.0.requests.lock().unwrap().push(request.into_inner());
-                Ok(tonic::Response::new(ExportProfilesServiceResponse::default()))
+                Ok(tonic::Response::new(
+                    ExportProfilesServiceResponse::default(),
+                ))
             }
             Answer::Fail(code) => Err(tonic::Status::new(code, "scripted failure")),
         }
@@ -142,7 +163,9 @@ impl ProfilesService for Receiver {
 
 /// Starts a receiver on `addr` (port 0 for any) and returns its address and state.
 pub async fn start_receiver(addr: SocketAddr, state: Arc<Received>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind(addr).await.expect("bind the test receiver on loopback");
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("bind the test receiver on loopback");
     let local = listener.local_addr().unwrap();
     let service = ProfilesServiceServer::new(Receiver(state))
         .accept_compressed(CompressionEncoding::Gzip)
@@ -176,7 +199,10 @@ pub fn fast_retry() -> sonde::export::retry::RetryPolicy {
 /// Function names (outermost function of each location) of every sample of every profile in `request`,
 /// resolved through the request's dictionary, leaf first.
 pub fn stacks(request: &ExportProfilesServiceRequest) -> Vec<Vec<String>> {
-    let d = request.dictionary.as_ref().expect("request has a dictionary");
+    let d = request
+        .dictionary
+        .as_ref()
+        .expect("request has a dictionary");
     let mut out = Vec::new();
     for rp in &request.resource_profiles {
         for sp in &rp.scope_profiles {
@@ -189,7 +215,8 @@ pub fn stacks(request: &ExportProfilesServiceRequest) -> Vec<Vec<String>> {
                             .iter()
                             .map(|&li| {
                                 let loc = &d.location_table[li as usize];
-                                let f = &d.function_table[loc.lines.last().unwrap().function_index as usize];
+                                let f = &d.function_table
+                                    [loc.lines.last().unwrap().function_index as usize];
                                 d.string_table[f.name_strindex as usize].clone()
                             })
                             .collect(),

@@ -22,7 +22,8 @@ impl Sink for FanOut {
     }
 
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
-        let results = futures_util::future::join_all(self.sinks.iter().map(|s| s.export(batch))).await;
+        let results =
+            futures_util::future::join_all(self.sinks.iter().map(|s| s.export(batch))).await;
         let total = results.len();
         let mut outcome = ExportOutcome::default();
         let mut errors = Vec::new();
@@ -37,7 +38,11 @@ impl Sink for FanOut {
         }
         match errors.len() {
             0 => Ok(outcome),
-            failed => Err(ExportError::FanOut { failed, total, first: Box::new(errors.swap_remove(0)) }),
+            failed => Err(ExportError::FanOut {
+                failed,
+                total,
+                first: Box::new(errors.swap_remove(0)),
+            }),
         }
     }
 }
@@ -76,9 +81,23 @@ mod tests {
     async fn every_sink_gets_the_batch_and_failures_are_reported() {
         let a = Arc::new(NullSink::default());
         let b = Arc::new(NullSink::default());
-        let fan = FanOut::new(vec![Box::new(Shared(a.clone())), Box::new(Failing), Box::new(Shared(b.clone()))]);
+        let fan = FanOut::new(vec![
+            Box::new(Shared(a.clone())),
+            Box::new(Failing),
+            Box::new(Shared(b.clone())),
+        ]);
         let err = fan.export(&Batch::default()).await.unwrap_err();
-        assert!(matches!(err, ExportError::FanOut { failed: 1, total: 3, .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                ExportError::FanOut {
+                    failed: 1,
+                    total: 3,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert_eq!((a.batches(), b.batches()), (1, 1));
     }
 }

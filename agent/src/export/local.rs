@@ -52,8 +52,22 @@ impl LocalDirSink {
 
 /// A file name part made of `[A-Za-z0-9._-]` only.
 fn sanitize(s: &str) -> String {
-    let out: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).take(64).collect();
-    if out.is_empty() { "unknown".to_owned() } else { out }
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if out.is_empty() {
+        "unknown".to_owned()
+    } else {
+        out
+    }
 }
 
 /// FNV-1a over the tags: a short name part that is stable across runs and Rust versions.
@@ -69,7 +83,10 @@ fn tags_hash(tags: &Tags) -> u32 {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
-    move |source| ExportError::Io { path: path.to_owned(), source }
+    move |source| ExportError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Writes `bytes` to `dir/rel` through a temporary file and a rename, then appends `entry` to the index.
@@ -77,7 +94,12 @@ fn write_one(dir: &Path, bytes: &[u8], entry: &IndexEntry) -> Result<(), ExportE
     let path = dir.join(&entry.path);
     let parent = path.parent().unwrap_or(dir);
     std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let tmp = parent.join(format!(".{}.tmp", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+    let tmp = parent.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
     let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
     file.write_all(bytes).map_err(io(&tmp))?;
     file.sync_all().map_err(io(&tmp))?;
@@ -87,7 +109,11 @@ fn write_one(dir: &Path, bytes: &[u8], entry: &IndexEntry) -> Result<(), ExportE
     let index = dir.join(INDEX_FILE);
     let mut line = serde_json::to_string(entry).expect("index entries always serialize");
     line.push('\n');
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&index).map_err(io(&index))?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&index)
+        .map_err(io(&index))?;
     // One write of the whole line: concurrent readers never see half a record.
     file.write_all(line.as_bytes()).map_err(io(&index))?;
     Ok(())
@@ -104,8 +130,14 @@ impl Sink for LocalDirSink {
         let mut files = Vec::with_capacity(batch.profiles.len());
         for (tags, profile) in &batch.profiles {
             let kind = profile.kind.name();
-            let service = tags.get(crate::metadata::keys::SERVICE_NAME).unwrap_or("unknown");
-            let path = format!("profiles/{window}/{kind}-{}-{:08x}.pb.gz", sanitize(service), tags_hash(tags));
+            let service = tags
+                .get(crate::metadata::keys::SERVICE_NAME)
+                .unwrap_or("unknown");
+            let path = format!(
+                "profiles/{window}/{kind}-{}-{:08x}.pb.gz",
+                sanitize(service),
+                tags_hash(tags)
+            );
             let bytes = pprof::encode_gzip_tagged(profile, tags.iter());
             let entry = IndexEntry {
                 path,
@@ -127,7 +159,10 @@ impl Sink for LocalDirSink {
             Ok(outcome)
         });
         write.await.unwrap_or_else(|join| {
-            Err(ExportError::Io { path: self.dir.clone(), source: std::io::Error::other(join.to_string()) })
+            Err(ExportError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::other(join.to_string()),
+            })
         })
     }
 }

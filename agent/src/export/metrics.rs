@@ -14,15 +14,19 @@ pub mod names {
     /// Re-attempts after a retryable failure.
     pub const RETRIES: &str = "sonde_export_retries_total";
     /// Batches dropped because the queue was full (oldest first).
-    pub const DROPPED_QUEUE_FULL: &str = "sonde_export_dropped_batches_total{reason=\"queue_full\"}";
+    pub const DROPPED_QUEUE_FULL: &str =
+        "sonde_export_dropped_batches_total{reason=\"queue_full\"}";
     /// Batches dropped because the backend rejected them for good (e.g. INVALID_ARGUMENT).
     pub const DROPPED_REJECTED: &str = "sonde_export_dropped_batches_total{reason=\"rejected\"}";
     /// Batches dropped after retrying for longer than the retry budget.
-    pub const DROPPED_RETRIES_EXHAUSTED: &str = "sonde_export_dropped_batches_total{reason=\"retries_exhausted\"}";
+    pub const DROPPED_RETRIES_EXHAUSTED: &str =
+        "sonde_export_dropped_batches_total{reason=\"retries_exhausted\"}";
     /// Batches dropped because a local write failed.
-    pub const DROPPED_WRITE_FAILED: &str = "sonde_export_dropped_batches_total{reason=\"write_failed\"}";
+    pub const DROPPED_WRITE_FAILED: &str =
+        "sonde_export_dropped_batches_total{reason=\"write_failed\"}";
     /// Profiles the backend rejected in a partial success (not retried).
-    pub const PARTIAL_REJECTED_PROFILES: &str = "sonde_export_partial_success_rejected_profiles_total";
+    pub const PARTIAL_REJECTED_PROFILES: &str =
+        "sonde_export_partial_success_rejected_profiles_total";
 }
 
 /// Counters of the export path.
@@ -69,9 +73,15 @@ impl ExportMetrics {
             (names::RETRIES, get(&self.retries)),
             (names::DROPPED_QUEUE_FULL, get(&self.dropped_queue_full)),
             (names::DROPPED_REJECTED, get(&self.dropped_rejected)),
-            (names::DROPPED_RETRIES_EXHAUSTED, get(&self.dropped_retries_exhausted)),
+            (
+                names::DROPPED_RETRIES_EXHAUSTED,
+                get(&self.dropped_retries_exhausted),
+            ),
             (names::DROPPED_WRITE_FAILED, get(&self.dropped_write_failed)),
-            (names::PARTIAL_REJECTED_PROFILES, get(&self.partial_rejected_profiles)),
+            (
+                names::PARTIAL_REJECTED_PROFILES,
+                get(&self.partial_rejected_profiles),
+            ),
         ]
     }
 }

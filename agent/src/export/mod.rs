@@ -126,7 +126,13 @@ pub enum ExportError {
 impl ExportError {
     /// Whether a retry may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ExportError::Rpc { retryable: true, .. })
+        matches!(
+            self,
+            ExportError::Rpc {
+                retryable: true,
+                ..
+            }
+        )
     }
 
     /// Server-requested delay before the next attempt.

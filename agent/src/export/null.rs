@@ -31,7 +31,8 @@ impl Sink for NullSink {
 
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
         self.batches.fetch_add(1, Ordering::Relaxed);
-        self.profiles.fetch_add(batch.profiles.len() as u64, Ordering::Relaxed);
+        self.profiles
+            .fetch_add(batch.profiles.len() as u64, Ordering::Relaxed);
         Ok(ExportOutcome::default())
     }
 }

@@ -60,7 +60,10 @@ impl Exporter {
             queue.push_back(Arc::new(batch));
         }
         if dropped {
-            tracing::warn!(capacity = self.shared.capacity, "export queue full: dropped the oldest window");
+            tracing::warn!(
+                capacity = self.shared.capacity,
+                "export queue full: dropped the oldest window"
+            );
         }
         self.shared.wake.notify_one();
         !dropped
@@ -68,7 +71,11 @@ impl Exporter {
 
     /// Batches waiting (not counting the one being delivered).
     pub fn queued(&self) -> usize {
-        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.shared
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// The counters this exporter updates.
@@ -81,7 +88,9 @@ impl Exporter {
         let drained = async {
             loop {
                 let idle = self.shared.idle.notified();
-                if self.queued() == 0 && !*self.shared.busy.lock().unwrap_or_else(|e| e.into_inner()) {
+                if self.queued() == 0
+                    && !*self.shared.busy.lock().unwrap_or_else(|e| e.into_inner())
+                {
                     return;
                 }
                 idle.await;
@@ -92,7 +101,9 @@ impl Exporter {
 
     /// Stops the delivery task after the batch in flight; queued batches are discarded.
     pub fn close(&self) {
-        self.shared.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared
+            .closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.shared.wake.notify_one();
     }
 }

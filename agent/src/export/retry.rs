@@ -38,7 +38,8 @@ impl RetryPolicy {
         if let Some(d) = server {
             return d.min(self.max_elapsed);
         }
-        let ceiling = self.initial.as_secs_f64() * self.multiplier.powi(attempt.saturating_sub(1) as i32);
+        let ceiling =
+            self.initial.as_secs_f64() * self.multiplier.powi(attempt.saturating_sub(1) as i32);
         let ceiling = ceiling.min(self.max.as_secs_f64());
         Duration::from_secs_f64(ceiling * (0.5 + fastrand::f64() * 0.5))
     }
@@ -60,7 +61,11 @@ impl RetryPolicy {
             };
             let delay = self.delay(attempt, err.retry_after());
             if start.elapsed() + delay > self.max_elapsed {
-                return Err(ExportError::RetriesExhausted { attempts: attempt, elapsed: start.elapsed(), last: Box::new(err) });
+                return Err(ExportError::RetriesExhausted {
+                    attempts: attempt,
+                    elapsed: start.elapsed(),
+                    last: Box::new(err),
+                });
             }
             tracing::debug!(attempt, ?delay, error = %err, "export failed, retrying");
             ExportMetrics::add(&metrics.retries, 1);
@@ -75,11 +80,21 @@ pub fn classify(status: &tonic::Status) -> ExportError {
     use tonic::Code;
     let retry_after = retry_info(status.details());
     let retryable = match status.code() {
-        Code::Cancelled | Code::DeadlineExceeded | Code::Aborted | Code::OutOfRange | Code::Unavailable | Code::DataLoss => true,
+        Code::Cancelled
+        | Code::DeadlineExceeded
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::Unavailable
+        | Code::DataLoss => true,
         Code::ResourceExhausted => retry_after.is_some(),
         _ => false,
     };
-    ExportError::Rpc { code: status.code(), message: status.message().to_owned(), retryable, retry_after }
+    ExportError::Rpc {
+        code: status.code(),
+        message: status.message().to_owned(),
+        retryable,
+        retry_after,
+    }
 }
 
 /// `google.rpc.Status` as carried in `grpc-status-details-bin`.
@@ -132,9 +147,15 @@ pub const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
 /// The RetryInfo delay in encoded status details.
 pub fn retry_info(details: &[u8]) -> Option<Duration> {
     let status = RpcStatus::decode(details).ok()?;
-    let any = status.details.iter().find(|a| a.type_url == RETRY_INFO_TYPE)?;
+    let any = status
+        .details
+        .iter()
+        .find(|a| a.type_url == RETRY_INFO_TYPE)?;
     let delay = RetryInfo::decode(any.value.as_slice()).ok()?.retry_delay?;
-    Some(Duration::new(delay.seconds.max(0) as u64, delay.nanos.max(0) as u32))
+    Some(Duration::new(
+        delay.seconds.max(0) as u64,
+        delay.nanos.max(0) as u32,
+    ))
 }
 
 #[cfg(test)]
@@ -153,27 +174,52 @@ mod tests {
 
     #[test]
     fn resource_exhausted_with_retry_info_is_retried_after_the_given_delay() {
-        let info = RetryInfo { retry_delay: Some(RpcDuration { seconds: 2, nanos: 500_000_000 }) };
+        let info = RetryInfo {
+            retry_delay: Some(RpcDuration {
+                seconds: 2,
+                nanos: 500_000_000,
+            }),
+        };
         let status = RpcStatus {
             code: tonic::Code::ResourceExhausted as i32,
             message: "slow down".into(),
-            details: vec![RpcAny { type_url: RETRY_INFO_TYPE.into(), value: info.encode_to_vec() }],
+            details: vec![RpcAny {
+                type_url: RETRY_INFO_TYPE.into(),
+                value: info.encode_to_vec(),
+            }],
         };
-        let s = tonic::Status::with_details(tonic::Code::ResourceExhausted, "slow down", status.encode_to_vec().into());
+        let s = tonic::Status::with_details(
+            tonic::Code::ResourceExhausted,
+            "slow down",
+            status.encode_to_vec().into(),
+        );
         let err = classify(&s);
         assert!(err.is_retryable());
         assert_eq!(err.retry_after(), Some(Duration::from_millis(2500)));
-        assert_eq!(RetryPolicy::default().delay(1, err.retry_after()), Duration::from_millis(2500));
+        assert_eq!(
+            RetryPolicy::default().delay(1, err.retry_after()),
+            Duration::from_millis(2500)
+        );
     }
 
     #[test]
     fn backoff_grows_with_jitter_and_is_capped() {
-        let p = RetryPolicy { initial: Duration::from_millis(100), max: Duration::from_millis(400), ..Default::default() };
+        let p = RetryPolicy {
+            initial: Duration::from_millis(100),
+            max: Duration::from_millis(400),
+            ..Default::default()
+        };
         for _ in 0..50 {
             let d1 = p.delay(1, None);
-            assert!(d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100), "{d1:?}");
+            assert!(
+                d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100),
+                "{d1:?}"
+            );
             let d3 = p.delay(3, None);
-            assert!(d3 >= Duration::from_millis(200) && d3 <= Duration::from_millis(400), "{d3:?}");
+            assert!(
+                d3 >= Duration::from_millis(200) && d3 <= Duration::from_millis(400),
+                "{d3:?}"
+            );
             let d9 = p.delay(9, None);
             assert!(d9 <= Duration::from_millis(400), "{d9:?}");
         }

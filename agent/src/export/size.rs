@@ -40,7 +40,11 @@ impl WireSizes {
 /// Measures `batch` both ways with the default request size limit.
 pub fn wire_sizes(batch: &Batch) -> WireSizes {
     let requests = encode::encode_batch(batch, encode::DEFAULT_MAX_REQUEST_BYTES);
-    let mut sizes = WireSizes { otlp_requests: requests.len(), samples: batch.sample_count(), ..Default::default() };
+    let mut sizes = WireSizes {
+        otlp_requests: requests.len(),
+        samples: batch.sample_count(),
+        ..Default::default()
+    };
     for request in &requests {
         let bytes = prost::Message::encode_to_vec(request);
         sizes.otlp_encoded_bytes += bytes.len();

@@ -17,7 +17,13 @@ pub struct CgroupInfo {
 }
 
 /// Prefixes container runtimes put before the id in a systemd scope name.
-const SCOPE_PREFIXES: &[&str] = &["cri-containerd-", "crio-", "docker-", "libpod-", "containerd-"];
+const SCOPE_PREFIXES: &[&str] = &[
+    "cri-containerd-",
+    "crio-",
+    "docker-",
+    "libpod-",
+    "containerd-",
+];
 
 /// Parses the text of `/proc/PID/cgroup`. The v2 line wins; v1 lines are tried in order until one names a
 /// container (they normally all carry the same path).
@@ -25,7 +31,8 @@ pub fn parse(text: &str) -> CgroupInfo {
     let mut paths: Vec<&str> = Vec::new();
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(_controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(id), Some(_controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
             continue;
         };
         if id == "0" {
@@ -55,9 +62,17 @@ pub fn parse_path(path: &str) -> CgroupInfo {
     let systemd_unit = if container_id.is_some() || pod_uid.is_some() {
         None
     } else {
-        components.iter().rev().find(|c| c.ends_with(".service")).map(|c| (*c).to_owned())
+        components
+            .iter()
+            .rev()
+            .find(|c| c.ends_with(".service"))
+            .map(|c| (*c).to_owned())
     };
-    CgroupInfo { container_id, pod_uid, systemd_unit }
+    CgroupInfo {
+        container_id,
+        pod_uid,
+        systemd_unit,
+    }
 }
 
 fn container_id(component: &str) -> Option<String> {
@@ -66,7 +81,10 @@ fn container_id(component: &str) -> Option<String> {
     if name.starts_with("crio-conmon-") {
         return None;
     }
-    let id = SCOPE_PREFIXES.iter().find_map(|p| name.strip_prefix(p)).unwrap_or(name);
+    let id = SCOPE_PREFIXES
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
     is_hex64(id).then(|| id.to_owned())
 }
 
@@ -85,13 +103,18 @@ fn pod_uid(component: &str) -> Option<String> {
 }
 
 fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn is_uid(s: &str) -> bool {
     let groups: Vec<&str> = s.split('-').collect();
     groups.len() == 5
-        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]
@@ -104,9 +127,17 @@ mod tests {
 
     fn check(text: &str, container: Option<&str>, pod: Option<&str>, unit: Option<&str>) {
         let info = parse(text);
-        assert_eq!(info.container_id.as_deref(), container, "container id of {text:?}");
+        assert_eq!(
+            info.container_id.as_deref(),
+            container,
+            "container id of {text:?}"
+        );
         assert_eq!(info.pod_uid.as_deref(), pod, "pod uid of {text:?}");
-        assert_eq!(info.systemd_unit.as_deref(), unit, "systemd unit of {text:?}");
+        assert_eq!(
+            info.systemd_unit.as_deref(),
+            unit,
+            "systemd unit of {text:?}"
+        );
     }
 
     #[test]
@@ -119,14 +150,25 @@ mod tests {
 
     #[test]
     fn guaranteed_qos_pod_systemd_driver() {
-        let text = format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{ID}.scope\n");
+        let text =
+            format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{ID}.scope\n");
         check(&text, Some(ID), Some(UID), None);
     }
 
     #[test]
     fn cgroupfs_driver() {
-        check(&format!("0::/kubepods/burstable/pod{UID}/{ID}\n"), Some(ID), Some(UID), None);
-        check(&format!("0::/kubepods/besteffort/pod{UID}/{ID}\n"), Some(ID), Some(UID), None);
+        check(
+            &format!("0::/kubepods/burstable/pod{UID}/{ID}\n"),
+            Some(ID),
+            Some(UID),
+            None,
+        );
+        check(
+            &format!("0::/kubepods/besteffort/pod{UID}/{ID}\n"),
+            Some(ID),
+            Some(UID),
+            None,
+        );
     }
 
     #[test]
@@ -147,7 +189,12 @@ mod tests {
 
     #[test]
     fn docker_scope_and_cgroupfs() {
-        check(&format!("0::/system.slice/docker-{ID}.scope\n"), Some(ID), None, None);
+        check(
+            &format!("0::/system.slice/docker-{ID}.scope\n"),
+            Some(ID),
+            None,
+            None,
+        );
         check(&format!("0::/docker/{ID}\n"), Some(ID), None, None);
     }
 
@@ -172,8 +219,18 @@ mod tests {
 
     #[test]
     fn systemd_service_is_the_unit() {
-        check("0::/system.slice/nginx.service\n", None, None, Some("nginx.service"));
-        check("1:name=systemd:/system.slice/cron.service\n0::/system.slice/cron.service\n", None, None, Some("cron.service"));
+        check(
+            "0::/system.slice/nginx.service\n",
+            None,
+            None,
+            Some("nginx.service"),
+        );
+        check(
+            "1:name=systemd:/system.slice/cron.service\n0::/system.slice/cron.service\n",
+            None,
+            None,
+            Some("cron.service"),
+        );
     }
 
     #[test]
@@ -185,7 +242,12 @@ mod tests {
             Some("pipewire.service"),
         );
         // An interactive session is no service: identity falls back to the process name.
-        check("0::/user.slice/user-1000.slice/session-3.scope\n", None, None, None);
+        check(
+            "0::/user.slice/user-1000.slice/session-3.scope\n",
+            None,
+            None,
+            None,
+        );
     }
 
     #[test]
@@ -194,6 +256,11 @@ mod tests {
         check("", None, None, None);
         check("not a cgroup line\n", None, None, None);
         // A 64-char component that is not hex is no container id.
-        check(&format!("0::/docker/{}\n", "z".repeat(64)), None, None, None);
+        check(
+            &format!("0::/docker/{}\n", "z".repeat(64)),
+            None,
+            None,
+            None,
+        );
     }
 }

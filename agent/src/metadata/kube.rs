@@ -21,7 +21,9 @@ use kube::{
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
     /// No usable client configuration.
-    #[error("no Kubernetes client configuration (in-cluster service account or kubeconfig); unset NODE_NAME to run without Kubernetes metadata")]
+    #[error(
+        "no Kubernetes client configuration (in-cluster service account or kubeconfig); unset NODE_NAME to run without Kubernetes metadata"
+    )]
     Config {
         /// What kube reported.
         #[source]
@@ -78,7 +80,11 @@ impl PodInfo {
         let uid = meta.uid.clone()?;
         let mut containers = Vec::new();
         if let Some(status) = &pod.status {
-            let lists = [&status.container_statuses, &status.init_container_statuses, &status.ephemeral_container_statuses];
+            let lists = [
+                &status.container_statuses,
+                &status.init_container_statuses,
+                &status.ephemeral_container_statuses,
+            ];
             for list in lists.into_iter().flatten() {
                 for c in list {
                     containers.push(ContainerInfo {
@@ -96,7 +102,11 @@ impl PodInfo {
             containers = spec
                 .containers
                 .iter()
-                .map(|c| ContainerInfo { name: c.name.clone(), container_id: None, image: c.image.clone().unwrap_or_default() })
+                .map(|c| ContainerInfo {
+                    name: c.name.clone(),
+                    container_id: None,
+                    image: c.image.clone().unwrap_or_default(),
+                })
                 .collect();
         }
         Some(Self {
@@ -111,7 +121,10 @@ impl PodInfo {
     /// The container with runtime id `id`, else the only container of a single-container pod.
     pub fn container(&self, id: Option<&str>) -> Option<&ContainerInfo> {
         if let Some(id) = id
-            && let Some(c) = self.containers.iter().find(|c| c.container_id.as_deref() == Some(id))
+            && let Some(c) = self
+                .containers
+                .iter()
+                .find(|c| c.container_id.as_deref() == Some(id))
         {
             return Some(c);
         }
@@ -145,12 +158,20 @@ pub struct KubeCache {
 impl KubeCache {
     /// The pod with `uid`, if the watch has seen it.
     pub fn pod(&self, uid: &str) -> Option<PodInfo> {
-        self.pods.read().unwrap_or_else(|e| e.into_inner()).get(uid).cloned()
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .cloned()
     }
 
     /// A label of this node.
     pub fn node_label(&self, key: &str) -> Option<String> {
-        self.node_labels.read().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+        self.node_labels
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
     }
 
     /// Number of cached pods.
@@ -161,14 +182,20 @@ impl KubeCache {
     /// Adds or replaces a pod.
     pub fn apply(&self, pod: &Pod) {
         if let Some(info) = PodInfo::from_pod(pod) {
-            self.pods.write().unwrap_or_else(|e| e.into_inner()).insert(info.uid.clone(), info);
+            self.pods
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(info.uid.clone(), info);
         }
     }
 
     /// Removes a pod.
     pub fn delete(&self, pod: &Pod) {
         if let Some(uid) = &pod.metadata.uid {
-            self.pods.write().unwrap_or_else(|e| e.into_inner()).remove(uid);
+            self.pods
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(uid);
         }
     }
 
@@ -185,15 +212,27 @@ impl KubeCache {
 
 /// A client from the in-cluster service account or the kubeconfig.
 pub async fn infer_client() -> Result<Client, KubeError> {
-    let config = kube::Config::infer().await.map_err(|source| KubeError::Config { source })?;
+    let config = kube::Config::infer()
+        .await
+        .map_err(|source| KubeError::Config { source })?;
     Client::try_from(config).map_err(|source| KubeError::Client { source })
 }
 
 /// Reads the node's labels into `cache`, then spawns the pod watch that keeps `cache` current. Returns the
 /// watch task; dropping the runtime ends it.
-pub async fn start(client: Client, node_name: &str, cache: KubeCache) -> Result<tokio::task::JoinHandle<()>, KubeError> {
+pub async fn start(
+    client: Client,
+    node_name: &str,
+    cache: KubeCache,
+) -> Result<tokio::task::JoinHandle<()>, KubeError> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.get(node_name).await.map_err(|source| KubeError::Node { node: node_name.to_owned(), source })?;
+    let node = nodes
+        .get(node_name)
+        .await
+        .map_err(|source| KubeError::Node {
+            node: node_name.to_owned(),
+            source,
+        })?;
     cache.set_node_labels(node.metadata.labels.unwrap_or_default());
 
     let pods: Api<Pod> = Api::all(client);
@@ -228,7 +267,10 @@ mod tests {
 
     #[test]
     fn image_tags() {
-        assert_eq!(image_tag("registry.example.com:5000/shop/cart:1.4.2"), Some("1.4.2"));
+        assert_eq!(
+            image_tag("registry.example.com:5000/shop/cart:1.4.2"),
+            Some("1.4.2")
+        );
         assert_eq!(image_tag("nginx:1.27"), Some("1.27"));
         assert_eq!(image_tag("nginx"), None);
         assert_eq!(image_tag("registry.example.com:5000/shop/cart"), None);

@@ -75,10 +75,17 @@ impl MetadataResolver {
             .clone()
             .or_else(|| config.node_name.clone())
             .or_else(|| {
-                std::fs::read_to_string(config.proc_root.join("sys/kernel/hostname")).ok().map(|s| s.trim().to_owned())
+                std::fs::read_to_string(config.proc_root.join("sys/kernel/hostname"))
+                    .ok()
+                    .map(|s| s.trim().to_owned())
             })
             .unwrap_or_default();
-        Self { config, kube, host_name, cache: Mutex::new(PidCache::default()) }
+        Self {
+            config,
+            kube,
+            host_name,
+            cache: Mutex::new(PidCache::default()),
+        }
     }
 
     /// Starts the Kubernetes pod watch when `config.node_name` is set, then builds the resolver. Without a node
@@ -90,7 +97,9 @@ impl MetadataResolver {
         };
         let cache = KubeCache::default();
         let started = match kube::infer_client().await {
-            Ok(client) => kube::start(client, &node, cache.clone()).await.map(|_task| ()),
+            Ok(client) => kube::start(client, &node, cache.clone())
+                .await
+                .map(|_task| ()),
             Err(err) => Err(err),
         };
         match started {
@@ -135,7 +144,9 @@ impl MetadataResolver {
         let capacity = self.config.cache_capacity.max(1);
         let mut cache = self.lock();
         while cache.entries.len() >= capacity {
-            let Some((_, oldest)) = cache.order.pop_first() else { break };
+            let Some((_, oldest)) = cache.order.pop_first() else {
+                break;
+            };
             cache.entries.remove(&oldest);
         }
         let seq = cache.next;
@@ -148,11 +159,23 @@ impl MetadataResolver {
     /// so a later call retries).
     fn resolve(&self, pid: u32) -> (Tags, bool) {
         let dir = self.config.proc_root.join(pid.to_string());
-        let cgroup = std::fs::read_to_string(dir.join("cgroup")).map(|t| cgroup::parse(&t)).unwrap_or_default();
+        let cgroup = std::fs::read_to_string(dir.join("cgroup"))
+            .map(|t| cgroup::parse(&t))
+            .unwrap_or_default();
         let exe = std::fs::read_link(dir.join("exe"))
             .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().trim_end_matches(" (deleted)").to_owned()))
-            .or_else(|| std::fs::read_to_string(dir.join("comm")).ok().map(|s| s.trim().to_owned()))
+            .and_then(|p| {
+                p.file_name().map(|n| {
+                    n.to_string_lossy()
+                        .trim_end_matches(" (deleted)")
+                        .to_owned()
+                })
+            })
+            .or_else(|| {
+                std::fs::read_to_string(dir.join("comm"))
+                    .ok()
+                    .map(|s| s.trim().to_owned())
+            })
             .filter(|s| !s.is_empty());
 
         let mut tags = Tags::new();
@@ -167,7 +190,11 @@ impl MetadataResolver {
         if let Some(node) = &self.config.node_name {
             tags.insert(keys::K8S_NODE_NAME, node.clone());
         }
-        let region = self.kube.as_ref().and_then(|k| k.node_label(REGION_NODE_LABEL)).or_else(|| self.config.region.clone());
+        let region = self
+            .kube
+            .as_ref()
+            .and_then(|k| k.node_label(REGION_NODE_LABEL))
+            .or_else(|| self.config.region.clone());
         if let Some(region) = region {
             tags.insert(keys::CLOUD_REGION, region);
         }
@@ -213,7 +240,11 @@ impl MetadataResolver {
             .labels
             .get(&self.config.service_version_label)
             .cloned()
-            .or_else(|| container.and_then(|c| kube::image_tag(&c.image)).map(str::to_owned));
+            .or_else(|| {
+                container
+                    .and_then(|c| kube::image_tag(&c.image))
+                    .map(str::to_owned)
+            });
         if let Some(version) = version {
             tags.insert(keys::SERVICE_VERSION, version);
         }

@@ -33,7 +33,18 @@ pub mod keys {
 }
 
 /// Key/value attributes describing one workload, sorted by key (so equal tag sets compare and hash equal).
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct Tags(pub BTreeMap<String, String>);
 
@@ -76,6 +87,10 @@ impl Tags {
 
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Tags {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        Self(iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+        Self(
+            iter.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
     }
 }

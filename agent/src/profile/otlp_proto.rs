@@ -10,21 +10,30 @@ pub mod opentelemetry {
         pub mod common {
             /// `opentelemetry.proto.common.v1`
             pub mod v1 {
-                include!(concat!(env!("OUT_DIR"), "/opentelemetry.proto.common.v1.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/opentelemetry.proto.common.v1.rs"
+                ));
             }
         }
         /// `opentelemetry.proto.resource.*`
         pub mod resource {
             /// `opentelemetry.proto.resource.v1`
             pub mod v1 {
-                include!(concat!(env!("OUT_DIR"), "/opentelemetry.proto.resource.v1.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/opentelemetry.proto.resource.v1.rs"
+                ));
             }
         }
         /// `opentelemetry.proto.profiles.*`
         pub mod profiles {
             /// `opentelemetry.proto.profiles.v1development`
             pub mod v1development {
-                include!(concat!(env!("OUT_DIR"), "/opentelemetry.proto.profiles.v1development.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/opentelemetry.proto.profiles.v1development.rs"
+                ));
             }
         }
         /// `opentelemetry.proto.collector.*`

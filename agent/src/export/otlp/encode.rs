@@ -27,7 +27,11 @@ pub fn encode_batch(batch: &Batch, max_bytes: usize) -> Vec<ExportProfilesServic
     let parts: Vec<Part<'_>> = batch
         .profiles
         .iter()
-        .map(|(tags, profile)| Part { tags, profile, samples: 0..profile.samples.len() })
+        .map(|(tags, profile)| Part {
+            tags,
+            profile,
+            samples: 0..profile.samples.len(),
+        })
         .collect();
     if parts.is_empty() {
         return Vec::new();
@@ -60,13 +64,22 @@ fn split_into(parts: Vec<Part<'_>>, max_bytes: usize, out: &mut Vec<ExportProfil
     }
     let part = &parts[0];
     if part.samples.len() <= 1 {
-        tracing::warn!(bytes = prost::Message::encoded_len(&request), "one sample exceeds the OTLP request size limit");
+        tracing::warn!(
+            bytes = prost::Message::encoded_len(&request),
+            "one sample exceeds the OTLP request size limit"
+        );
         out.push(request);
         return;
     }
     let mid = part.samples.start + part.samples.len() / 2;
-    let left = Part { samples: part.samples.start..mid, ..part.clone() };
-    let right = Part { samples: mid..part.samples.end, ..part.clone() };
+    let left = Part {
+        samples: part.samples.start..mid,
+        ..part.clone()
+    };
+    let right = Part {
+        samples: mid..part.samples.end,
+        ..part.clone()
+    };
     split_into(vec![left], max_bytes, out);
     split_into(vec![right], max_bytes, out);
 }
@@ -83,7 +96,9 @@ fn build(parts: &[Part<'_>]) -> ExportProfilesServiceRequest {
                 resources.len() - 1
             }
         };
-        resources[slot].1.scope_profiles[0].profiles.extend(profiles);
+        resources[slot].1.scope_profiles[0]
+            .profiles
+            .extend(profiles);
     }
     ExportProfilesServiceRequest {
         resource_profiles: resources.into_iter().map(|(_, r)| r).collect(),
@@ -100,11 +115,18 @@ fn resource_profiles(tags: &Tags) -> pb::ResourceProfiles {
                 (keys::PROCESS_PID, Ok(n)) => common::any_value::Value::IntValue(n),
                 _ => common::any_value::Value::StringValue(v.to_owned()),
             };
-            common::KeyValue { key: k.to_owned(), value: Some(common::AnyValue { value: Some(value) }), ..Default::default() }
+            common::KeyValue {
+                key: k.to_owned(),
+                value: Some(common::AnyValue { value: Some(value) }),
+                ..Default::default()
+            }
         })
         .collect();
     pb::ResourceProfiles {
-        resource: Some(resource::Resource { attributes, ..Default::default() }),
+        resource: Some(resource::Resource {
+            attributes,
+            ..Default::default()
+        }),
         scope_profiles: vec![pb::ScopeProfiles {
             scope: Some(common::InstrumentationScope {
                 name: "sonde".to_owned(),
@@ -194,7 +216,10 @@ impl Dictionary {
         }
         let filename_strindex = self.string(&module.path);
         let attribute_indices = match &module.build_id {
-            Some(id) => vec![self.attribute("process.executable.build_id.gnu", AttrValue::Str(id.clone()))],
+            Some(id) => vec![self.attribute(
+                "process.executable.build_id.gnu",
+                AttrValue::Str(id.clone()),
+            )],
             None => Vec::new(),
         };
         let i = self.out.mapping_table.len() as i32;
@@ -229,7 +254,11 @@ impl Dictionary {
     fn location(&mut self, frame: &Frame) -> i32 {
         let mapping = frame.module.as_ref().map(|m| self.mapping(m)).unwrap_or(0);
         // Markers have no address: key them by their name so different markers stay apart.
-        let marker = if frame.kind == FrameKind::Marker { self.string(&frame.display_name()) } else { 0 };
+        let marker = if frame.kind == FrameKind::Marker {
+            self.string(&frame.display_name())
+        } else {
+            0
+        };
         let key = (mapping, frame.address, frame.kind, marker);
         if let Some(&i) = self.locations.get(&key) {
             return i;
@@ -244,14 +273,19 @@ impl Dictionary {
             })
             .collect();
         if lines.is_empty() && frame.kind == FrameKind::Marker {
-            lines.push(pb::Line { function_index: self.function(&frame.display_name(), None), line: 0, column: 0 });
+            lines.push(pb::Line {
+                function_index: self.function(&frame.display_name(), None),
+                line: 0,
+                column: 0,
+            });
         }
         let frame_type = match frame.kind {
             FrameKind::Kernel => "kernel",
             FrameKind::User => "native",
             FrameKind::Marker => "abort-marker",
         };
-        let attribute_indices = vec![self.attribute("profile.frame.type", AttrValue::Str(frame_type.to_owned()))];
+        let attribute_indices =
+            vec![self.attribute("profile.frame.type", AttrValue::Str(frame_type.to_owned()))];
         let i = self.out.location_table.len() as i32;
         self.out.location_table.push(pb::Location {
             mapping_index: mapping,
@@ -269,7 +303,9 @@ impl Dictionary {
             return i;
         }
         let i = self.out.stack_table.len() as i32;
-        self.out.stack_table.push(pb::Stack { location_indices: locations.clone() });
+        self.out.stack_table.push(pb::Stack {
+            location_indices: locations.clone(),
+        });
         self.stacks.insert(locations, i);
         i
     }
@@ -288,10 +324,16 @@ impl Dictionary {
             shared.push((stack, attrs));
         }
         let (pt, pu) = profile.kind.period_type();
-        let period_type = pb::ValueType { type_strindex: self.string(pt), unit_strindex: self.string(pu) };
+        let period_type = pb::ValueType {
+            type_strindex: self.string(pt),
+            unit_strindex: self.string(pu),
+        };
         let mut out = Vec::new();
         for (index, (ty, unit)) in profile.kind.sample_types().iter().enumerate() {
-            let sample_type = pb::ValueType { type_strindex: self.string(ty), unit_strindex: self.string(unit) };
+            let sample_type = pb::ValueType {
+                type_strindex: self.string(ty),
+                unit_strindex: self.string(unit),
+            };
             let samples = samples
                 .iter()
                 .zip(&shared)

@@ -80,7 +80,10 @@ impl OtlpSink {
     /// Builds the sink. Connects lazily (an endpoint that is down now is retried on export); must be called
     /// inside a tokio runtime.
     pub fn new(config: OtlpConfig, metrics: Arc<ExportMetrics>) -> Result<Self, ExportError> {
-        let endpoint_err = |source| ExportError::Endpoint { endpoint: config.endpoint.clone(), source };
+        let endpoint_err = |source| ExportError::Endpoint {
+            endpoint: config.endpoint.clone(),
+            source,
+        };
         let mut endpoint = Endpoint::from_shared(config.endpoint.clone())
             .map_err(endpoint_err)?
             .timeout(config.timeout)
@@ -88,7 +91,10 @@ impl OtlpSink {
         if config.endpoint.starts_with("https://") {
             let mut tls = ClientTlsConfig::new().with_native_roots();
             if let Some(ca) = &config.ca_file {
-                let pem = std::fs::read(ca).map_err(|source| ExportError::Io { path: ca.clone(), source })?;
+                let pem = std::fs::read(ca).map_err(|source| ExportError::Io {
+                    path: ca.clone(),
+                    source,
+                })?;
                 tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
             }
             endpoint = endpoint.tls_config(tls).map_err(endpoint_err)?;
@@ -107,7 +113,12 @@ impl OtlpSink {
             let value: AsciiMetadataValue = value.parse().map_err(|_| bad())?;
             headers.insert(key, value);
         }
-        Ok(Self { client, headers, config, metrics })
+        Ok(Self {
+            client,
+            headers,
+            config,
+            metrics,
+        })
     }
 
     async fn send_one(&self, request: &ExportProfilesServiceRequest) -> Result<u64, ExportError> {
@@ -118,7 +129,12 @@ impl OtlpSink {
             }
         }
         req.set_timeout(self.config.timeout);
-        let response = self.client.clone().export(req).await.map_err(|s| super::retry::classify(&s))?;
+        let response = self
+            .client
+            .clone()
+            .export(req)
+            .await
+            .map_err(|s| super::retry::classify(&s))?;
         let rejected = match response.into_inner().partial_success {
             Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => {
                 tracing::warn!(
@@ -144,7 +160,11 @@ impl Sink for OtlpSink {
         let requests = encode::encode_batch(batch, self.config.max_request_bytes);
         let mut outcome = ExportOutcome::default();
         for request in &requests {
-            let rejected = self.config.retry.run(&self.metrics, || self.send_one(request)).await?;
+            let rejected = self
+                .config
+                .retry
+                .run(&self.metrics, || self.send_one(request))
+                .await?;
             outcome.requests += 1;
             outcome.bytes += prost::Message::encoded_len(request) as u64;
             outcome.rejected_profiles += rejected;
