@@ -15,7 +15,8 @@ use sonde::{
     profile::{
         Frame, FrameKind, Module, Profile, ProfileKind, StackSample, Symbol,
         otlp_proto::collector::{
-            ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+            ExportProfilesPartialSuccess, ExportProfilesServiceRequest,
+            ExportProfilesServiceResponse,
             profiles_service_server::{ProfilesService, ProfilesServiceServer},
         },
     },
@@ -104,6 +105,8 @@ pub fn batch(service: &str, window: i64) -> Batch {
 #[derive(Clone, Copy, Debug)]
 pub enum Answer {
     Ok,
+    /// Accept, but report this many profiles rejected (partial success).
+    Partial(i64),
     Fail(tonic::Code),
 }
 
@@ -155,6 +158,15 @@ impl ProfilesService for Receiver {
                 Ok(tonic::Response::new(
                     ExportProfilesServiceResponse::default(),
                 ))
+            }
+            Answer::Partial(rejected) => {
+                self.0.requests.lock().unwrap().push(request.into_inner());
+                Ok(tonic::Response::new(ExportProfilesServiceResponse {
+                    partial_success: Some(ExportProfilesPartialSuccess {
+                        rejected_profiles: rejected,
+                        error_message: "profile too old".into(),
+                    }),
+                }))
             }
             Answer::Fail(code) => Err(tonic::Status::new(code, "scripted failure")),
         }

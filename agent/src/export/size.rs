@@ -62,3 +62,62 @@ fn gzip_len(bytes: &[u8]) -> usize {
     gz.write_all(bytes).expect("gzip into memory");
     gz.finish().expect("gzip into memory").len()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::profile::{Frame, FrameKind, Profile, ProfileKind, StackSample, Symbol};
+
+    fn batch(workloads: usize) -> Batch {
+        let frame = |name: &str, address| Frame {
+            address,
+            kind: FrameKind::User,
+            module: None,
+            symbols: Arc::from(vec![Symbol {
+                name: name.into(),
+                file: None,
+                line: None,
+            }]),
+        };
+        let profiles = (0..workloads)
+            .map(|w| {
+                let samples = (0..50u64)
+                    .map(|i| StackSample {
+                        pid: 1,
+                        comm: "app".into(),
+                        frames: vec![frame(&format!("leaf_{i}"), 0x1000 + i), frame("main", 0x10)],
+                        values: vec![1, 10_000_000],
+                        truncated: false,
+                    })
+                    .collect();
+                let tags = [("service.name", format!("svc-{w}"))].into_iter().collect();
+                let profile = Profile {
+                    kind: ProfileKind::Cpu,
+                    time_nanos: 0,
+                    duration_nanos: 1,
+                    period: 1,
+                    samples,
+                };
+                (tags, profile)
+            })
+            .collect();
+        Batch {
+            start_unix_nanos: 0,
+            end_unix_nanos: 1,
+            profiles,
+        }
+    }
+
+    #[test]
+    fn shared_dictionary_beats_one_pprof_per_profile() {
+        let sizes = wire_sizes(&batch(20));
+        assert_eq!(sizes.samples, 1000);
+        assert_eq!((sizes.otlp_requests, sizes.pprof_files), (1, 20));
+        assert!(sizes.otlp_gzip_bytes > 0 && sizes.otlp_gzip_bytes < sizes.otlp_encoded_bytes);
+        // 20 workloads share one string/function/stack table in OTLP; pprof repeats it per file.
+        assert!(sizes.otlp_gzip_bytes < sizes.pprof_gzip_bytes, "{sizes:?}");
+        assert!(sizes.otlp_bytes_per_sample() < sizes.pprof_bytes_per_sample());
+    }
+}
