@@ -1,7 +1,7 @@
 //! An independent OTLP receiver, tests/peers/otlp_receiver.py (grpcio + the PyPI opentelemetry-proto package,
 //! profiles layout v1.10), accepts what sonde sends and decodes function names, resource attributes and
 //! values through the dictionary. Needs the packages of tests/peers/requirements.txt; the interpreter is
-//! `$SONDE_TEST_PYTHON` or `python3`.
+//! `$SONDE_TEST_PYTHON`, else `.venv-peers/bin/python` at the repository root when present, else `python3`.
 
 mod common;
 
@@ -18,7 +18,14 @@ use sonde::export::{
 
 #[tokio::test]
 async fn python_receiver_decodes_what_sonde_sends() {
-    let python = std::env::var("SONDE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv-peers/bin/python");
+    let python = std::env::var("SONDE_TEST_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new(venv).exists() {
+            venv.into()
+        } else {
+            "python3".into()
+        }
+    });
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/peers/otlp_receiver.py"

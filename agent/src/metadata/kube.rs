@@ -218,22 +218,25 @@ pub async fn infer_client() -> Result<Client, KubeError> {
     Client::try_from(config).map_err(|source| KubeError::Client { source })
 }
 
-/// Reads the node's labels into `cache`, then spawns the pod watch that keeps `cache` current. Returns the
-/// watch task; dropping the runtime ends it.
+/// Reads the node's labels into `cache` (a failure is logged, not fatal), then spawns the pod watch that keeps
+/// `cache` current. Returns the watch task; dropping the runtime ends it.
 pub async fn start(
     client: Client,
     node_name: &str,
     cache: KubeCache,
 ) -> Result<tokio::task::JoinHandle<()>, KubeError> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes
-        .get(node_name)
-        .await
-        .map_err(|source| KubeError::Node {
-            node: node_name.to_owned(),
-            source,
-        })?;
-    cache.set_node_labels(node.metadata.labels.unwrap_or_default());
+    match nodes.get(node_name).await {
+        Ok(node) => cache.set_node_labels(node.metadata.labels.unwrap_or_default()),
+        // Pod metadata is worth more than the region: go on without the node's labels.
+        Err(source) => {
+            let err = KubeError::Node {
+                node: node_name.to_owned(),
+                source,
+            };
+            tracing::warn!(error = %crate::metadata::error_chain(&err), "no node labels (cloud.region from config only)");
+        }
+    }
 
     let pods: Api<Pod> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
