@@ -28,13 +28,17 @@ async fn writes_pprof_files_and_a_correct_index() {
     sink.export(&common::batch("cart", 1))
         .await
         .expect("second window");
+    // A window starting in the same second as the first must not overwrite its file.
+    let mut same_second = common::batch("cart", 0);
+    same_second.start_unix_nanos += 1;
+    sink.export(&same_second).await.expect("third window");
 
     let index = std::fs::read_to_string(dir.path().join("index.jsonl")).unwrap();
     let lines: Vec<serde_json::Value> = index
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    assert_eq!(lines.len(), 4, "one line per file, appended per window");
+    assert_eq!(lines.len(), 5, "one line per file, appended per window");
     let mut paths = std::collections::HashSet::new();
     for line in &lines {
         let obj = line.as_object().unwrap();

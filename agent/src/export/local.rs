@@ -90,7 +90,14 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
 }
 
 /// Writes `bytes` to `dir/rel` through a temporary file and a rename, then appends `entry` to the index.
-fn write_one(dir: &Path, bytes: &[u8], entry: &IndexEntry) -> Result<(), ExportError> {
+/// Never overwrites: a name already taken (a second window in the same second) gets a `-N` suffix.
+fn write_one(dir: &Path, bytes: &[u8], entry: &mut IndexEntry) -> Result<(), ExportError> {
+    let stem = entry.path.trim_end_matches(".pb.gz").to_owned();
+    let mut n = 1;
+    while dir.join(&entry.path).exists() {
+        entry.path = format!("{stem}-{n}.pb.gz");
+        n += 1;
+    }
     let path = dir.join(&entry.path);
     let parent = path.parent().unwrap_or(dir);
     std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -150,8 +157,9 @@ impl Sink for LocalDirSink {
         }
         let dir = self.dir.clone();
         let write = tokio::task::spawn_blocking(move || {
+            let mut files = files;
             let mut outcome = ExportOutcome::default();
-            for (bytes, entry) in &files {
+            for (bytes, entry) in &mut files {
                 write_one(&dir, bytes, entry)?;
                 outcome.requests += 1;
                 outcome.bytes += bytes.len() as u64;

@@ -15,7 +15,11 @@ pub mod queue;
 pub mod retry;
 pub mod size;
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use crate::{metadata::Tags, profile::Profile};
 
@@ -153,4 +157,17 @@ pub trait Sink: Send + Sync {
 
     /// Delivers `batch`.
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError>;
+}
+
+/// The daemon's sink: OTLP when an endpoint is configured, else the local data directory. Must be called
+/// inside a tokio runtime (the OTLP channel connects lazily on it).
+pub fn build_sink(
+    otlp: Option<&otlp::OtlpConfig>,
+    data_dir: &Path,
+    metrics: Arc<ExportMetrics>,
+) -> Result<Arc<dyn Sink>, ExportError> {
+    Ok(match otlp {
+        Some(config) => Arc::new(otlp::OtlpSink::new(config.clone(), metrics)?),
+        None => Arc::new(local::LocalDirSink::new(data_dir)),
+    })
 }
