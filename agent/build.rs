@@ -30,7 +30,8 @@ fn check_bpf_toolchain() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Compiles `proto/` with protox (pure Rust), so no system `protoc` is needed.
+/// Compiles `proto/` with protox (pure Rust), so no system `protoc` is needed: pprof with prost-build, the OTLP
+/// profiles service (messages, gRPC client and server) with tonic-prost-build.
 fn compile_protos() -> anyhow::Result<()> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto");
     println!("cargo:rerun-if-changed={root}");
@@ -39,5 +40,14 @@ fn compile_protos() -> anyhow::Result<()> {
     prost_build::Config::new()
         .compile_fds(descriptors)
         .context("generating Rust code for proto/")?;
+
+    let otlp = ["opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"];
+    let descriptors =
+        protox::compile(otlp, [root]).context("compiling the OTLP protos in proto/ with protox")?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(descriptors)
+        .context("generating Rust code for the OTLP protos")?;
     Ok(())
 }

@@ -19,4 +19,6 @@ pub struct Cli {
 pub enum Command {
     /// Profile processes for a fixed duration and write one gzip pprof.
     Record(crate::record::RecordArgs),
+    /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
+    Run(crate::config::RunArgs),
 }

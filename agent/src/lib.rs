@@ -1,9 +1,14 @@
 //! sonde: an always-on eBPF profiler. The modules follow one sample through the agent:
 //! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
-//! encoders -> commands (`record`).
+//! encoders -> `metadata` (tags per process) -> `export` (OTLP or local directory) -> commands (`record`,
+//! `run` in `daemon`, configured by `config`).
 
 pub mod bpf;
 pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod export;
+pub mod metadata;
 pub mod process;
 pub mod profile;
 pub mod record;

@@ -1,7 +1,8 @@
 //! Encodes a [`Profile`] as a gzip-compressed pprof (`perftools.profiles.Profile`).
 //!
 //! Locations are deduplicated per (mapping, address), functions per (name, file), mappings per module,
-//! strings through one table. Each sample carries the labels `pid` (numeric) and `comm`.
+//! strings through one table. Each sample carries the labels `pid` (numeric) and `comm`. Workload tags go
+//! into the profile's `comment` strings as `key=value` ([`encode_gzip_tagged`]).
 
 use std::{collections::HashMap, io::Write as _, sync::Arc};
 
@@ -107,6 +108,12 @@ impl PprofBuilder {
         id
     }
 
+    /// Adds `comment` (a `key=value` tag) to the profile's comments.
+    pub fn comment(&mut self, comment: &str) {
+        let index = self.string(comment);
+        self.out.comment.push(index);
+    }
+
     /// Builds the pprof message for `profile`.
     pub fn build(mut self, profile: &Profile) -> proto::Profile {
         self.string("");
@@ -165,7 +172,21 @@ impl PprofBuilder {
 
 /// Encodes `profile` as gzip-compressed pprof bytes.
 pub fn encode_gzip(profile: &Profile) -> Vec<u8> {
-    let message = PprofBuilder::default().build(profile);
+    encode_gzip_tagged(profile, std::iter::empty())
+}
+
+/// Encodes `profile` as gzip-compressed pprof bytes with each tag as a `key=value` comment.
+pub fn encode_gzip_tagged<'a>(
+    profile: &Profile,
+    tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<u8> {
+    let mut builder = PprofBuilder::default();
+    // The empty string must be index 0 before any comment is interned.
+    builder.string("");
+    for (key, value) in tags {
+        builder.comment(&format!("{key}={value}"));
+    }
+    let message = builder.build(profile);
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     // Writing into a Vec cannot fail.
     gz.write_all(&message.encode_to_vec())

@@ -1,0 +1,501 @@
+//! Configuration of `sonde run`: a TOML file (`--config`), flags for the common settings, and environment
+//! variables for secrets (the bearer token) and `NODE_NAME` (downward API). Flags win over the file.
+//!
+//! Everything is validated before anything starts; an error names the offending key. Example file:
+//! ```toml
+//! export_interval_secs = 60
+//! data_dir = "/var/lib/sonde"
+//! queue_capacity = 8
+//! [labels]
+//! "deployment.environment.name" = "prod"
+//! [otlp]
+//! endpoint = "https://otlp.example.com:4317"
+//! compression = "gzip"            # or "zstd", "none"
+//! timeout_secs = 10
+//! headers = { "X-Scope-OrgID" = "team-a" }
+//! bearer_token_env = "SONDE_OTLP_TOKEN"   # the default; or bearer_token_file = "/run/secrets/otlp-token"
+//! [metadata]
+//! region = "eu-west-1"            # when the node has no topology.kubernetes.io/region label
+//! service_name_label = "app.kubernetes.io/name"
+//! service_version_label = "app.kubernetes.io/version"
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use crate::{
+    export::otlp::{Compression, OtlpConfig},
+    metadata::MetadataConfig,
+};
+
+/// Environment variable read for the bearer token unless `otlp.bearer_token_env` names another.
+pub const DEFAULT_TOKEN_ENV: &str = "SONDE_OTLP_TOKEN";
+
+/// Errors in the configuration; each names the key and says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: check the --config path and its permissions")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has an unknown key or a wrongly typed value.
+    #[error("invalid config file {path}, key `{key}`: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The dotted key at fault.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is out of range or malformed.
+    #[error("invalid value {value:?} for `{key}`: {reason}")]
+    Invalid {
+        /// The key or flag.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What is expected.
+        reason: String,
+    },
+    /// The bearer token file could not be read.
+    #[error("cannot read the bearer token file {path} (`otlp.bearer_token_file`)")]
+    Token {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Arguments of `sonde run`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunArgs {
+    /// TOML configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// OTLP gRPC endpoint (http:// or https://); without one, profiles go to the local data directory.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Seconds per export window.
+    #[arg(long, value_name = "SECS")]
+    pub export_interval: Option<u64>,
+    /// Static label added to every profile (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Local data directory (default ./sonde-data, /var/lib/sonde under systemd).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// This node's name; enables Kubernetes metadata. Default: `$NODE_NAME` (downward API).
+    #[arg(long)]
+    pub node_name: Option<String>,
+}
+
+/// The file's shape. Unknown keys are errors.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    export_interval_secs: Option<u64>,
+    data_dir: Option<PathBuf>,
+    queue_capacity: Option<usize>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    otlp: FileOtlp,
+    #[serde(default)]
+    metadata: FileMetadata,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileOtlp {
+    endpoint: Option<String>,
+    compression: Option<Compression>,
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    bearer_token_env: Option<String>,
+    bearer_token_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+    max_request_bytes: Option<usize>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMetadata {
+    host_name: Option<String>,
+    region: Option<String>,
+    service_name_label: Option<String>,
+    service_version_label: Option<String>,
+    cache_capacity: Option<usize>,
+    proc_root: Option<PathBuf>,
+}
+
+/// The merged, validated configuration of the daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// Length of an export window.
+    pub export_interval: Duration,
+    /// Where the local sink writes (used when `otlp` is `None`).
+    pub data_dir: PathBuf,
+    /// OTLP export, when an endpoint is configured.
+    pub otlp: Option<OtlpConfig>,
+    /// Windows kept while the backend is slow or down.
+    pub queue_capacity: usize,
+    /// Metadata settings, static labels included.
+    pub metadata: MetadataConfig,
+}
+
+impl DaemonConfig {
+    /// Reads `--config` (if any) and merges it with the flags and the process environment.
+    pub fn load(args: &RunArgs) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                Some((path.clone(), text))
+            }
+            None => None,
+        };
+        Self::merge(
+            file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
+            args,
+            &|k| std::env::var(k).ok(),
+        )
+    }
+
+    /// Merges file text, flags and an environment lookup (injectable for tests).
+    pub fn merge(
+        file: Option<(&Path, &str)>,
+        args: &RunArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let file = match file {
+            Some((path, text)) => parse_file(path, text)?,
+            None => FileConfig::default(),
+        };
+        let secs = args
+            .export_interval
+            .or(file.export_interval_secs)
+            .unwrap_or(60);
+        if secs == 0 {
+            return Err(invalid(
+                "export_interval_secs",
+                "0",
+                "must be at least 1 second",
+            ));
+        }
+        let queue_capacity = file.queue_capacity.unwrap_or(8);
+        if queue_capacity == 0 {
+            return Err(invalid("queue_capacity", "0", "must be at least 1"));
+        }
+        let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| {
+            // systemd sets INVOCATION_ID for services: use the conventional state directory there.
+            if env("INVOCATION_ID").is_some() {
+                PathBuf::from("/var/lib/sonde")
+            } else {
+                PathBuf::from("./sonde-data")
+            }
+        });
+
+        let mut static_labels = file.labels;
+        for label in &args.labels {
+            let (k, v) = parse_label(label)?;
+            static_labels.insert(k, v);
+        }
+        if let Some(k) = static_labels.keys().find(|k| k.trim().is_empty()) {
+            return Err(invalid("labels", k, "label keys must not be empty"));
+        }
+
+        let otlp = match args
+            .otlp_endpoint
+            .clone()
+            .or(file.otlp.endpoint.clone())
+            .filter(|e| !e.is_empty())
+        {
+            Some(endpoint) => Some(otlp_config(endpoint, file.otlp, env)?),
+            None => None,
+        };
+
+        let defaults = MetadataConfig::default();
+        let m = file.metadata;
+        let cache_capacity = m.cache_capacity.unwrap_or(defaults.cache_capacity);
+        if cache_capacity == 0 {
+            return Err(invalid(
+                "metadata.cache_capacity",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        let metadata = MetadataConfig {
+            host_name: m.host_name,
+            region: m.region,
+            node_name: args
+                .node_name
+                .clone()
+                .or_else(|| env("NODE_NAME"))
+                .filter(|n| !n.is_empty()),
+            service_name_label: m.service_name_label.unwrap_or(defaults.service_name_label),
+            service_version_label: m
+                .service_version_label
+                .unwrap_or(defaults.service_version_label),
+            static_labels,
+            proc_root: m.proc_root.unwrap_or(defaults.proc_root),
+            cache_capacity,
+        };
+        Ok(Self {
+            export_interval: Duration::from_secs(secs),
+            data_dir,
+            otlp,
+            queue_capacity,
+            metadata,
+        })
+    }
+}
+
+fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// `KEY=VALUE` of `--label`.
+pub fn parse_label(label: &str) -> Result<(String, String), ConfigError> {
+    match label.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(invalid(
+            "--label",
+            label,
+            "expected KEY=VALUE with a non-empty KEY",
+        )),
+    }
+}
+
+fn otlp_config(
+    endpoint: String,
+    file: FileOtlp,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<OtlpConfig, ConfigError> {
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        || tonic::transport::Endpoint::from_shared(endpoint.clone()).is_err()
+    {
+        return Err(invalid(
+            "otlp.endpoint (--otlp-endpoint)",
+            &endpoint,
+            "expected an http:// or https:// URL such as http://localhost:4317",
+        ));
+    }
+    let mut config = OtlpConfig::new(endpoint);
+    config.compression = file.compression.unwrap_or_default();
+    if let Some(secs) = file.timeout_secs {
+        if secs == 0 {
+            return Err(invalid(
+                "otlp.timeout_secs",
+                "0",
+                "must be at least 1 second",
+            ));
+        }
+        config.timeout = Duration::from_secs(secs);
+    }
+    if let Some(max) = file.max_request_bytes {
+        if max < 64 * 1024 {
+            return Err(invalid(
+                "otlp.max_request_bytes",
+                &max.to_string(),
+                "must be at least 65536",
+            ));
+        }
+        config.max_request_bytes = max;
+    }
+    config.ca_file = file.ca_file;
+    for (name, value) in file.headers {
+        let key_ok =
+            tonic::metadata::AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .is_ok();
+        if !key_ok
+            || value
+                .parse::<tonic::metadata::AsciiMetadataValue>()
+                .is_err()
+        {
+            return Err(invalid(
+                &format!("otlp.headers.{name}"),
+                &value,
+                "not a valid gRPC header name/value (ASCII)",
+            ));
+        }
+        config.headers.push((name, value));
+    }
+    let token = match file.bearer_token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(&path)
+                .map_err(|source| ConfigError::Token {
+                    path: path.clone(),
+                    source,
+                })?
+                .trim()
+                .to_owned(),
+        ),
+        None => env(file
+            .bearer_token_env
+            .as_deref()
+            .unwrap_or(DEFAULT_TOKEN_ENV))
+        .filter(|t| !t.is_empty()),
+    };
+    if let Some(token) = token {
+        if format!("Bearer {token}")
+            .parse::<tonic::metadata::AsciiMetadataValue>()
+            .is_err()
+        {
+            return Err(invalid(
+                "otlp.bearer_token",
+                "<redacted>",
+                "the token must be printable ASCII",
+            ));
+        }
+        config
+            .headers
+            .push(("authorization".to_owned(), format!("Bearer {token}")));
+    }
+    Ok(config)
+}
+
+/// Parses the TOML text, turning serde's error into one that names the dotted key.
+fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|err: toml::de::Error| {
+        let key = err
+            .span()
+            .map(|span| key_at(text, span.start))
+            .unwrap_or_default();
+        ConfigError::Parse {
+            path: path.to_owned(),
+            key,
+            message: err.message().trim().to_owned(),
+        }
+    })
+}
+
+/// The dotted key on the line containing byte `offset`, prefixed with the enclosing `[table]`.
+fn key_at(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let line = text[line_start..line_end].trim();
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(['[', ']']).trim().to_owned());
+    if line.starts_with('[') {
+        return line.trim_matches(['[', ']']).trim().to_owned();
+    }
+    let key = line
+        .split('=')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_matches('"');
+    match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merge(text: &str, args: &RunArgs) -> Result<DaemonConfig, ConfigError> {
+        DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), args, &|_| None)
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let args = RunArgs {
+            otlp_endpoint: Some("http://127.0.0.1:4317".into()),
+            export_interval: Some(15),
+            labels: vec!["team=core".into()],
+            ..Default::default()
+        };
+        let c = merge(
+            "export_interval_secs = 30\n[labels]\nenv = \"prod\"\nteam = \"x\"\n",
+            &args,
+        )
+        .unwrap();
+        assert_eq!(c.export_interval, Duration::from_secs(15));
+        assert_eq!(c.otlp.unwrap().endpoint, "http://127.0.0.1:4317");
+        assert_eq!(
+            c.metadata.static_labels.get("team").map(String::as_str),
+            Some("core")
+        );
+        assert_eq!(
+            c.metadata.static_labels.get("env").map(String::as_str),
+            Some("prod")
+        );
+    }
+
+    #[test]
+    fn bearer_token_from_env_becomes_a_header() {
+        let args = RunArgs {
+            otlp_endpoint: Some("https://otlp.example.com".into()),
+            ..Default::default()
+        };
+        let env = |k: &str| (k == DEFAULT_TOKEN_ENV).then(|| "s3cret".to_owned());
+        let c = DaemonConfig::merge(None, &args, &env).unwrap();
+        let headers = c.otlp.unwrap().headers;
+        assert!(
+            headers.contains(&("authorization".into(), "Bearer s3cret".into())),
+            "{headers:?}"
+        );
+    }
+
+    #[test]
+    fn no_endpoint_means_local_directory() {
+        let c = DaemonConfig::merge(None, &RunArgs::default(), &|_| None).unwrap();
+        assert!(c.otlp.is_none());
+        assert_eq!(c.data_dir, PathBuf::from("./sonde-data"));
+        let c = DaemonConfig::merge(None, &RunArgs::default(), &|k| {
+            (k == "INVOCATION_ID").then(|| "x".into())
+        })
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/sonde"));
+    }
+
+    #[test]
+    fn bad_label_flag_is_named() {
+        let args = RunArgs {
+            labels: vec!["novalue".into()],
+            ..Default::default()
+        };
+        let err = DaemonConfig::merge(None, &args, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--label") && err.contains("KEY=VALUE"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn key_at_finds_table_and_key() {
+        let text = "a = 1\n[otlp]\ntimeout_secs = \"x\"\n";
+        assert_eq!(
+            key_at(text, text.find("\"x\"").unwrap()),
+            "otlp.timeout_secs"
+        );
+        assert_eq!(key_at(text, 0), "a");
+    }
+}

@@ -1,0 +1,173 @@
+//! Export: one window's profiles ([`Batch`]) leave the agent through a [`Sink`].
+//!
+//! One file per backend behind the narrow [`Sink`] trait: [`local::LocalDirSink`] (gzip pprof files plus
+//! `index.jsonl`, the default without an endpoint), [`otlp::OtlpSink`] (OTLP profiles over gRPC),
+//! [`null::NullSink`] (tests) and [`fanout::FanOut`]. [`queue::Exporter`] sits between the window loop and a
+//! sink: a bounded queue the producer never blocks on (oldest batch dropped and counted when full).
+//! Counters live in [`metrics::ExportMetrics`]; [`size`] measures wire bytes for the benchmarks.
+
+pub mod fanout;
+pub mod local;
+pub mod metrics;
+pub mod null;
+pub mod otlp;
+pub mod queue;
+pub mod retry;
+pub mod size;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use crate::{metadata::Tags, profile::Profile};
+
+pub use metrics::ExportMetrics;
+pub use queue::Exporter;
+
+/// One export window: every workload's profiles of that window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// Window start, nanoseconds since the Unix epoch.
+    pub start_unix_nanos: i64,
+    /// Window end, nanoseconds since the Unix epoch.
+    pub end_unix_nanos: i64,
+    /// One profile per workload identity per kind, with that workload's tags.
+    pub profiles: Vec<(Tags, Profile)>,
+}
+
+impl Batch {
+    /// Total samples over all profiles.
+    pub fn sample_count(&self) -> usize {
+        self.profiles.iter().map(|(_, p)| p.samples.len()).sum()
+    }
+}
+
+/// What a successful export did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportOutcome {
+    /// Requests sent or files written.
+    pub requests: u64,
+    /// Bytes on the wire (compressed) or on disk.
+    pub bytes: u64,
+    /// Profiles the backend reported as rejected in a partial success (not retried).
+    pub rejected_profiles: u64,
+}
+
+impl ExportOutcome {
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &ExportOutcome) {
+        self.requests += other.requests;
+        self.bytes += other.bytes;
+        self.rejected_profiles += other.rejected_profiles;
+    }
+}
+
+/// Why an export failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The OTLP endpoint answered with an error status.
+    #[error("the OTLP endpoint answered {code:?}: {message}{}", if *retryable { " (will retry)" } else { " (not retryable: check the endpoint, headers and payload)" })]
+    Rpc {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// Status message.
+        message: String,
+        /// Whether the OTLP spec allows a retry of this status.
+        retryable: bool,
+        /// Server-requested delay (google.rpc.RetryInfo), when given.
+        retry_after: Option<Duration>,
+    },
+    /// Retries went on for longer than the retry budget.
+    #[error("gave up after {attempts} attempts over {elapsed:?}; the backend stayed unavailable")]
+    RetriesExhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// Time spent.
+        elapsed: Duration,
+        /// The last failure.
+        #[source]
+        last: Box<ExportError>,
+    },
+    /// The endpoint URL or TLS settings are unusable.
+    #[error("cannot use OTLP endpoint {endpoint}: fix `otlp.endpoint` (http:// or https:// URL)")]
+    Endpoint {
+        /// The endpoint as configured.
+        endpoint: String,
+        /// What tonic reported.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// A header name or value is not valid in gRPC metadata.
+    #[error("header {name:?} is not valid gRPC metadata: fix `otlp.headers` or the bearer token")]
+    Header {
+        /// The header name.
+        name: String,
+    },
+    /// Writing a local file failed.
+    #[error("writing {path} failed: check that the data directory exists and is writable")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Several sinks of a fan-out failed; the first failure is the source.
+    #[error("{failed} of {total} sinks failed")]
+    FanOut {
+        /// Sinks that failed.
+        failed: usize,
+        /// Sinks in the fan-out.
+        total: usize,
+        /// The first failure.
+        #[source]
+        first: Box<ExportError>,
+    },
+}
+
+impl ExportError {
+    /// Whether a retry may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ExportError::Rpc {
+                retryable: true,
+                ..
+            }
+        )
+    }
+
+    /// Server-requested delay before the next attempt.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ExportError::Rpc { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// A destination for batches. Implementations deliver one batch completely (retrying inside when the backend
+/// allows) or fail; they never hold on to the batch.
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync {
+    /// Short name for logs (`otlp`, `local`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Delivers `batch`.
+    async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError>;
+}
+
+/// The daemon's sink: OTLP when an endpoint is configured, else the local data directory. Must be called
+/// inside a tokio runtime (the OTLP channel connects lazily on it).
+pub fn build_sink(
+    otlp: Option<&otlp::OtlpConfig>,
+    data_dir: &Path,
+    metrics: Arc<ExportMetrics>,
+) -> Result<Arc<dyn Sink>, ExportError> {
+    Ok(match otlp {
+        Some(config) => Arc::new(otlp::OtlpSink::new(config.clone(), metrics)?),
+        None => Arc::new(local::LocalDirSink::new(data_dir)),
+    })
+}

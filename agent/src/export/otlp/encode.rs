@@ -1,0 +1,371 @@
+//! Encodes a [`Batch`] as OTLP profiles requests (layout v1.10): one `ProfilesDictionary` per request shared
+//! by all its profiles (strings, mappings, functions, locations, stacks and attributes deduplicated), one
+//! `ResourceProfiles` per workload identity with the tags as resource attributes, and one OTLP `Profile` per
+//! value type (v1.10 profiles carry a single sample type). Requests over the size limit are split in halves
+//! (by workload, then by samples), each half with its own dictionary.
+
+use std::{collections::HashMap, ops::Range, sync::Arc};
+
+use crate::{
+    export::Batch,
+    metadata::{Tags, keys},
+    profile::{
+        Frame, FrameKind, Module, Profile,
+        otlp_proto::{collector::ExportProfilesServiceRequest, common, profiles as pb, resource},
+    },
+};
+
+/// gRPC's default receive limit; requests stay below it.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// Room left for gRPC framing and the limit's rounding.
+const HEADROOM: usize = 16 * 1024;
+
+/// Encodes `batch` into requests of at most `max_bytes` (encoded, before compression) each, except when a
+/// single sample is larger than that.
+pub fn encode_batch(batch: &Batch, max_bytes: usize) -> Vec<ExportProfilesServiceRequest> {
+    let parts: Vec<Part<'_>> = batch
+        .profiles
+        .iter()
+        .map(|(tags, profile)| Part {
+            tags,
+            profile,
+            samples: 0..profile.samples.len(),
+        })
+        .collect();
+    if parts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    split_into(parts, max_bytes.saturating_sub(HEADROOM).max(1), &mut out);
+    out
+}
+
+/// A slice of one workload's profile.
+#[derive(Clone)]
+struct Part<'a> {
+    tags: &'a Tags,
+    profile: &'a Profile,
+    samples: Range<usize>,
+}
+
+fn split_into(parts: Vec<Part<'_>>, max_bytes: usize, out: &mut Vec<ExportProfilesServiceRequest>) {
+    let request = build(&parts);
+    if prost::Message::encoded_len(&request) <= max_bytes {
+        out.push(request);
+        return;
+    }
+    if parts.len() > 1 {
+        let mut left = parts;
+        let right = left.split_off(left.len() / 2);
+        split_into(left, max_bytes, out);
+        split_into(right, max_bytes, out);
+        return;
+    }
+    let part = &parts[0];
+    if part.samples.len() <= 1 {
+        tracing::warn!(
+            bytes = prost::Message::encoded_len(&request),
+            "one sample exceeds the OTLP request size limit"
+        );
+        out.push(request);
+        return;
+    }
+    let mid = part.samples.start + part.samples.len() / 2;
+    let left = Part {
+        samples: part.samples.start..mid,
+        ..part.clone()
+    };
+    let right = Part {
+        samples: mid..part.samples.end,
+        ..part.clone()
+    };
+    split_into(vec![left], max_bytes, out);
+    split_into(vec![right], max_bytes, out);
+}
+
+fn build(parts: &[Part<'_>]) -> ExportProfilesServiceRequest {
+    let mut dict = Dictionary::new();
+    let mut resources: Vec<(&Tags, pb::ResourceProfiles)> = Vec::new();
+    for part in parts {
+        let profiles = dict.profiles(part);
+        let slot = match resources.iter().position(|(t, _)| *t == part.tags) {
+            Some(i) => i,
+            None => {
+                resources.push((part.tags, resource_profiles(part.tags)));
+                resources.len() - 1
+            }
+        };
+        resources[slot].1.scope_profiles[0]
+            .profiles
+            .extend(profiles);
+    }
+    ExportProfilesServiceRequest {
+        resource_profiles: resources.into_iter().map(|(_, r)| r).collect(),
+        dictionary: Some(dict.out),
+    }
+}
+
+fn resource_profiles(tags: &Tags) -> pb::ResourceProfiles {
+    let attributes = tags
+        .iter()
+        .map(|(k, v)| {
+            // process.pid is an int in the semantic conventions; everything else is a string.
+            let value = match (k, v.parse::<i64>()) {
+                (keys::PROCESS_PID, Ok(n)) => common::any_value::Value::IntValue(n),
+                _ => common::any_value::Value::StringValue(v.to_owned()),
+            };
+            common::KeyValue {
+                key: k.to_owned(),
+                value: Some(common::AnyValue { value: Some(value) }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    pb::ResourceProfiles {
+        resource: Some(resource::Resource {
+            attributes,
+            ..Default::default()
+        }),
+        scope_profiles: vec![pb::ScopeProfiles {
+            scope: Some(common::InstrumentationScope {
+                name: "sonde".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                ..Default::default()
+            }),
+            profiles: Vec::new(),
+            schema_url: String::new(),
+        }],
+        schema_url: String::new(),
+    }
+}
+
+/// A value of a dictionary attribute.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum AttrValue {
+    Str(String),
+    Int(i64),
+}
+
+/// Builds one request's `ProfilesDictionary`. Index 0 of every table is the zero value, as the spec requires.
+struct Dictionary {
+    out: pb::ProfilesDictionary,
+    strings: HashMap<String, i32>,
+    mappings: HashMap<Arc<Module>, i32>,
+    functions: HashMap<(i32, i32), i32>,
+    locations: HashMap<(i32, u64, FrameKind, i32), i32>,
+    stacks: HashMap<Vec<i32>, i32>,
+    attributes: HashMap<(i32, AttrValue), i32>,
+}
+
+impl Dictionary {
+    fn new() -> Self {
+        let mut d = Self {
+            out: pb::ProfilesDictionary {
+                mapping_table: vec![pb::Mapping::default()],
+                location_table: vec![pb::Location::default()],
+                function_table: vec![pb::Function::default()],
+                link_table: vec![pb::Link::default()],
+                string_table: Vec::new(),
+                attribute_table: vec![pb::KeyValueAndUnit::default()],
+                stack_table: vec![pb::Stack::default()],
+            },
+            strings: HashMap::new(),
+            mappings: HashMap::new(),
+            functions: HashMap::new(),
+            locations: HashMap::new(),
+            stacks: HashMap::new(),
+            attributes: HashMap::new(),
+        };
+        d.string("");
+        d
+    }
+
+    fn string(&mut self, s: &str) -> i32 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = self.out.string_table.len() as i32;
+        self.out.string_table.push(s.to_owned());
+        self.strings.insert(s.to_owned(), i);
+        i
+    }
+
+    fn attribute(&mut self, key: &str, value: AttrValue) -> i32 {
+        let key = self.string(key);
+        if let Some(&i) = self.attributes.get(&(key, value.clone())) {
+            return i;
+        }
+        let any = match &value {
+            AttrValue::Str(s) => common::any_value::Value::StringValue(s.clone()),
+            AttrValue::Int(n) => common::any_value::Value::IntValue(*n),
+        };
+        let i = self.out.attribute_table.len() as i32;
+        self.out.attribute_table.push(pb::KeyValueAndUnit {
+            key_strindex: key,
+            value: Some(common::AnyValue { value: Some(any) }),
+            unit_strindex: 0,
+        });
+        self.attributes.insert((key, value), i);
+        i
+    }
+
+    fn mapping(&mut self, module: &Arc<Module>) -> i32 {
+        if let Some(&i) = self.mappings.get(module) {
+            return i;
+        }
+        let filename_strindex = self.string(&module.path);
+        let attribute_indices = match &module.build_id {
+            Some(id) => vec![self.attribute(
+                "process.executable.build_id.gnu",
+                AttrValue::Str(id.clone()),
+            )],
+            None => Vec::new(),
+        };
+        let i = self.out.mapping_table.len() as i32;
+        self.out.mapping_table.push(pb::Mapping {
+            memory_start: module.start,
+            memory_limit: module.limit,
+            file_offset: module.file_offset,
+            filename_strindex,
+            attribute_indices,
+        });
+        self.mappings.insert(module.clone(), i);
+        i
+    }
+
+    fn function(&mut self, name: &str, file: Option<&str>) -> i32 {
+        let name = self.string(name);
+        let file = self.string(file.unwrap_or(""));
+        if let Some(&i) = self.functions.get(&(name, file)) {
+            return i;
+        }
+        let i = self.out.function_table.len() as i32;
+        self.out.function_table.push(pb::Function {
+            name_strindex: name,
+            system_name_strindex: name,
+            filename_strindex: file,
+            start_line: 0,
+        });
+        self.functions.insert((name, file), i);
+        i
+    }
+
+    fn location(&mut self, frame: &Frame) -> i32 {
+        let mapping = frame.module.as_ref().map(|m| self.mapping(m)).unwrap_or(0);
+        // Markers have no address: key them by their name so different markers stay apart.
+        let marker = if frame.kind == FrameKind::Marker {
+            self.string(&frame.display_name())
+        } else {
+            0
+        };
+        let key = (mapping, frame.address, frame.kind, marker);
+        if let Some(&i) = self.locations.get(&key) {
+            return i;
+        }
+        let mut lines: Vec<pb::Line> = frame
+            .symbols
+            .iter()
+            .map(|s| pb::Line {
+                function_index: self.function(&s.name, s.file.as_deref()),
+                line: s.line.map(i64::from).unwrap_or(0),
+                column: 0,
+            })
+            .collect();
+        if lines.is_empty() && frame.kind == FrameKind::Marker {
+            lines.push(pb::Line {
+                function_index: self.function(&frame.display_name(), None),
+                line: 0,
+                column: 0,
+            });
+        }
+        let frame_type = match frame.kind {
+            FrameKind::Kernel => "kernel",
+            FrameKind::User => "native",
+            FrameKind::Marker => "abort-marker",
+        };
+        let attribute_indices =
+            vec![self.attribute("profile.frame.type", AttrValue::Str(frame_type.to_owned()))];
+        let i = self.out.location_table.len() as i32;
+        self.out.location_table.push(pb::Location {
+            mapping_index: mapping,
+            address: frame.address,
+            lines,
+            attribute_indices,
+        });
+        self.locations.insert(key, i);
+        i
+    }
+
+    fn stack(&mut self, frames: &[Frame]) -> i32 {
+        let locations: Vec<i32> = frames.iter().map(|f| self.location(f)).collect();
+        if let Some(&i) = self.stacks.get(&locations) {
+            return i;
+        }
+        let i = self.out.stack_table.len() as i32;
+        self.out.stack_table.push(pb::Stack {
+            location_indices: locations.clone(),
+        });
+        self.stacks.insert(locations, i);
+        i
+    }
+
+    /// One OTLP profile per value type of `part`'s profile.
+    fn profiles(&mut self, part: &Part<'_>) -> Vec<pb::Profile> {
+        let profile = part.profile;
+        let samples = &profile.samples[part.samples.clone()];
+        let mut shared: Vec<(i32, Vec<i32>)> = Vec::with_capacity(samples.len());
+        for s in samples {
+            let stack = self.stack(&s.frames);
+            let attrs = vec![
+                self.attribute("thread.name", AttrValue::Str(s.comm.clone())),
+                self.attribute(keys::PROCESS_PID, AttrValue::Int(i64::from(s.pid))),
+            ];
+            shared.push((stack, attrs));
+        }
+        let (pt, pu) = profile.kind.period_type();
+        let period_type = pb::ValueType {
+            type_strindex: self.string(pt),
+            unit_strindex: self.string(pu),
+        };
+        let mut out = Vec::new();
+        for (index, (ty, unit)) in profile.kind.sample_types().iter().enumerate() {
+            let sample_type = pb::ValueType {
+                type_strindex: self.string(ty),
+                unit_strindex: self.string(unit),
+            };
+            let samples = samples
+                .iter()
+                .zip(&shared)
+                .filter_map(|(s, (stack, attrs))| {
+                    let value = s.values.get(index).copied().unwrap_or(0);
+                    (value != 0).then(|| pb::Sample {
+                        stack_index: *stack,
+                        attribute_indices: attrs.clone(),
+                        link_index: 0,
+                        values: vec![value],
+                        timestamps_unix_nano: Vec::new(),
+                    })
+                })
+                .collect();
+            out.push(pb::Profile {
+                sample_type: Some(sample_type),
+                samples,
+                time_unix_nano: profile.time_nanos.max(0) as u64,
+                duration_nano: profile.duration_nanos.max(0) as u64,
+                period_type: Some(period_type),
+                period: profile.period,
+                profile_id: profile_id(),
+                ..Default::default()
+            });
+        }
+        out
+    }
+}
+
+/// 16 random bytes, never all zero (the spec treats that as "no id").
+fn profile_id() -> Vec<u8> {
+    let mut id = fastrand::u128(1..).to_le_bytes().to_vec();
+    id.truncate(16);
+    id
+}
