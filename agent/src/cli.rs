@@ -19,4 +19,6 @@ pub struct Cli {
 pub enum Command {
     /// Profile processes for a fixed duration and write one gzip pprof.
     Record(crate::record::RecordArgs),
+    /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).
+    Diff(crate::diff::DiffArgs),
 }

@@ -8,6 +8,7 @@ fn main() -> std::process::ExitCode {
     sonde::telemetry::init(&cli.log);
     let result = match cli.command {
         Command::Record(args) => sonde::record::run(args),
+        Command::Diff(args) => sonde::diff::run(args),
     };
     match result {
         Ok(code) => code,
