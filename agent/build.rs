@@ -23,9 +23,7 @@ fn check_bpf_toolchain() -> anyhow::Result<()> {
     }
     let linker = Command::new("bpf-linker").arg("--version").output();
     if !matches!(linker, Ok(ref out) if out.status.success()) {
-        bail!(
-            "bpf-linker is not installed: run `cargo xtask setup` (installs llvm-22-dev, bpf-linker, nightly rust-src)"
-        );
+        bail!("bpf-linker is not installed: run `cargo xtask setup` (installs llvm-22-dev, bpf-linker, nightly rust-src)");
     }
     Ok(())
 }

@@ -4,10 +4,6 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber. Safe to call once per process.
 pub fn init(default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_env("SONDE_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let filter = EnvFilter::try_from_env("SONDE_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -151,11 +151,21 @@ pub fn load_sides(
     })
 }
 
+/// `perftools.profiles.ValueType`, declared here so this module does not depend on the generated field
+/// name of `type` (`ty` or `r#type`, depending on the prost configuration).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ValueType {
+    #[prost(int64, tag = "1")]
+    name: i64,
+    #[prost(int64, tag = "2")]
+    unit: i64,
+}
+
 /// The parts of a pprof that samples refer to; the samples themselves are skipped here and streamed later.
 #[derive(Clone, PartialEq, prost::Message)]
 struct Header {
     #[prost(message, repeated, tag = "1")]
-    sample_type: Vec<proto::ValueType>,
+    sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "3")]
     mapping: Vec<proto::Mapping>,
     #[prost(message, repeated, tag = "4")]
@@ -226,7 +236,7 @@ fn load_file(
     let types = header
         .sample_type
         .iter()
-        .map(|t| Ok((string(t.ty)?, string(t.unit)?)))
+        .map(|t| Ok((string(t.name)?, string(t.unit)?)))
         .collect::<Result<Vec<_>, DiffError>>()?;
     let value_index = pick_sample_type(path, &types, options.sample_type, chosen)?;
     let count_index = types

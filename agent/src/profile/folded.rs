@@ -15,11 +15,7 @@ pub fn folded_lines(profile: &Profile, value_index: usize) -> Vec<String> {
         }
         *stacks.entry(line).or_default() += sample.values.get(value_index).copied().unwrap_or(0);
     }
-    stacks
-        .into_iter()
-        .filter(|(_, v)| *v > 0)
-        .map(|(s, v)| format!("{s} {v}"))
-        .collect()
+    stacks.into_iter().filter(|(_, v)| *v > 0).map(|(s, v)| format!("{s} {v}")).collect()
 }
 
 /// Writes an SVG flame graph of `lines` (folded format) to `out`.

@@ -66,12 +66,7 @@ impl Frame {
         match &self.module {
             Some(m) => {
                 let base = m.path.rsplit('/').next().unwrap_or(&m.path);
-                format!(
-                    "{base}+{:#x}",
-                    self.address
-                        .wrapping_sub(m.start)
-                        .wrapping_add(m.file_offset)
-                )
+                format!("{base}+{:#x}", self.address.wrapping_sub(m.start).wrapping_add(m.file_offset))
             }
             None => format!("{:#x}", self.address),
         }

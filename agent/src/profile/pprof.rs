@@ -115,17 +115,11 @@ impl PprofBuilder {
             .kind
             .sample_types()
             .iter()
-            .map(|(t, u)| proto::ValueType {
-                ty: self.string(t),
-                unit: self.string(u),
-            })
+            .map(|(t, u)| proto::ValueType { ty: self.string(t), unit: self.string(u) })
             .collect();
         self.out.sample_type = sample_type;
         let (pt, pu) = profile.kind.period_type();
-        self.out.period_type = Some(proto::ValueType {
-            ty: self.string(pt),
-            unit: self.string(pu),
-        });
+        self.out.period_type = Some(proto::ValueType { ty: self.string(pt), unit: self.string(pu) });
         self.out.period = profile.period;
         self.out.time_nanos = profile.time_nanos;
         self.out.duration_nanos = profile.duration_nanos;
@@ -133,23 +127,10 @@ impl PprofBuilder {
         for sample in &profile.samples {
             let location_id = sample.frames.iter().map(|f| self.location(f)).collect();
             let label = vec![
-                proto::Label {
-                    key: pid_key,
-                    num: i64::from(sample.pid),
-                    ..Default::default()
-                },
-                proto::Label {
-                    key: comm_key,
-                    str: self.string(&sample.comm),
-                    ..Default::default()
-                },
+                proto::Label { key: pid_key, num: i64::from(sample.pid), ..Default::default() },
+                proto::Label { key: comm_key, str: self.string(&sample.comm), ..Default::default() },
             ];
-            self.out.sample.push(proto::Sample {
-                location_id,
-                value: sample.values.clone(),
-                label,
-                ..Default::default()
-            });
+            self.out.sample.push(proto::Sample { location_id, value: sample.values.clone(), label, ..Default::default() });
         }
         // pprof convention: mapping[0] is the main binary; the first user mapping seen is the best guess.
         self.out.string_table = std::mem::take(&mut self.table);
@@ -162,7 +143,6 @@ pub fn encode_gzip(profile: &Profile) -> Vec<u8> {
     let message = PprofBuilder::default().build(profile);
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     // Writing into a Vec cannot fail.
-    gz.write_all(&message.encode_to_vec())
-        .expect("gzip into memory");
+    gz.write_all(&message.encode_to_vec()).expect("gzip into memory");
     gz.finish().expect("gzip into memory")
 }
