@@ -94,7 +94,6 @@ impl PprofBuilder {
             .map(|s| proto::Line {
                 function_id: self.function(&s.name, s.file.as_deref()),
                 line: s.line.map(i64::from).unwrap_or(0),
-                ..Default::default()
             })
             .collect();
         self.out.location.push(proto::Location {
@@ -130,7 +129,7 @@ impl PprofBuilder {
                 proto::Label { key: pid_key, num: i64::from(sample.pid), ..Default::default() },
                 proto::Label { key: comm_key, str: self.string(&sample.comm), ..Default::default() },
             ];
-            self.out.sample.push(proto::Sample { location_id, value: sample.values.clone(), label, ..Default::default() });
+            self.out.sample.push(proto::Sample { location_id, value: sample.values.clone(), label });
         }
         // pprof convention: mapping[0] is the main binary; the first user mapping seen is the best guess.
         self.out.string_table = std::mem::take(&mut self.table);
