@@ -92,7 +92,7 @@ pub struct Side {
 pub struct LoadOptions<'a> {
     /// Sample type to use (`cpu`, `samples`, `offcpu`, `events`...); `cpu` or the first when absent.
     pub sample_type: Option<&'a str>,
-    /// Name every frame by its containing function, dropping the inlined functions.
+    /// Merge every function seen inlined (anywhere, in either side) into its caller, on both sides.
     pub fold_inlined: bool,
 }
 
@@ -127,10 +127,16 @@ pub fn load_sides(
     let mut names = Interner::default();
     let mut chosen = None;
     let mut sides = [Side::default(), Side::default()];
+    let mut inlined = Vec::new();
     for (side, files) in sides.iter_mut().zip([base, new]) {
         for path in files {
-            load_file(path, options, &mut chosen, &mut names, side)?;
+            load_file(path, options, &mut chosen, &mut names, &mut inlined, side)?;
         }
+    }
+    if options.fold_inlined {
+        sides
+            .iter_mut()
+            .for_each(|side| fold_inlined(side, &inlined));
     }
     let chosen = chosen.expect("clap requires at least one file per side");
     let [base, new] = sides;
@@ -159,6 +165,30 @@ struct ValueType {
     name: i64,
     #[prost(int64, tag = "2")]
     unit: i64,
+}
+
+/// Drops every frame of a function in `inlined` (except a stack's root), so its cost lands on its caller
+/// whether the build inlined it or not, and whether the symbolizer reported the inline chain or not.
+fn fold_inlined(side: &mut Side, inlined: &[bool]) {
+    let is_inlined = |f: FnId| inlined.get(f as usize).copied().unwrap_or(false);
+    let mut folded = Vec::with_capacity(64);
+    for (stack, weight) in std::mem::take(&mut side.stacks) {
+        folded.clear();
+        let root = stack.len() - 1;
+        folded.extend(
+            stack
+                .iter()
+                .enumerate()
+                .filter(|&(i, &f)| i == root || !is_inlined(f))
+                .map(|(_, &f)| f),
+        );
+        match side.stacks.get_mut(folded.as_slice()) {
+            Some(w) => w.add(weight),
+            None => {
+                side.stacks.insert(folded.as_slice().into(), weight);
+            }
+        }
+    }
 }
 
 /// The parts of a pprof that samples refer to; the samples themselves are skipped here and streamed later.
@@ -206,9 +236,16 @@ fn load_file(
     options: LoadOptions<'_>,
     chosen: &mut Option<Chosen>,
     names: &mut Interner,
+    inlined: &mut Vec<bool>,
     side: &mut Side,
 ) -> Result<(), DiffError> {
     let bytes = read_gzip(path)?;
+    if bytes.is_empty() {
+        return Err(DiffError::EmptyProfile {
+            path: path.to_owned(),
+            what: "data at all".into(),
+        });
+    }
     let not_pprof = |reason: String| DiffError::NotPprof {
         path: path.to_owned(),
         reason,
@@ -242,7 +279,7 @@ fn load_file(
     let count_index = types
         .iter()
         .position(|&(t, u)| matches!(t, "samples" | "events") && u == "count");
-    let tables = Tables::build(path, &header, options.fold_inlined, names, &string)?;
+    let tables = Tables::build(path, &header, names, inlined, &string)?;
 
     let truncated_key = strings
         .iter()
@@ -396,8 +433,8 @@ impl Tables {
     fn build<'s>(
         path: &Path,
         header: &'s Header,
-        fold_inlined: bool,
         names: &mut Interner,
+        inlined: &mut Vec<bool>,
         string: &impl Fn(i64) -> Result<&'s str, DiffError>,
     ) -> Result<Self, DiffError> {
         let mut functions = HashMap::with_capacity(header.function.len());
@@ -435,12 +472,9 @@ impl Tables {
                     .ids
                     .push(names.intern(&unsymbolized_name(location, &mappings, string)?));
             } else {
-                let lines = if fold_inlined {
-                    &location.line[location.line.len() - 1..]
-                } else {
-                    &location.line[..]
-                };
-                for line in lines {
+                // lines[0] is the innermost inlined function, the last line the containing function.
+                let outermost = location.line.len() - 1;
+                for (i, line) in location.line.iter().enumerate() {
                     let id = functions.get(&line.function_id).copied().ok_or_else(|| {
                         DiffError::NotPprof {
                             path: path.to_owned(),
@@ -450,6 +484,12 @@ impl Tables {
                             ),
                         }
                     })?;
+                    if i < outermost {
+                        if inlined.len() <= id as usize {
+                            inlined.resize(id as usize + 1, false);
+                        }
+                        inlined[id as usize] = true;
+                    }
                     tables.ids.push(id);
                 }
             }
