@@ -7,6 +7,8 @@
 //! cargo build --release && cargo run --release --example diff_bench [-- path/to/sonde]
 //! ```
 //!
+//! `SONDE_BENCH_KEEP=1` keeps the generated profiles (for profiling the binary by hand).
+//!
 //! Each pprof sample is written as its own message (value 1 sample / 10 ms), the worst case for the
 //! decoder; sample stacks follow a skewed distribution so a few stacks are hot and most are rare.
 
@@ -87,9 +89,11 @@ fn profile(stacks: &[Vec<u64>], seed: u64, shift: bool) -> proto::Profile {
         ..Default::default()
     };
     let vt = |ty, unit| {
-        let mut v = proto::ValueType::default();
-        // Set through the message's fields by position: `ty`/`r#type` naming differs between prost setups.
-        v.unit = unit;
+        // `type` is set through its field number: its Rust name (`ty` or `r#type`) depends on the prost setup.
+        let mut v = proto::ValueType {
+            unit,
+            ..Default::default()
+        };
         v.merge(&[0x08u8, ty as u8][..]).expect("a varint field");
         v
     };
@@ -132,7 +136,7 @@ fn profile(stacks: &[Vec<u64>], seed: u64, shift: bool) -> proto::Profile {
     p.sample.reserve(SAMPLES);
     for _ in 0..SAMPLES {
         let mut i = (rng.unit().powi(3) * STACKS as f64) as usize;
-        if shift && i % 10 == 0 {
+        if shift && i.is_multiple_of(10) {
             i = (i + 17) % STACKS;
         }
         p.sample.push(proto::Sample {
@@ -150,7 +154,9 @@ fn write_gzip(path: &Path, p: &proto::Profile) {
     std::fs::write(path, gz.finish().expect("gzip into memory")).expect("writing a bench profile");
 }
 
-/// Runs `cmd` and returns its wall time and peak RSS in MiB.
+/// Runs `cmd` and returns its wall time, peak RSS in MiB and exit status.
+// The child is reaped by wait4 (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn measure(cmd: &mut std::process::Command) -> (Duration, f64, i32) {
     let start = Instant::now();
     let child = cmd.spawn().expect("starting sonde");
@@ -169,15 +175,19 @@ fn measure(cmd: &mut std::process::Command) -> (Duration, f64, i32) {
 }
 
 fn main() {
-    let sonde = std::env::args()
-        .nth(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-            target.join("release/sonde")
-        });
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, dir] = args.as_slice()
+        && flag == "--generate"
+    {
+        generate(Path::new(dir));
+        return;
+    }
+    let sonde = args.get(1).map(PathBuf::from).unwrap_or_else(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        target.join("release/sonde")
+    });
     assert!(
         sonde.exists(),
         "{} not found: run `cargo build --release` or pass the binary",
@@ -186,15 +196,16 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("sonde-diff-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("creating the bench directory");
 
-    let generate = Instant::now();
-    let stacks = stacks(&mut Rng(0x5eed));
+    // Generate in a child process: the generator holds hundreds of MiB, and a child spawned from a large
+    // parent starts with the parent's resident pages counted in its ru_maxrss.
+    let me = std::env::current_exe().expect("the bench's own path");
+    let status = std::process::Command::new(me)
+        .arg("--generate")
+        .arg(&dir)
+        .status()
+        .expect("running the generator");
+    assert!(status.success(), "generating the profiles failed");
     let (base, new) = (dir.join("base.pb.gz"), dir.join("new.pb.gz"));
-    write_gzip(&base, &profile(&stacks, 1, false));
-    write_gzip(&new, &profile(&stacks, 2, true));
-    println!(
-        "generated: 2 profiles x {SAMPLES} samples over {STACKS} stacks in {:.1?}",
-        generate.elapsed()
-    );
     println!(
         "input sizes: base {} KiB, new {} KiB",
         kib(&base),
@@ -233,12 +244,28 @@ fn main() {
         worst.0.as_secs_f64() * 1e3,
         worst.1
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("SONDE_BENCH_KEEP").is_some() {
+        println!("kept inputs in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     if worst.0 > BUDGET_TIME || worst.1 > BUDGET_RSS_MIB {
         println!("budget: EXCEEDED (1000 ms, {BUDGET_RSS_MIB} MiB)");
         std::process::exit(1);
     }
     println!("budget: ok (1000 ms, {BUDGET_RSS_MIB} MiB)");
+}
+
+/// Writes `base.pb.gz` and `new.pb.gz` into `dir`.
+fn generate(dir: &Path) {
+    let started = Instant::now();
+    let stacks = stacks(&mut Rng(0x5eed));
+    write_gzip(&dir.join("base.pb.gz"), &profile(&stacks, 1, false));
+    write_gzip(&dir.join("new.pb.gz"), &profile(&stacks, 2, true));
+    println!(
+        "generated: 2 profiles x {SAMPLES} samples over {STACKS} stacks in {:.1?}",
+        started.elapsed()
+    );
 }
 
 fn kib(path: &Path) -> u64 {

@@ -1,11 +1,12 @@
 //! Loads gzip pprof files and merges each side of the diff into one table of stacks.
 //!
 //! Function names are interned once for both sides, so a stack is a slice of small ids (leaf first) and
-//! the two sides can be compared id by id. Samples are decoded one at a time into a reused message
-//! instead of materialising the whole `Profile`, which keeps a million-sample file in a few tens of MiB.
+//! the two sides can be compared id by id. Samples are streamed from the bytes ([`super::wire`]) instead
+//! of materialising the whole `Profile`, and a stack seen before in a file is recognised by the hash of
+//! its location ids, so a million-sample file costs one pass and no allocation per sample. The two sides
+//! load on two threads.
 
 use std::{
-    collections::HashMap,
     io::Read as _,
     path::{Path, PathBuf},
 };
@@ -13,46 +14,13 @@ use std::{
 use flate2::read::MultiGzDecoder;
 use prost::Message as _;
 
-use super::error::DiffError;
-use crate::profile::pprof::proto;
-
-/// An interned function name.
-pub type FnId = u32;
-
-/// Function names, each stored once; ids are dense from 0.
-#[derive(Debug, Default)]
-pub struct Interner {
-    ids: HashMap<String, FnId>,
-    names: Vec<String>,
-}
-
-impl Interner {
-    /// The id of `name`, adding it on first sight.
-    pub fn intern(&mut self, name: &str) -> FnId {
-        if let Some(&id) = self.ids.get(name) {
-            return id;
-        }
-        let id = self.names.len() as FnId;
-        self.names.push(name.to_owned());
-        self.ids.insert(name.to_owned(), id);
-        id
-    }
-
-    /// The name of `id`.
-    pub fn name(&self, id: FnId) -> &str {
-        &self.names[id as usize]
-    }
-
-    /// How many names are interned.
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    /// True when nothing is interned.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-}
+pub use super::frames::{FnId, Interner};
+use super::{
+    error::DiffError,
+    frames::{Header, Tables},
+    hash::FxHashMap,
+    wire::{TruncatedLabel, for_each_sample, stack_key},
+};
 
 /// The weight of a stack: its value in the chosen sample type and how many samples that value came from.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -74,7 +42,7 @@ impl Weight {
 #[derive(Debug, Default)]
 pub struct Side {
     /// Stacks as function ids, leaf first, with their weights.
-    pub stacks: HashMap<Box<[FnId]>, Weight>,
+    pub stacks: FxHashMap<Box<[FnId]>, Weight>,
     /// Sum over all stacks.
     pub total: Weight,
     /// Value of stacks that did not reach a thread entry point (label `truncated`, or unsymbolized root).
@@ -118,28 +86,99 @@ struct Chosen {
     first: PathBuf,
 }
 
-/// Reads both sides; every file of both must carry the same sample type.
+/// One side as loaded by its own thread, with its own interner.
+struct SideLoad {
+    side: Side,
+    names: Interner,
+    inlined: Vec<bool>,
+    chosen: Chosen,
+}
+
+fn load_side(files: &[PathBuf], options: LoadOptions<'_>) -> Result<SideLoad, DiffError> {
+    let (mut names, mut inlined, mut side, mut chosen) =
+        (Interner::default(), Vec::new(), Side::default(), None);
+    for path in files {
+        load_file(
+            path,
+            options,
+            &mut chosen,
+            &mut names,
+            &mut inlined,
+            &mut side,
+        )?;
+    }
+    let chosen = chosen.expect("clap requires at least one file per side");
+    Ok(SideLoad {
+        side,
+        names,
+        inlined,
+        chosen,
+    })
+}
+
+/// Reads both sides, one thread each; every file of both must carry the same sample type.
 pub fn load_sides(
     base: &[PathBuf],
     new: &[PathBuf],
     options: LoadOptions<'_>,
 ) -> Result<Loaded, DiffError> {
-    let mut names = Interner::default();
-    let mut chosen = None;
-    let mut sides = [Side::default(), Side::default()];
-    let mut inlined = Vec::new();
-    for (side, files) in sides.iter_mut().zip([base, new]) {
-        for path in files {
-            load_file(path, options, &mut chosen, &mut names, &mut inlined, side)?;
-        }
+    let (base, new) = std::thread::scope(|scope| {
+        let new = scope.spawn(|| load_side(new, options));
+        let base = load_side(base, options);
+        (base, new.join().expect("the loader thread panicked"))
+    });
+    let SideLoad {
+        side: mut base,
+        mut names,
+        mut inlined,
+        chosen,
+    } = base?;
+    let mut other = new?;
+    if options.sample_type.is_none() && other.chosen.name != chosen.name {
+        // Each side picked its default alone; the base's choice wins, if the new side has it.
+        let retry = LoadOptions {
+            sample_type: Some(&chosen.name),
+            ..options
+        };
+        other = match load_side(&other.side.files, retry) {
+            Err(DiffError::MissingSampleType {
+                path, available, ..
+            }) => {
+                return Err(DiffError::SampleTypeMismatch {
+                    first: chosen.first,
+                    first_type: format!("{}/{}", chosen.name, chosen.unit),
+                    other: path,
+                    other_type: available,
+                });
+            }
+            result => result?,
+        };
     }
+    if other.chosen.unit != chosen.unit {
+        return Err(DiffError::SampleTypeMismatch {
+            first: chosen.first,
+            first_type: format!("{}/{}", chosen.name, chosen.unit),
+            other: other.chosen.first,
+            other_type: format!("{}/{}", other.chosen.name, other.chosen.unit),
+        });
+    }
+    // Re-key the new side's stacks with the base's ids.
+    let remap: Vec<FnId> = (0..other.names.len())
+        .map(|i| names.intern(other.names.name(i as FnId)))
+        .collect();
+    inlined.resize(names.len(), false);
+    for (i, _) in other.inlined.iter().enumerate().filter(|(_, inl)| **inl) {
+        inlined[remap[i] as usize] = true;
+    }
+    let mut new = other.side;
+    new.stacks = std::mem::take(&mut new.stacks)
+        .into_iter()
+        .map(|(stack, w)| (stack.iter().map(|&f| remap[f as usize]).collect(), w))
+        .collect();
     if options.fold_inlined {
-        sides
-            .iter_mut()
-            .for_each(|side| fold_inlined(side, &inlined));
+        fold_inlined(&mut base, &inlined);
+        fold_inlined(&mut new, &inlined);
     }
-    let chosen = chosen.expect("clap requires at least one file per side");
-    let [base, new] = sides;
     for (side, name) in [(&base, "base"), (&new, "new")] {
         if side.total.value == 0 {
             return Err(DiffError::EmptySide {
@@ -155,16 +194,6 @@ pub fn load_sides(
         sample_type: format!("{}/{}", chosen.name, chosen.unit),
         unit: chosen.unit,
     })
-}
-
-/// `perftools.profiles.ValueType`, declared here so this module does not depend on the generated field
-/// name of `type` (`ty` or `r#type`, depending on the prost configuration).
-#[derive(Clone, PartialEq, prost::Message)]
-struct ValueType {
-    #[prost(int64, tag = "1")]
-    name: i64,
-    #[prost(int64, tag = "2")]
-    unit: i64,
 }
 
 /// Drops every frame of a function in `inlined` (except a stack's root), so its cost lands on its caller
@@ -191,25 +220,6 @@ fn fold_inlined(side: &mut Side, inlined: &[bool]) {
     }
 }
 
-/// The parts of a pprof that samples refer to; the samples themselves are skipped here and streamed later.
-#[derive(Clone, PartialEq, prost::Message)]
-struct Header {
-    #[prost(message, repeated, tag = "1")]
-    sample_type: Vec<ValueType>,
-    #[prost(message, repeated, tag = "3")]
-    mapping: Vec<proto::Mapping>,
-    #[prost(message, repeated, tag = "4")]
-    location: Vec<proto::Location>,
-    #[prost(message, repeated, tag = "5")]
-    function: Vec<proto::Function>,
-    #[prost(string, repeated, tag = "6")]
-    string_table: Vec<String>,
-    #[prost(int64, tag = "10")]
-    duration_nanos: i64,
-    #[prost(int64, tag = "12")]
-    period: i64,
-}
-
 /// Reads the file and returns the decompressed protobuf bytes.
 fn read_gzip(path: &Path) -> Result<Vec<u8>, DiffError> {
     let raw = std::fs::read(path).map_err(|source| DiffError::Read {
@@ -221,7 +231,13 @@ fn read_gzip(path: &Path) -> Result<Vec<u8>, DiffError> {
             path: path.to_owned(),
         });
     }
-    let mut bytes = Vec::with_capacity(raw.len() * 4);
+    // The gzip trailer holds the uncompressed size (mod 4 GiB) of the last member: presize with it, so
+    // a large profile is not copied by repeated growth.
+    let isize = raw
+        .len()
+        .checked_sub(4)
+        .map(|at| u32::from_le_bytes(raw[at..].try_into().expect("4 bytes")));
+    let mut bytes = Vec::with_capacity(isize.map_or(raw.len() * 4, |n| n as usize + 1));
     MultiGzDecoder::new(raw.as_slice())
         .read_to_end(&mut bytes)
         .map_err(|source| DiffError::CorruptGzip {
@@ -239,7 +255,9 @@ fn load_file(
     inlined: &mut Vec<bool>,
     side: &mut Side,
 ) -> Result<(), DiffError> {
+    let started = std::time::Instant::now();
     let bytes = read_gzip(path)?;
+    let gunzipped = started.elapsed();
     if bytes.is_empty() {
         return Err(DiffError::EmptyProfile {
             path: path.to_owned(),
@@ -279,66 +297,67 @@ fn load_file(
     let count_index = types
         .iter()
         .position(|&(t, u)| matches!(t, "samples" | "events") && u == "count");
+    let header_read = started.elapsed();
     let tables = Tables::build(path, &header, names, inlined, &string)?;
 
-    let truncated_key = strings
-        .iter()
-        .position(|s| s == "truncated")
-        .map(|i| i as i64);
-    let one = strings.iter().position(|s| s == "1").map(|i| i as i64);
+    let label = TruncatedLabel {
+        key: strings
+            .iter()
+            .position(|s| s == "truncated")
+            .map(|i| i as i64),
+        value: strings.iter().position(|s| s == "1").map(|i| i as i64),
+    };
     let period = header.period;
+    // Stacks of this file, found by the hash of their packed location ids so a repeated stack is not
+    // decoded, expanded and looked up in the side's table again.
+    let mut slots: FxHashMap<(u64, u64), u32> = FxHashMap::default();
+    let mut local: Vec<(Box<[FnId]>, Weight, bool)> = Vec::new();
     let mut stack = Vec::with_capacity(64);
-    let mut seen = 0usize;
     let mut bad = None;
-    for_each_sample(&bytes, |sample| {
-        seen += 1;
-        let value = sample.value.get(value_index).copied().unwrap_or(0);
+    let seen = for_each_sample(&bytes, label, |sample| {
+        let value = sample.values.get(value_index).copied().unwrap_or(0);
         let count = match count_index {
-            Some(i) => sample.value.get(i).copied().unwrap_or(0) as f64,
+            Some(i) => sample.values.get(i).copied().unwrap_or(0) as f64,
             None if period > 0 => value as f64 / period as f64,
             None => 1.0,
         };
         if value == 0 && count == 0.0 {
             return;
         }
-        stack.clear();
-        let mut root_unsymbolized = false;
-        for &id in &sample.location_id {
-            let Some(chain) = tables.chain(id) else {
-                bad = Some(id);
-                return;
-            };
-            stack.extend_from_slice(
-                &tables.ids[chain.start as usize..(chain.start + chain.len) as usize],
-            );
-            root_unsymbolized = chain.unsymbolized;
-        }
-        if stack.is_empty() {
-            stack.push(tables.no_frames);
-        }
-        let labelled = truncated_key.is_some_and(|k| {
-            sample
-                .label
-                .iter()
-                .any(|l| l.key == k && Some(l.str) == one && one.is_some())
-        });
-        if labelled || root_unsymbolized {
-            side.truncated_value += value;
-        }
+        let key = stack_key(sample.locations);
+        let slot = match slots.get(&key) {
+            Some(&slot) => slot as usize,
+            None => match tables.expand(sample.locations, &mut stack) {
+                Ok(root_unsymbolized) => {
+                    local.push((
+                        stack.as_slice().into(),
+                        Weight::default(),
+                        root_unsymbolized,
+                    ));
+                    slots.insert(key, local.len() as u32 - 1);
+                    local.len() - 1
+                }
+                Err(reason) => {
+                    bad.get_or_insert(reason);
+                    return;
+                }
+            },
+        };
+        let (_, w, root_unsymbolized) = &mut local[slot];
         let weight = Weight { value, count };
+        w.add(weight);
         side.total.add(weight);
-        match side.stacks.get_mut(stack.as_slice()) {
-            Some(w) => w.add(weight),
-            None => {
-                side.stacks.insert(stack.as_slice().into(), weight);
-            }
+        if sample.truncated || *root_unsymbolized {
+            side.truncated_value += value;
         }
     })
     .map_err(not_pprof)?;
-    if let Some(id) = bad {
-        return Err(not_pprof(format!(
-            "a sample refers to location {id}, which the profile does not define"
-        )));
+    for (frames, weight, _) in local {
+        side.stacks.entry(frames).or_default().add(weight);
+    }
+    tracing::debug!(path = %path.display(), ?gunzipped, ?header_read, total = ?started.elapsed(), "read profile");
+    if let Some(reason) = bad {
+        return Err(not_pprof(reason));
     }
     if seen == 0 {
         return Err(DiffError::EmptyProfile {
@@ -410,170 +429,4 @@ fn pick_sample_type(
             Ok(index)
         }
     }
-}
-
-/// Where one location's functions sit in [`Tables::ids`].
-#[derive(Clone, Copy, Debug)]
-struct Chain {
-    start: u32,
-    len: u32,
-    unsymbolized: bool,
-}
-
-/// Per-file lookup from pprof location id to the interned functions of that location, leaf first.
-struct Tables {
-    ids: Vec<FnId>,
-    /// Indexed by location id when the ids are dense (the usual case), else empty.
-    dense: Vec<Option<Chain>>,
-    sparse: HashMap<u64, Chain>,
-    no_frames: FnId,
-}
-
-impl Tables {
-    fn build<'s>(
-        path: &Path,
-        header: &'s Header,
-        names: &mut Interner,
-        inlined: &mut Vec<bool>,
-        string: &impl Fn(i64) -> Result<&'s str, DiffError>,
-    ) -> Result<Self, DiffError> {
-        let mut functions = HashMap::with_capacity(header.function.len());
-        for f in &header.function {
-            let name = string(f.name)?;
-            let name = if name.is_empty() {
-                string(f.system_name)?
-            } else {
-                name
-            };
-            functions.insert(
-                f.id,
-                names.intern(if name.is_empty() { "[unknown]" } else { name }),
-            );
-        }
-        let mappings: HashMap<u64, &proto::Mapping> =
-            header.mapping.iter().map(|m| (m.id, m)).collect();
-        let max_id = header.location.iter().map(|l| l.id).max().unwrap_or(0);
-        let dense_ok = max_id <= 4 * header.location.len() as u64 + 1024;
-        let mut tables = Tables {
-            ids: Vec::with_capacity(header.location.len() * 2),
-            dense: if dense_ok {
-                vec![None; max_id as usize + 1]
-            } else {
-                Vec::new()
-            },
-            sparse: HashMap::new(),
-            no_frames: names.intern("[no frames]"),
-        };
-        for location in &header.location {
-            let start = tables.ids.len() as u32;
-            let unsymbolized = location.line.is_empty();
-            if unsymbolized {
-                tables
-                    .ids
-                    .push(names.intern(&unsymbolized_name(location, &mappings, string)?));
-            } else {
-                // lines[0] is the innermost inlined function, the last line the containing function.
-                let outermost = location.line.len() - 1;
-                for (i, line) in location.line.iter().enumerate() {
-                    let id = functions.get(&line.function_id).copied().ok_or_else(|| {
-                        DiffError::NotPprof {
-                            path: path.to_owned(),
-                            reason: format!(
-                                "location {} refers to undefined function {}",
-                                location.id, line.function_id
-                            ),
-                        }
-                    })?;
-                    if i < outermost {
-                        if inlined.len() <= id as usize {
-                            inlined.resize(id as usize + 1, false);
-                        }
-                        inlined[id as usize] = true;
-                    }
-                    tables.ids.push(id);
-                }
-            }
-            let chain = Chain {
-                start,
-                len: tables.ids.len() as u32 - start,
-                unsymbolized,
-            };
-            if dense_ok {
-                tables.dense[location.id as usize] = Some(chain);
-            } else {
-                tables.sparse.insert(location.id, chain);
-            }
-        }
-        Ok(tables)
-    }
-
-    fn chain(&self, id: u64) -> Option<Chain> {
-        if self.dense.is_empty() {
-            self.sparse.get(&id).copied()
-        } else {
-            self.dense.get(id as usize).copied().flatten()
-        }
-    }
-}
-
-/// `<mapping basename>+0x<offset in the file>`, or `[unknown]+0x<address>` without a mapping.
-fn unsymbolized_name<'s>(
-    location: &proto::Location,
-    mappings: &HashMap<u64, &proto::Mapping>,
-    string: &impl Fn(i64) -> Result<&'s str, DiffError>,
-) -> Result<String, DiffError> {
-    Ok(match mappings.get(&location.mapping_id) {
-        Some(m) => {
-            let file = string(m.filename)?;
-            let base = file
-                .rsplit('/')
-                .next()
-                .filter(|b| !b.is_empty())
-                .unwrap_or("[unknown]");
-            let offset = location
-                .address
-                .wrapping_sub(m.memory_start)
-                .wrapping_add(m.file_offset);
-            format!("{base}+{offset:#x}")
-        }
-        None => format!("[unknown]+{:#x}", location.address),
-    })
-}
-
-/// Calls `f` for each `Profile.sample` (field 2) of the encoded profile, decoding into one reused message.
-fn for_each_sample(mut buf: &[u8], mut f: impl FnMut(&proto::Sample)) -> Result<(), String> {
-    use prost::encoding::decode_varint;
-    let mut sample = proto::Sample::default();
-    let skip = |buf: &mut &[u8], n: usize| -> Result<(), String> {
-        if buf.len() < n {
-            return Err("truncated protobuf".into());
-        }
-        *buf = &buf[n..];
-        Ok(())
-    };
-    while !buf.is_empty() {
-        let key = decode_varint(&mut buf).map_err(|e| e.to_string())?;
-        match key & 7 {
-            0 => {
-                decode_varint(&mut buf).map_err(|e| e.to_string())?;
-            }
-            1 => skip(&mut buf, 8)?,
-            2 => {
-                let len = decode_varint(&mut buf).map_err(|e| e.to_string())? as usize;
-                if len > buf.len() {
-                    return Err("truncated protobuf".into());
-                }
-                let (message, rest) = buf.split_at(len);
-                if key >> 3 == 2 {
-                    sample.clear();
-                    sample.merge(message).map_err(|e| e.to_string())?;
-                    f(&sample);
-                }
-                buf = rest;
-            }
-            5 => skip(&mut buf, 4)?,
-            other => return Err(format!("unsupported wire type {other}")),
-        }
-    }
-    Ok(())
 }

@@ -8,10 +8,13 @@
 pub mod datadir;
 pub mod error;
 pub mod flame;
+pub mod frames;
+pub mod hash;
 pub mod load;
 pub mod normalise;
 pub mod output;
 pub mod rank;
+pub mod wire;
 
 use std::{
     fs::File,
@@ -140,7 +143,9 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         sample_type: args.sample_type.as_deref(),
         fold_inlined: args.fold_inlined,
     };
+    let started = std::time::Instant::now();
     let loaded = load::load_sides(&base_files, &new_files, options)?;
+    tracing::debug!(elapsed = ?started.elapsed(), functions = loaded.names.len(), "loaded both sides");
     let normalisation = match (args.base_requests, args.new_requests, args.per_cpu_second) {
         (Some(base), Some(new), _) => Normalisation::PerRequest { base, new },
         (_, _, true) => Normalisation::PerSecond,
@@ -151,6 +156,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         eprintln!("sonde: warning: {warning}");
     }
     let diff = rank::rank(&loaded, normalisation, factors, args.noise_sigma);
+    tracing::debug!(elapsed = ?started.elapsed(), rows = diff.rows.len(), "ranked");
 
     let top = match (args.top, args.format) {
         (Some(0), _) | (None, Format::Json | Format::Csv) => None,
@@ -185,6 +191,8 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
                 source,
             })?;
     }
+
+    tracing::debug!(elapsed = ?started.elapsed(), "output written");
 
     if let Some(pct) = args.fail_above {
         let offenders = diff.gate(pct);
