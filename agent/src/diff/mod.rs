@@ -174,6 +174,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
 
     if let Some(path) = &args.flamegraph {
         let lines = flame::differential_lines(&loaded, factors);
+        tracing::debug!(elapsed = ?started.elapsed(), lines = lines.len(), "differential stacks folded");
         let file = File::create(path).map_err(|source| DiffError::Write {
             path: path.clone(),
             source,
