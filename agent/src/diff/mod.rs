@@ -89,7 +89,8 @@ pub struct DiffArgs {
     /// Also write a differential flame graph of the new profile, coloured by change, to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
-    /// Name frames by their containing function, so inlining differences do not move cost between frames.
+    /// Merge every function seen inlined (in either profile) into its caller, so a change in inlining
+    /// does not move cost between frames.
     #[arg(long)]
     pub fold_inlined: bool,
     /// Exit with status 3 if a function's self share grew by more than PCT points beyond the noise margin.

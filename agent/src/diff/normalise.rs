@@ -99,7 +99,11 @@ pub fn warnings(loaded: &Loaded, normalisation: Normalisation) -> Vec<String> {
         if b > 0.0 && n > 0.0 && b.max(n) / b.min(n) > DURATION_RATIO {
             out.push(format!(
                 "capture durations differ (base {b:.1} s, new {n:.1} s) and no request counts were given: \
-                 shares hide a change in load; pass --base-requests/--new-requests to compare per request"
+                 {}; pass --base-requests/--new-requests to compare per request",
+                match normalisation {
+                    Normalisation::PerSecond => "per-second values still move with load",
+                    _ => "shares hide a change in load",
+                }
             ));
         }
         if base.periods != new.periods {

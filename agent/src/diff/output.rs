@@ -120,6 +120,11 @@ fn table(diff: &Diff, context: &Context, rows: &[Row], out: &mut impl Write) -> 
             r.function
         )?;
     }
+    writeln!(
+        out,
+        "±NOISE: {} binomial standard errors of the change; `noise`: the ranked change is within it",
+        diff.noise_sigma
+    )?;
     if rows.len() < diff.rows.len() {
         writeln!(
             out,
