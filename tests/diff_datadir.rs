@@ -23,8 +23,8 @@ fn data_dir(name: &str) -> PathBuf {
         );
         fixtures::write(&dir.join(file), &p);
         let kind = match kind {
-            Kind::Cpu => "cpu",
             Kind::OffCpu => "offcpu",
+            _ => "cpu",
         };
         let (start, end) = (T0 + hour * HOUR, T0 + (hour + 1) * HOUR);
         index.push_str(&format!(

@@ -67,3 +67,26 @@ fn noise_sigma_widens_the_margin() {
     let (json, _) = diff_json(args);
     assert_eq!(row(&json, "f").1["within_noise"], true);
 }
+
+#[test]
+fn without_a_count_type_samples_are_estimated_from_the_period() {
+    let dir = scratch("noise_period");
+    let stacks = |f: i64| [stack("main;f", f), stack("main;g", 1_000 - f)];
+    let mut noise = Vec::new();
+    for kind in [Kind::Cpu, Kind::CpuNanosOnly] {
+        let base = write(&dir.join("b.pb.gz"), &profile(kind, 10.0, &stacks(100)));
+        let new = write(&dir.join("n.pb.gz"), &profile(kind, 10.0, &stacks(101)));
+        let (json, _) = diff_json([
+            "--base".as_ref(),
+            base.as_os_str(),
+            "--new".as_ref(),
+            new.as_os_str(),
+        ]);
+        assert_eq!(json["totals"]["base"]["samples"], 1_000.0, "{json}");
+        noise.push(num(row(&json, "f").1, "noise_self_pct"));
+    }
+    assert!(
+        (noise[0] - noise[1]).abs() < 1e-9,
+        "same sample counts, same noise: {noise:?}"
+    );
+}

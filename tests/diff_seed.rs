@@ -183,3 +183,39 @@ fn release_gate_names_only_the_functions_above_the_threshold() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn several_files_on_one_side_are_merged() {
+    let dir = scratch("seed_merge");
+    let (base, new) = seed_files("seed_merge_whole");
+    // v2.4 split into two captures of 250 s, each with about half of every stack's samples.
+    let half = |s: &fixtures::Stack, first: bool| {
+        let n = if first {
+            s.samples / 2
+        } else {
+            s.samples - s.samples / 2
+        };
+        stack(&s.frames, n)
+    };
+    let (a, b): (Vec<_>, Vec<_>) = stacks(1)
+        .iter()
+        .map(|s| (half(s, true), half(s, false)))
+        .unzip();
+    let first = write(&dir.join("v2.4-a.pb.gz"), &profile(Kind::Cpu, 250.0, &a));
+    let second = write(&dir.join("v2.4-b.pb.gz"), &profile(Kind::Cpu, 250.0, &b));
+    let args = |new: &[&std::path::Path]| {
+        let mut a: Vec<std::ffi::OsString> =
+            vec!["--base".into(), base.clone().into(), "--new".into()];
+        a.extend(new.iter().map(|p| p.as_os_str().to_owned()));
+        a.push("--per-cpu-second".into());
+        diff_json(a).0
+    };
+    let merged = args(&[&first, &second]);
+    let whole = args(&[&new]);
+    assert_eq!(merged["totals"]["new"]["files"], 2);
+    assert_eq!(merged["totals"]["new"]["duration_seconds"], 500.0);
+    assert_eq!(
+        merged["rows"], whole["rows"],
+        "two halves merge into the whole capture"
+    );
+}

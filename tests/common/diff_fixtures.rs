@@ -55,6 +55,8 @@ pub enum Kind {
     Cpu,
     /// `offcpu/nanoseconds`, `events/count`.
     OffCpu,
+    /// `cpu/nanoseconds` only: the sample count must be estimated as value / period.
+    CpuNanosOnly,
 }
 
 fn value_type(b: &mut Strings, ty: &str, unit: &str) -> proto::ValueType {
@@ -89,6 +91,7 @@ pub fn profile(kind: Kind, duration_secs: f64, stacks: &[Stack]) -> proto::Profi
     let types: &[(&str, &str)] = match kind {
         Kind::Cpu => &[("samples", "count"), ("cpu", "nanoseconds")],
         Kind::OffCpu => &[("offcpu", "nanoseconds"), ("events", "count")],
+        Kind::CpuNanosOnly => &[("cpu", "nanoseconds")],
     };
     p.sample_type = types
         .iter()
