@@ -94,7 +94,9 @@ fn profile(stacks: &[Vec<u64>], seed: u64, shift: bool) -> proto::Profile {
             unit,
             ..Default::default()
         };
-        v.merge(&[0x08u8, ty as u8][..]).expect("a varint field");
+        let mut field = vec![0x08];
+        prost::encoding::encode_varint(ty, &mut field);
+        v.merge(field.as_slice()).expect("a varint field");
         v
     };
     p.sample_type = vec![vt(1, 2), vt(3, 4)];

@@ -59,11 +59,17 @@ pub enum Kind {
     CpuNanosOnly,
 }
 
+/// A `ValueType`; `type` is set through its field number because its Rust name (`ty` here, `r#type` with
+/// upstream prost naming) depends on the code generator's configuration.
 fn value_type(b: &mut Strings, ty: &str, unit: &str) -> proto::ValueType {
-    proto::ValueType {
-        ty: b.get(ty),
+    let mut v = proto::ValueType {
         unit: b.get(unit),
-    }
+        ..Default::default()
+    };
+    let mut field = vec![0x08];
+    prost::encoding::encode_varint(b.get(ty) as u64, &mut field);
+    v.merge(field.as_slice()).expect("a varint field");
+    v
 }
 
 #[derive(Default)]
