@@ -21,4 +21,6 @@ pub enum Command {
     Record(crate::record::RecordArgs),
     /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
     Run(crate::config::RunArgs),
+    /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).
+    Diff(crate::diff::DiffArgs),
 }

@@ -1,12 +1,13 @@
 //! sonde: an always-on eBPF profiler. The modules follow one sample through the agent:
 //! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
 //! encoders -> `metadata` (tags per process) -> `export` (OTLP or local directory) -> commands (`record`,
-//! `run` in `daemon`, configured by `config`).
+//! `run` in `daemon`, configured by `config`); `diff` consumes stored profiles.
 
 pub mod bpf;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod diff;
 pub mod export;
 pub mod metadata;
 pub mod process;

@@ -9,6 +9,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Record(args) => sonde::record::run(args),
         Command::Run(args) => sonde::daemon::run(args),
+        Command::Diff(args) => sonde::diff::run(args),
     };
     match result {
         Ok(code) => code,

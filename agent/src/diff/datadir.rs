@@ -1,0 +1,266 @@
+//! Selects profiles from sonde's local data directory by tags and time.
+//!
+//! Contract (written by `sonde run`): `<DIR>/index.jsonl`, one JSON object per line,
+//! `{"path", "kind": "cpu"|"offcpu", "start_unix_nanos", "end_unix_nanos", "tags": {...}}`, `path` relative
+//! to `DIR`. A selector `KEY=VALUE` matches one tag; the short keys below are aliases of the OpenTelemetry
+//! resource attributes sonde writes, any other key is matched exactly. Selectors of one side are ANDed.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+
+use super::error::DiffError;
+
+/// Short selector keys and the tag each stands for.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("version", "service.version"),
+    ("service", "service.name"),
+    ("host", "host.name"),
+    ("region", "cloud.region"),
+    ("pod", "k8s.pod.name"),
+    ("namespace", "k8s.namespace.name"),
+];
+
+/// One line of `index.jsonl`.
+/// Fields added by later versions of `sonde run` are ignored; a line that is not an entry is an error.
+#[derive(Debug, Deserialize)]
+pub struct Entry {
+    /// Gzip pprof, relative to the data directory.
+    pub path: PathBuf,
+    /// `cpu` or `offcpu`.
+    pub kind: String,
+    /// Start of the capture.
+    pub start_unix_nanos: i64,
+    /// End of the capture.
+    pub end_unix_nanos: i64,
+    /// Resource attributes of the profiled process.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A parsed `KEY=VALUE` selector, the key resolved through [`ALIASES`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selector {
+    /// Tag name.
+    pub key: String,
+    /// Required value.
+    pub value: String,
+}
+
+impl Selector {
+    /// Parses `KEY=VALUE`.
+    pub fn parse(text: &str) -> Result<Self, DiffError> {
+        let (key, value) = text
+            .split_once('=')
+            .ok_or_else(|| DiffError::BadSelector(text.to_owned()))?;
+        if key.is_empty() {
+            return Err(DiffError::BadSelector(text.to_owned()));
+        }
+        let key = ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == key)
+            .map_or(key, |(_, tag)| tag);
+        Ok(Selector {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        })
+    }
+
+    fn matches(&self, entry: &Entry) -> bool {
+        entry.tags.get(&self.key) == Some(&self.value)
+    }
+}
+
+/// What to select for one side.
+#[derive(Debug)]
+pub struct Query<'a> {
+    /// `base` or `new`, for messages.
+    pub side: &'static str,
+    /// Selectors as typed, for messages.
+    pub raw: &'a [String],
+    /// Profile kind (`cpu` or `offcpu`).
+    pub kind: &'a str,
+    /// Keep captures that end after this (Unix nanoseconds).
+    pub since: Option<i64>,
+    /// Keep captures that start before this (Unix nanoseconds).
+    pub until: Option<i64>,
+}
+
+/// Reads `<dir>/index.jsonl`.
+pub fn read_index(dir: &Path) -> Result<Vec<Entry>, DiffError> {
+    let path = dir.join("index.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|source| DiffError::Index {
+        path: path.clone(),
+        source,
+    })?;
+    let mut entries = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry: Entry = serde_json::from_str(line).map_err(|e| DiffError::IndexLine {
+            path: path.clone(),
+            line: n + 1,
+            reason: e.to_string(),
+        })?;
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// The files of `entries` that match `query`, as paths under `dir`.
+pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<PathBuf>, DiffError> {
+    let selectors = query
+        .raw
+        .iter()
+        .map(|s| Selector::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tagged = |e: &&Entry| selectors.iter().all(|s| s.matches(e));
+    let in_window = |e: &&Entry| {
+        query.since.is_none_or(|t| e.end_unix_nanos > t)
+            && query.until.is_none_or(|t| e.start_unix_nanos < t)
+    };
+    let files: Vec<PathBuf> = entries
+        .iter()
+        .filter(tagged)
+        .filter(|e| e.kind == query.kind)
+        .filter(in_window)
+        .map(|e| dir.join(&e.path))
+        .collect();
+    if !files.is_empty() {
+        return Ok(files);
+    }
+    // Say which filter emptied the selection, the most useful thing to know when nothing matched.
+    let tag_hits = entries.iter().filter(tagged).count();
+    let kind_hits = entries
+        .iter()
+        .filter(tagged)
+        .filter(|e| e.kind == query.kind)
+        .count();
+    let hint = if tag_hits == 0 {
+        String::new()
+    } else if kind_hits == 0 {
+        format!(
+            " ({tag_hits} match the tags but none is of kind {}; see --sample-type)",
+            query.kind
+        )
+    } else {
+        format!(" ({kind_hits} match the tags but none falls in the --since/--until window)")
+    };
+    Err(DiffError::NoMatch {
+        side: query.side,
+        kind: query.kind.to_owned(),
+        dir: dir.to_owned(),
+        selectors: query.raw.join(" "),
+        hint,
+    })
+}
+
+/// Parses `--since`/`--until`: Unix seconds (`1767225600`) or RFC 3339 (`2026-01-01T00:00:00Z`,
+/// fractional seconds and `+HH:MM` offsets allowed). Returns Unix nanoseconds.
+pub fn parse_time(text: &str) -> Result<i64, DiffError> {
+    let bad = || DiffError::BadTime(text.to_owned());
+    if let Ok(seconds) = text.parse::<i64>() {
+        return seconds.checked_mul(1_000_000_000).ok_or_else(bad);
+    }
+    let b = text.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| {
+        text.get(r)
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(bad)
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(bad());
+    }
+    let mut rest = &text[19..];
+    let mut nanos = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let padded = format!("{:0<9}", &frac[..digits.min(9)]);
+        nanos = padded.parse().map_err(|_| bad())?;
+        rest = &frac[digits..];
+    }
+    let offset_seconds = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            let h: i64 = rest[1..3].parse().map_err(|_| bad())?;
+            let m: i64 = rest[4..6].parse().map_err(|_| bad())?;
+            sign * (h * 3600 + m * 60)
+        }
+        _ => return Err(bad()),
+    };
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+        - offset_seconds;
+    Ok(seconds * 1_000_000_000 + nanos)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_as_rfc3339_or_unix_seconds() {
+        assert_eq!(parse_time("0").unwrap(), 0);
+        assert_eq!(parse_time("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(
+            parse_time("2026-01-01T00:00:00Z").unwrap(),
+            1_767_225_600 * 1_000_000_000
+        );
+        assert_eq!(
+            parse_time("2026-01-01T01:00:00.5+01:00").unwrap(),
+            1_767_225_600 * 1_000_000_000 + 500_000_000
+        );
+        assert!(parse_time("yesterday").is_err());
+        assert!(parse_time("2026-13-01T00:00:00Z").is_err());
+    }
+
+    #[test]
+    fn selector_aliases_resolve_to_resource_attributes() {
+        assert_eq!(
+            Selector::parse("version=2.4").unwrap().key,
+            "service.version"
+        );
+        assert_eq!(
+            Selector::parse("custom.key=a=b").unwrap(),
+            Selector {
+                key: "custom.key".into(),
+                value: "a=b".into()
+            }
+        );
+        assert!(Selector::parse("version").is_err());
+    }
+}
