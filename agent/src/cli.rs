@@ -20,7 +20,7 @@ pub enum Command {
     /// Profile processes for a fixed duration and write one gzip pprof.
     Record(crate::record::RecordArgs),
     /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
-    Run(crate::config::RunArgs),
+    Run(crate::daemon::DaemonArgs),
     /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).
     Diff(crate::diff::DiffArgs),
 }

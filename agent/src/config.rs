@@ -3,7 +3,7 @@
 //!
 //! Everything is validated before anything starts; an error names the offending key. Example file:
 //! ```toml
-//! export_interval_secs = 60
+//! export_interval_secs = 10
 //! data_dir = "/var/lib/sonde"
 //! queue_capacity = 8
 //! [labels]
@@ -188,7 +188,7 @@ impl DaemonConfig {
         let secs = args
             .export_interval
             .or(file.export_interval_secs)
-            .unwrap_or(60);
+            .unwrap_or(10);
         if secs == 0 {
             return Err(invalid(
                 "export_interval_secs",

@@ -1,18 +1,226 @@
-//! `sonde run`: the always-on daemon. MINIMAL PLACEHOLDER: it validates the configuration and stops; the
-//! sampling loop (sampler -> symbolize -> `metadata` -> `export`) is wired by the sampler's owner.
+//! `sonde run`: the always-on daemon. A sampling thread ends a window every export interval; the async
+//! side splits it per process, tags each profile with its workload identity (`metadata`) and hands the
+//! batch to the bounded export queue (`export`), which never blocks sampling. SIGTERM/SIGINT end the
+//! current window early, flush it within a bounded time and exit 0.
 
-use std::process::ExitCode;
+use std::{
+    process::ExitCode,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, SystemTime},
+};
 
-use crate::config::{DaemonConfig, RunArgs};
+use anyhow::Context as _;
+use tokio::sync::mpsc;
 
-/// Runs `sonde run`. For now: validates the configuration, then fails with "daemon loop not wired yet".
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = DaemonConfig::load(&args)?;
+use crate::{
+    bpf::loader::{LoadOptions, OffCpuOptions},
+    config::{DaemonConfig, RunArgs},
+    export::{self, Batch, ExportMetrics, Exporter},
+    metadata::MetadataResolver,
+    profile::group,
+    sampler::{Sampler, Window},
+    self_stats::SelfStats,
+};
+
+/// How long the last window may take to reach the backend after a stop signal.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Arguments of `sonde run`.
+#[derive(Debug, clap::Args)]
+pub struct DaemonArgs {
+    /// Configuration (file, export, labels).
+    #[command(flatten)]
+    pub config: RunArgs,
+    /// On-CPU sampling frequency per CPU, in Hz.
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub frequency: u64,
+    /// Also record off-CPU time (voluntary blocking, from sched_switch).
+    #[arg(long)]
+    pub offcpu: bool,
+}
+
+/// Runs `sonde run` until SIGTERM/SIGINT.
+pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    // Everything is validated before anything starts.
+    let config = DaemonConfig::load(&args.config)?;
+    let options = LoadOptions {
+        frequency_hz: Some(args.frequency),
+        off_cpu: args.offcpu.then_some(OffCpuOptions {
+            kind: sonde_abi::OffCpuKind::Voluntary,
+            min_block: Duration::from_micros(1),
+        }),
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("sonde-export")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(config, options))
+}
+
+async fn serve(config: DaemonConfig, options: LoadOptions) -> anyhow::Result<ExitCode> {
+    let metrics = Arc::new(ExportMetrics::default());
+    let sink = export::build_sink(config.otlp.as_ref(), &config.data_dir, metrics.clone())?;
+    let exporter = Exporter::spawn(sink, config.queue_capacity, metrics.clone());
+    let resolver = MetadataResolver::start(config.metadata.clone()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, mut rx) = mpsc::channel::<Window>(2);
+    let sampling = spawn_sampling(options, config.export_interval, stop.clone(), tx)?;
     tracing::info!(
-        interval = ?config.export_interval,
-        otlp = config.otlp.as_ref().map(|o| o.endpoint.as_str()),
-        data_dir = %config.data_dir.display(),
-        "configuration valid"
+        interval_s = config.export_interval.as_secs(),
+        destination = config
+            .otlp
+            .as_ref()
+            .map(|o| o.endpoint.clone())
+            .unwrap_or_else(|| config.data_dir.display().to_string()),
+        "sonde running"
     );
-    anyhow::bail!("daemon loop not wired yet")
+
+    let mut stats = SelfStats::new();
+    let signal = stop_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            window = rx.recv() => match window {
+                Some(window) => ship(&window, &resolver, &exporter, &mut stats),
+                None => break,
+            },
+            _ = &mut signal, if !stop.load(Ordering::SeqCst) => {
+                tracing::info!("stop signal: flushing the last window");
+                stop.store(true, Ordering::SeqCst);
+                sampling.thread().unpark();
+            }
+        }
+    }
+    let _ = sampling.join();
+    let flushed = exporter.flush(FLUSH_TIMEOUT).await;
+    exporter.close();
+    tracing::info!(flushed, metrics = %metrics, "sonde stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// The sampling thread: one window per interval (or earlier on stop), sent to the async side. The
+/// sampler lives on this thread (blazesym's symbolizer is not `Send`); a load failure is returned here.
+fn spawn_sampling(
+    options: LoadOptions,
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+    tx: mpsc::Sender<Window>,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name("sonde-sampler".into())
+        .spawn(move || {
+            let mut sampler = match Sampler::start(options) {
+                Ok(sampler) => {
+                    let _ = started_tx.send(Ok(()));
+                    sampler
+                }
+                Err(err) => {
+                    let _ = started_tx.send(Err(err));
+                    return;
+                }
+            };
+            loop {
+                let deadline = std::time::Instant::now() + interval;
+                while !stop.load(Ordering::SeqCst) {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::park_timeout(left);
+                }
+                match sampler.window() {
+                    Ok(window) => {
+                        if tx.blocking_send(window).is_err() {
+                            break;
+                        }
+                    }
+                    Err(err) => {
+                        tracing::error!(%err, "draining the kernel maps failed; window lost")
+                    }
+                }
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            sampler.stop();
+        })
+        .context("spawning the sampler thread")?;
+    match started_rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(err)) => Err(err.into()),
+        Err(_) => anyhow::bail!("the sampler thread died while loading the BPF programs"),
+    }
+}
+
+/// Tags the window's per-process profiles and queues them; logs the agent's own coverage and cost.
+fn ship(window: &Window, resolver: &MetadataResolver, exporter: &Exporter, stats: &mut SelfStats) {
+    let mut profiles = Vec::new();
+    for profile in [&window.on_cpu, &window.off_cpu].into_iter().flatten() {
+        for (pid, p) in group::by_process(profile) {
+            profiles.push((resolver.tags_for(pid), p));
+        }
+    }
+    for pid in &window.exited {
+        resolver.forget(*pid);
+    }
+    let (start, duration) = window
+        .on_cpu
+        .as_ref()
+        .or(window.off_cpu.as_ref())
+        .map(|p| (p.time_nanos, p.duration_nanos))
+        .unwrap_or((now_nanos(), 0));
+    let batch = Batch {
+        start_unix_nanos: start,
+        end_unix_nanos: start + duration,
+        profiles,
+    };
+    let samples: i64 = window
+        .on_cpu
+        .iter()
+        .flat_map(|p| &p.samples)
+        .map(|s| s.values[0])
+        .sum();
+    let processes = batch.profiles.len();
+    let accepted = exporter.submit(batch);
+    let usage = stats.sample();
+    tracing::info!(
+        samples,
+        processes,
+        lost_samples = window.stats.lost_samples(),
+        stacks_missing = window.stats.stacks_missing,
+        cpu_percent = format!("{:.2}", usage.cpu_percent),
+        rss_mib = format!("{:.1}", usage.rss_mib),
+        queued = exporter.queued(),
+        dropped_oldest = !accepted,
+        "window"
+    );
+}
+
+fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as i64
 }

@@ -14,6 +14,7 @@ pub mod process;
 pub mod profile;
 pub mod record;
 pub mod sampler;
+pub mod self_stats;
 pub mod stop_signal;
 pub mod symbolize;
 pub mod telemetry;

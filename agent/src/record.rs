@@ -269,6 +269,18 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
     }
     line("bpf_map_bytes:", map_bytes.to_string());
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    for (key, field) in [
+        ("agent_peak_rss_kib:", "VmHWM:"),
+        ("agent_rss_anon_kib:", "RssAnon:"),
+        ("agent_rss_file_kib:", "RssFile:"),
+    ] {
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map(|v| v.trim().trim_end_matches("kB").trim().to_owned());
+        line(key, kib.unwrap_or_default());
+    }
     if runs > 0 {
         line("bpf_runs:", runs.to_string());
         line(

@@ -28,6 +28,8 @@ pub struct Window {
     pub off_cpu: Option<Profile>,
     /// Kernel and drain counters of this window.
     pub stats: WindowStats,
+    /// Processes forgotten after this window (they exited before it began).
+    pub exited: Vec<u32>,
 }
 
 /// A running sampling session.
@@ -69,8 +71,8 @@ impl Sampler {
         let now = Instant::now();
         self.window_start = (SystemTime::now(), now);
         let duration = now - start;
-        let window = self.symbolize(raw, start_wall, duration);
-        self.evict(start);
+        let mut window = self.symbolize(raw, start_wall, duration);
+        window.exited = self.evict(start);
         Ok(window)
     }
 
@@ -100,17 +102,24 @@ impl Sampler {
             on_cpu,
             off_cpu,
             stats: raw.stats,
+            exited: Vec::new(),
         }
     }
 
     /// Forgets processes that exited before this window began, and symbols of binaries nobody maps.
-    fn evict(&mut self, cutoff: Instant) {
+    fn evict(&mut self, cutoff: Instant) -> Vec<u32> {
         let mut procs = self.procs.lock().expect("process table lock");
-        if procs.evict_exited_before(cutoff).is_empty() {
-            return;
+        let gone = procs.evict_exited_before(cutoff);
+        if !gone.is_empty() {
+            let live: HashSet<(u64, u64)> = procs.live_binaries();
+            self.symbolizer.retain_binaries(&live);
         }
-        let live: HashSet<(u64, u64)> = procs.live_binaries();
-        self.symbolizer.retain_binaries(&live);
+        gone
+    }
+
+    /// Processes currently held by the process table.
+    pub fn processes_held(&self) -> usize {
+        self.procs.lock().expect("process table lock").len()
     }
 
     /// Symbolization counters so far.
