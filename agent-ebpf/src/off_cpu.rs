@@ -68,7 +68,8 @@ fn switch_out(ctx: &TracePointContext, control: &Control, tid: u32, now: u64) {
     let start = OffCpuStart {
         start_ns: now,
         generation: control.generation,
-        key: stack::capture(ctx, tgid, control.generation),
+        // sched_switch always runs in the kernel: both stacks are there.
+        key: stack::capture(ctx, tgid, control.generation, false),
     };
     process::announce(tgid);
     match OFFCPU_START.insert(tid, start, 0) {

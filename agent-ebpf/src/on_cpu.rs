@@ -25,7 +25,9 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), i32> {
         return Ok(());
     }
     let generation = control.generation;
-    let key = stack::capture(ctx, tgid, generation);
+    // SAFETY: perf_event programs may read their context's saved registers.
+    let cs = unsafe { (*ctx.ctx).regs.cs };
+    let key = stack::capture(ctx, tgid, generation, cs & 3 == 3);
     process::announce(tgid);
     match add_sample(on_cpu_counts(generation % SLOTS), &key) {
         Ok(()) => bump(stat::ONCPU_SAMPLES),

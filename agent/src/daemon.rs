@@ -40,6 +40,9 @@ pub struct DaemonArgs {
     /// Also record off-CPU time (voluntary blocking, from sched_switch).
     #[arg(long)]
     pub offcpu: bool,
+    /// Stop by itself after this many seconds (as on SIGTERM); runs until a signal when absent.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: Option<u64>,
 }
 
 /// Runs `sonde run` until SIGTERM/SIGINT.
@@ -60,10 +63,18 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(config, options))
+    runtime.block_on(serve(
+        config,
+        options,
+        args.duration.map(Duration::from_secs),
+    ))
 }
 
-async fn serve(config: DaemonConfig, options: LoadOptions) -> anyhow::Result<ExitCode> {
+async fn serve(
+    config: DaemonConfig,
+    options: LoadOptions,
+    duration: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(ExportMetrics::default());
     let sink = export::build_sink(config.otlp.as_ref(), &config.data_dir, metrics.clone())?;
     let exporter = Exporter::spawn(sink, config.queue_capacity, metrics.clone());
@@ -82,7 +93,7 @@ async fn serve(config: DaemonConfig, options: LoadOptions) -> anyhow::Result<Exi
     );
 
     let mut stats = SelfStats::new();
-    let signal = stop_signal();
+    let signal = stop_signal(duration);
     tokio::pin!(signal);
     loop {
         tokio::select! {
@@ -91,7 +102,7 @@ async fn serve(config: DaemonConfig, options: LoadOptions) -> anyhow::Result<Exi
                 None => break,
             },
             _ = &mut signal, if !stop.load(Ordering::SeqCst) => {
-                tracing::info!("stop signal: flushing the last window");
+                tracing::info!("stopping: flushing the last window");
                 stop.store(true, Ordering::SeqCst);
                 sampling.thread().unpark();
             }
@@ -104,8 +115,15 @@ async fn serve(config: DaemonConfig, options: LoadOptions) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-async fn stop_signal() {
+/// Resolves on SIGTERM, SIGINT, or after `duration`.
+async fn stop_signal(duration: Option<Duration>) {
     use tokio::signal::unix::{SignalKind, signal};
+    let deadline = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -116,6 +134,7 @@ async fn stop_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+        _ = deadline => {}
     }
 }
 

@@ -64,11 +64,10 @@ fn main() -> anyhow::Result<()> {
         Task::Sonde { args } => {
             setup::build_toolchain()?;
             let sonde = util::build_release_sonde()?;
-            let status = Command::new(&sonde)
-                .args(&args)
-                .status()
-                .with_context(|| format!("running {}", sonde.display()))?;
-            std::process::exit(status.code().unwrap_or(1));
+            // exec, so signals (Ctrl-C, SIGTERM) reach sonde itself.
+            use std::os::unix::process::CommandExt as _;
+            let err = Command::new(&sonde).args(&args).exec();
+            Err(err).with_context(|| format!("running {}", sonde.display()))
         }
         Task::Bench(args) => {
             util::require_root("the benchmark loads BPF programs and runs perf and bpftrace")?;
