@@ -40,6 +40,10 @@ pub struct DaemonArgs {
     /// Also record off-CPU time (voluntary blocking, from sched_switch).
     #[arg(long)]
     pub offcpu: bool,
+    /// Benchmark aid: log each window's size as one OTLP request and as one gzip pprof per process
+    /// (encodes every window twice, so it adds CPU).
+    #[arg(long, hide = true)]
+    pub report_wire_bytes: bool,
     /// Stop by itself after this many seconds (as on SIGTERM); runs until a signal when absent.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration: Option<u64>,
@@ -67,6 +71,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         config,
         options,
         args.duration.map(Duration::from_secs),
+        args.report_wire_bytes,
     ))
 }
 
@@ -74,6 +79,7 @@ async fn serve(
     config: DaemonConfig,
     options: LoadOptions,
     duration: Option<Duration>,
+    report_wire_bytes: bool,
 ) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(ExportMetrics::default());
     let sink = export::build_sink(config.otlp.as_ref(), &config.data_dir, metrics.clone())?;
@@ -98,7 +104,7 @@ async fn serve(
     loop {
         tokio::select! {
             window = rx.recv() => match window {
-                Some(window) => ship(&window, &resolver, &exporter, &mut stats),
+                Some(window) => ship(&window, &resolver, &exporter, &mut stats, report_wire_bytes),
                 None => break,
             },
             _ = &mut signal, if !stop.load(Ordering::SeqCst) => {
@@ -194,7 +200,13 @@ fn spawn_sampling(
 }
 
 /// Tags the window's per-process profiles and queues them; logs the agent's own coverage and cost.
-fn ship(window: &Window, resolver: &MetadataResolver, exporter: &Exporter, stats: &mut SelfStats) {
+fn ship(
+    window: &Window,
+    resolver: &MetadataResolver,
+    exporter: &Exporter,
+    stats: &mut SelfStats,
+    report_wire_bytes: bool,
+) {
     let mut profiles = Vec::new();
     for profile in [&window.on_cpu, &window.off_cpu].into_iter().flatten() {
         for (pid, p) in group::by_process(profile) {
@@ -222,6 +234,16 @@ fn ship(window: &Window, resolver: &MetadataResolver, exporter: &Exporter, stats
         .map(|s| s.values[0])
         .sum();
     let processes = batch.profiles.len();
+    if report_wire_bytes {
+        let sizes = export::size::wire_sizes(&batch);
+        tracing::info!(
+            otlp_gzip_bytes = sizes.otlp_gzip_bytes,
+            pprof_gzip_bytes = sizes.pprof_gzip_bytes,
+            pprof_files = sizes.pprof_files,
+            wire_samples = sizes.samples,
+            "wire"
+        );
+    }
     let accepted = exporter.submit(batch);
     let usage = stats.sample();
     tracing::info!(

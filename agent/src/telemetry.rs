@@ -6,8 +6,11 @@ use tracing_subscriber::EnvFilter;
 pub fn init(default_filter: &str) {
     let filter =
         EnvFilter::try_from_env("SONDE_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
+    use std::io::IsTerminal as _;
+    // Colour only for people: logs piped to files or collectors stay plain key=value text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }
