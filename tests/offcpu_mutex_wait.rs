@@ -8,22 +8,11 @@ use common::*;
 fn lock_wait_matches_the_hold_time() {
     require_root();
     let bin = build_workload("offcpu_mutex", "offcpu_mutex", FP_FLAGS);
-    let mut child = spawn(&bin, &["30"]);
-    let pid = child.id();
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
     let out = temp_dir("offcpu_mutex").join("offcpu.pb.gz");
-    let summary = sonde_ok(&[
-        "record",
-        "--profile",
-        "offcpu",
-        "--duration",
-        "4",
-        "--pid",
-        &pid.to_string(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    child.kill().unwrap();
-    let _ = child.wait();
+    let summary = record_pid(pid, "4", &["--profile", "offcpu"], &out);
+    drop(workload);
     let samples = resolve(&read_pprof(&out));
     let wait = inclusive(&samples, pid, "wait_for_lock", 0) as f64;
     let held = inclusive(&samples, pid, "hold_lock", 0) as f64;

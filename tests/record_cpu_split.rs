@@ -7,31 +7,28 @@ use common::*;
 fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
     require_root();
     let bin = build_workload("cpu_split", "cpu_split", FP_FLAGS);
-    let mut child = spawn(&bin, &["30"]);
-    let pid = child.id();
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
     let dir = temp_dir("cpu_split");
     let out = dir.join("profile.pb.gz");
     let (folded, svg) = (dir.join("stacks.folded"), dir.join("flame.svg"));
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cpu_before = cpu_seconds(pid);
-    let summary = sonde_ok(&[
-        "record",
-        "--duration",
+    let summary = record_pid(
+        pid,
         "8",
-        "--frequency",
-        "99",
-        "--pid",
-        &pid.to_string(),
-        "--output",
-        out.to_str().unwrap(),
-        "--folded",
-        folded.to_str().unwrap(),
-        "--flamegraph",
-        svg.to_str().unwrap(),
-    ]);
+        &[
+            "--frequency",
+            "99",
+            "--folded",
+            folded.to_str().unwrap(),
+            "--flamegraph",
+            svg.to_str().unwrap(),
+        ],
+        &out,
+    );
     let cpu_used = cpu_seconds(pid) - cpu_before;
-    child.kill().unwrap();
-    let _ = child.wait();
+    drop(workload);
 
     let profile = read_pprof(&out);
     let samples = resolve(&profile);

@@ -7,20 +7,11 @@ use common::*;
 fn kernel_frames_sit_under_the_user_frames_that_made_the_syscall() {
     require_root();
     let bin = build_workload("syscall_heavy", "syscall_heavy", FP_FLAGS);
-    let mut child = spawn(&bin, &["30"]);
-    let pid = child.id();
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
     let out = temp_dir("syscall").join("profile.pb.gz");
-    sonde_ok(&[
-        "record",
-        "--duration",
-        "4",
-        "--pid",
-        &pid.to_string(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    child.kill().unwrap();
-    let _ = child.wait();
+    record_pid(pid, "4", &[], &out);
+    drop(workload);
 
     let samples = resolve(&read_pprof(&out));
     let mine: Vec<_> = samples.iter().filter(|s| s.pid == i64::from(pid)).collect();

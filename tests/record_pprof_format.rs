@@ -8,21 +8,12 @@ use common::*;
 fn independent_decoder_reads_types_labels_and_leaf_first_locations() {
     require_root();
     let bin = build_workload("cpu_split", "cpu_split_fmt", FP_FLAGS);
-    let mut child = spawn(&bin, &["30"]);
-    let pid = child.id();
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
     let dir = temp_dir("format");
     let out = dir.join("profile.pb.gz");
-    sonde_ok(&[
-        "record",
-        "--duration",
-        "2",
-        "--pid",
-        &pid.to_string(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    child.kill().unwrap();
-    let _ = child.wait();
+    record_pid(pid, "2", &[], &out);
+    drop(workload);
 
     let decoded = std::process::Command::new("python3")
         .arg(root().join("tests/peers/decode_pprof.py"))

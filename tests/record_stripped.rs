@@ -12,23 +12,14 @@ fn stripped_binary_without_frame_pointers_is_counted_not_dropped() {
         "cpu_split_stripped",
         &["-O2", "-fomit-frame-pointer", "-s"],
     );
-    let mut child = spawn(&bin, &["30"]);
-    let pid = child.id();
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
     let out = temp_dir("stripped").join("profile.pb.gz");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cpu_before = cpu_seconds(pid);
-    let summary = sonde_ok(&[
-        "record",
-        "--duration",
-        "4",
-        "--pid",
-        &pid.to_string(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let summary = record_pid(pid, "4", &[], &out);
     let cpu_used = cpu_seconds(pid) - cpu_before;
-    child.kill().unwrap();
-    let _ = child.wait();
+    drop(workload);
 
     let profile = read_pprof(&out);
     let samples = resolve(&profile);

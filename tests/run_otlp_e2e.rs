@@ -13,6 +13,16 @@ use sonde::profile::otlp_proto::{
     collector::ExportProfilesServiceRequest, common::any_value::Value,
 };
 
+/// The value of resource attribute `key`.
+fn attr(resource: &sonde::profile::otlp_proto::resource::Resource, key: &str) -> Option<Value> {
+    resource
+        .attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.clone())
+        .and_then(|v| v.value)
+}
+
 /// Function names of every sample of the resource whose `process.pid` is `pid`, with the sample values.
 fn samples_of(
     request: &ExportProfilesServiceRequest,
@@ -22,14 +32,7 @@ fn samples_of(
     let mut out = Vec::new();
     for rp in &request.resource_profiles {
         let resource = rp.resource.as_ref().unwrap();
-        let attr = |k: &str| {
-            resource
-                .attributes
-                .iter()
-                .find(|kv| kv.key == k)
-                .and_then(|kv| kv.value.clone())
-                .and_then(|v| v.value)
-        };
+        let attr = |k: &str| attr(resource, k);
         if attr("process.pid") != Some(Value::IntValue(pid)) {
             continue;
         }
@@ -148,14 +151,7 @@ async fn run_ships_tagged_otlp_profiles_of_a_real_workload() {
             })
         })
         .expect("a resource for the workload");
-    let attr = |k: &str| {
-        resource
-            .attributes
-            .iter()
-            .find(|kv| kv.key == k)
-            .and_then(|kv| kv.value.clone())
-            .and_then(|v| v.value)
-    };
+    let attr = |k: &str| attr(resource, k);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .unwrap()
         .trim()

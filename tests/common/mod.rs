@@ -70,6 +70,37 @@ pub fn spawn(path: &Path, args: &[&str]) -> Child {
         .expect("starting workload")
 }
 
+/// A running workload, killed and reaped when dropped (also when an assertion fails).
+pub struct Workload(Child);
+
+impl Workload {
+    /// Starts `path args`.
+    pub fn start(path: &Path, args: &[&str]) -> Self {
+        Self(spawn(path, args))
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `sonde record --duration SECS --pid PID EXTRA... --output OUT`, panicking on failure; the summary.
+pub fn record_pid(pid: u32, seconds: &str, extra: &[&str], out: &Path) -> String {
+    let pid = pid.to_string();
+    let mut args = vec!["record", "--duration", seconds, "--pid", &pid];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    sonde_ok(&args)
+}
+
 /// Runs `sonde` with `args` and returns its output.
 pub fn sonde(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sonde"))

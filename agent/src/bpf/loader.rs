@@ -13,7 +13,12 @@ use aya::{
 };
 use sonde_abi::{Control, OffCpuKind};
 
-use super::{BpfError, drain::Drainer, maps::AyaMaps, tracefs};
+use super::{
+    BpfError,
+    drain::Drainer,
+    maps::{AyaMaps, take_map},
+    tracefs,
+};
 
 /// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
@@ -111,7 +116,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             })?;
         }
     }
-    let events: RingBuf<MapData> = take(&mut ebpf, "PROC_EVENTS")?;
+    let events: RingBuf<MapData> = take_map(&mut ebpf, "PROC_EVENTS")?;
     let maps = AyaMaps::new(&mut ebpf)?;
     let mut control = Control {
         filter_pids: u32::from(!options.pids.is_empty()),
@@ -153,22 +158,6 @@ fn sizes_for(on: u32, off: u32, stacks: u32) -> Vec<(String, u32)> {
             ]
         })
         .collect()
-}
-
-fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
-    ebpf: &mut Ebpf,
-    name: &str,
-) -> Result<T, BpfError> {
-    let map = ebpf.take_map(name).ok_or_else(|| BpfError::Map {
-        map: name.to_owned(),
-        source: aya::maps::MapError::InvalidName {
-            name: name.to_owned(),
-        },
-    })?;
-    T::try_from(map).map_err(|source| BpfError::Map {
-        map: name.to_owned(),
-        source,
-    })
 }
 
 fn program_err(program: &'static str) -> impl Fn(aya::programs::ProgramError) -> BpfError {

@@ -36,7 +36,8 @@ pub struct AyaMaps {
     start: HashMap<MapData, u32, OffCpuStart>,
 }
 
-fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+/// Takes map `name` out of `ebpf` as a typed map.
+pub(crate) fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
     ebpf: &mut Ebpf,
     name: &str,
 ) -> Result<T, BpfError> {
