@@ -102,6 +102,7 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
     }
     let mut options = LoadOptions {
         pids: args.pids.clone(),
+        single_window: true,
         ..Default::default()
     };
     match args.profile {

@@ -43,6 +43,9 @@ pub struct LoadOptions {
     pub pids: Vec<u32>,
     /// Entries per aggregation map (per slot).
     pub max_stacks: u32,
+    /// Only one window will be drained (`sonde record`): slots 1 and 2 are never written, so they get
+    /// one entry each instead of full size (less kernel memory, faster start).
+    pub single_window: bool,
 }
 
 impl Default for LoadOptions {
@@ -52,6 +55,7 @@ impl Default for LoadOptions {
             off_cpu: None,
             pids: Vec::new(),
             max_stacks: 16384,
+            single_window: false,
         }
     }
 }
@@ -83,7 +87,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         (Some(_), None) => (stacks, 1),
         (None, _) => (1, stacks),
     };
-    let names = sizes_for(on_size, off_size, stack_maps);
+    let names = sizes_for(on_size, off_size, stack_maps, options.single_window);
     let mut loader = EbpfLoader::new();
     for (name, size) in &names {
         loader.map_max_entries(name, *size);
@@ -148,9 +152,14 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     })
 }
 
-fn sizes_for(on: u32, off: u32, stacks: u32) -> Vec<(String, u32)> {
+fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(String, u32)> {
     (0..sonde_abi::SLOTS)
         .flat_map(|s| {
+            let (on, off, stacks) = if single_window && s > 0 {
+                (1, 1, 1)
+            } else {
+                (on, off, stacks)
+            };
             [
                 (format!("ONCPU_{s}"), on),
                 (format!("OFFCPU_{s}"), off),
