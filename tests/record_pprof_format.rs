@@ -15,12 +15,12 @@ fn independent_decoder_reads_types_labels_and_leaf_first_locations() {
     record_pid(pid, "2", &[], &out);
     drop(workload);
 
-    let decoded = std::process::Command::new("python3")
+    let decoded = std::process::Command::new(python())
         .arg(root().join("tests/peers/decode_pprof.py"))
         .arg(root().join("proto"))
         .arg(&out)
         .output()
-        .expect("python3");
+        .expect("python for the test peers (cargo xtask setup --peers)");
     assert!(
         decoded.status.success(),
         "decoder failed: {}",

@@ -22,6 +22,19 @@ pub fn require_root() {
     );
 }
 
+/// The Python with the test peers: `$SONDE_TEST_PYTHON`, else the repository's `.venv-peers` (made by
+/// `cargo xtask setup --peers`), else `python3`.
+pub fn python() -> String {
+    let venv = root().join(".venv-peers/bin/python");
+    std::env::var("SONDE_TEST_PYTHON").unwrap_or_else(|_| {
+        if venv.exists() {
+            venv.display().to_string()
+        } else {
+            "python3".into()
+        }
+    })
+}
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

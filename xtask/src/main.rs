@@ -56,6 +56,7 @@ fn main() -> anyhow::Result<()> {
             // One test at a time: the BPF tests measure CPU shares and sample counts of real workloads,
             // which other tests running beside them would distort.
             let mut cmd = Command::new(util::cargo());
+            cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
             cmd.args(["test", "--release"])
                 .args(&args)
                 .args(["--", "--test-threads=1"]);

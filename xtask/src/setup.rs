@@ -61,6 +61,11 @@ pub fn build_toolchain() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The interpreter of the test peers' virtual environment.
+pub fn peers_python() -> std::path::PathBuf {
+    root().join(".venv-peers/bin/python")
+}
+
 /// Test and benchmark peers: Python decoders/receivers, gcc for workloads, perf and bpftrace.
 pub fn peers() -> anyhow::Result<()> {
     let missing: Vec<&str> = [
@@ -78,16 +83,21 @@ pub fn peers() -> anyhow::Result<()> {
             "tests build C workloads and the benchmark compares with perf and bpftrace",
         )?;
     }
+    // A virtual environment, not the system interpreter: Debian marks its Python externally managed.
     let requirements = root().join("tests/peers/requirements.txt");
-    let stamp = root().join("target/.peers-installed");
+    let venv = root().join(".venv-peers");
+    let stamp = venv.join(".installed-requirements");
     let wanted =
         std::fs::read_to_string(&requirements).context("reading tests/peers/requirements.txt")?;
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         eprintln!(
-            "xtask: installing Python test peers from {}",
-            requirements.display()
+            "xtask: installing Python test peers into {}",
+            venv.display()
         );
-        run(Command::new("python3")
+        if !venv.join("bin/python").exists() {
+            run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        }
+        run(Command::new(venv.join("bin/python"))
             .args([
                 "-m",
                 "pip",
@@ -97,7 +107,6 @@ pub fn peers() -> anyhow::Result<()> {
                 "-r",
             ])
             .arg(&requirements))?;
-        std::fs::create_dir_all(stamp.parent().expect("target/"))?;
         std::fs::write(&stamp, wanted)?;
     }
     Ok(())
