@@ -88,8 +88,16 @@ fn unwritable_output_is_rejected_before_sampling() {
 
 #[test]
 fn missing_capabilities_are_named() {
-    // An unprivileged user (nobody) runs the same binary.
-    let bin = env!("CARGO_BIN_EXE_sonde");
+    // An unprivileged user (nobody) runs the same binary, copied where nobody can reach it (the build
+    // directory may sit under a path only root can enter).
+    let dir = std::env::temp_dir().join(format!("sonde-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("sonde");
+    std::fs::copy(env!("CARGO_BIN_EXE_sonde"), &copy).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = copy.to_str().unwrap();
     let out = std::process::Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -102,8 +110,10 @@ fn missing_capabilities_are_named() {
             "--output",
             "/tmp/sonde-nobody.pb.gz",
         ])
+        .current_dir(&dir)
         .output()
         .expect("setpriv (util-linux)");
+    let _ = std::fs::remove_dir_all(&dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("missing capability CAP_BPF"), "{stderr}");
