@@ -70,8 +70,55 @@ impl SymbolCache {
             .collect();
         dead.iter().filter_map(|id| self.paths.remove(id)).collect()
     }
+    /// Keeps memory bounded over days of uptime: when the user or kernel side holds more than `max`
+    /// entries, that side starts over (hot addresses come back within a window). Call between windows,
+    /// never while a window's frames are being read from the cache.
+    pub fn trim(&mut self, max: usize) {
+        if self.user_entries() > max {
+            self.user.clear();
+        }
+        if self.kernel.len() > max {
+            self.kernel.clear();
+        }
+    }
+
     /// Number of cached user addresses (for self-metrics).
     pub fn user_entries(&self) -> usize {
         self.user.values().map(HashMap::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trim_bounds_each_side_and_keeps_small_ones() {
+        let mut c = SymbolCache::default();
+        let sym: Arc<[Symbol]> = Arc::from(vec![Symbol {
+            name: "f".into(),
+            file: None,
+            line: None,
+        }]);
+        for i in 0..10 {
+            c.insert_user((1, 1), i, sym.clone());
+        }
+        c.insert_kernel(0xffff, sym.clone());
+        c.trim(10);
+        assert!(
+            c.has_user((1, 1), 3) && c.has_kernel(0xffff),
+            "at the bound nothing is dropped"
+        );
+        c.insert_user((2, 2), 0, sym.clone());
+        c.trim(10);
+        assert_eq!(
+            c.user_entries(),
+            0,
+            "over the bound the user side starts over"
+        );
+        assert!(
+            c.has_kernel(0xffff),
+            "the kernel side is bounded on its own"
+        );
     }
 }

@@ -49,6 +49,9 @@ impl SymbolizeStats {
     }
 }
 
+/// Cached addresses per side (user, kernel) before that side starts over: a few tens of MiB at most.
+const MAX_CACHED_ADDRESSES: usize = 200_000;
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
@@ -116,6 +119,7 @@ impl Symbolizer {
             .map(|s| s.key.tgid)
             .map(|pid| (pid, procs.ensure(pid)))
             .collect();
+        self.cache.trim(MAX_CACHED_ADDRESSES);
         self.resolve_missing(samples, &infos);
         samples
             .iter()
