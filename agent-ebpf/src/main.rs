@@ -1,33 +1,44 @@
 //! sonde's kernel programs. Entry points only: each delegates to its module and never fails loudly in
-//! the kernel; everything not aggregated is counted in `STATS`.
+//! the kernel; everything not aggregated, and every invocation that failed, is counted in `STATS`.
 #![no_std]
 #![no_main]
 // Atomic adds on map values: the BPF target lacks `AtomicU64::fetch_add`.
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
+mod globals;
 mod maps;
 mod off_cpu;
 mod on_cpu;
 mod process;
 mod stack;
+mod unwind;
 
 use aya_ebpf::{
     macros::{perf_event, tracepoint},
     programs::{PerfEventContext, TracePointContext},
 };
+use sonde_abi::stat;
+
+/// A program invocation could not do its job (a context or map read failed); counted by its entry
+/// point in `stat::PROGRAM_ERRORS`.
+pub struct Failed;
 
 /// Fires on every cpu-clock tick of every CPU (one perf event per CPU, at the sampling frequency).
 #[perf_event]
 pub fn sonde_on_cpu(ctx: PerfEventContext) -> u32 {
-    let _ = on_cpu::sample(&ctx);
+    if on_cpu::sample(&ctx).is_err() {
+        maps::bump(stat::PROGRAM_ERRORS);
+    }
     0
 }
 
 /// Fires on every context switch (`sched:sched_switch`).
 #[tracepoint]
 pub fn sonde_off_cpu(ctx: TracePointContext) -> u32 {
-    let _ = off_cpu::switch(&ctx);
+    if off_cpu::switch(&ctx).is_err() {
+        maps::bump(stat::PROGRAM_ERRORS);
+    }
     0
 }
 

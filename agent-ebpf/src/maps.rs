@@ -1,87 +1,132 @@
-//! Every map the kernel programs share with userspace, and the small helpers that touch them.
+//! Every map the kernel programs share with userspace, and the small helpers that touch them. Names are
+//! those of `sonde_abi::names` (an agent test checks the built object against that list).
 //!
-//! Aggregations and stack-trace maps come in `SLOTS` copies; programs write into the slot of the current
+//! Aggregations and stack maps come in `SLOTS` copies; programs write into the slot of the current
 //! generation (see `sonde_abi::Control`). Sizes here are defaults: the agent resizes maps at load time.
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
-use sonde_abi::{Control, OffCpuStart, OffCpuValue, ProcEvent, SampleKey, stat};
+use sonde_abi::{
+    Control, OffCpuStart, OffCpuValue, PageEntry, PageKey, ProcEvent, ProcMappings, RowBlock,
+    SampleKey, UserStack, stat, unwind::SCRATCH_SLOTS,
+};
 
-/// Control block written by userspace.
+use crate::unwind::Scratch;
+
+/// Control block written by userspace (the generation).
 #[map]
-pub static CONTROL: Array<Control> = Array::with_max_entries(1, 0);
-/// Processes to sample when `Control::filter_pids` is set.
+static CONTROL: Array<Control> = Array::with_max_entries(1, 0);
+/// Processes to sample when the pid filter is on.
 #[map]
-pub static PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
+static PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
 /// Per-CPU counters, indexed by `sonde_abi::stat`.
 #[map]
-pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
+static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 /// Processes already announced to userspace through `PROC_EVENTS`.
 #[map]
 pub static SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(16384, 0);
 /// Process lifecycle events for userspace.
 #[map]
-pub static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
-
-#[map]
-pub static STACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);
-#[map]
-pub static STACKS_1: StackTrace = StackTrace::with_max_entries(8192, 0);
-#[map]
-pub static STACKS_2: StackTrace = StackTrace::with_max_entries(8192, 0);
-
-#[map]
-pub static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
-#[map]
-pub static ONCPU_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
-#[map]
-pub static ONCPU_2: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
-
-#[map]
-pub static OFFCPU_0: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
-#[map]
-pub static OFFCPU_1: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
-#[map]
-pub static OFFCPU_2: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 /// Threads currently off-CPU, by thread id.
 #[map]
 pub static OFFCPU_START: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(16384, 0);
 
-/// The control block, copied so a concurrent userspace update cannot be seen half-written field by field.
+/// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 1 KiB).
+#[map]
+pub static UNWIND_SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
+/// Unwind rows in blocks; sized by `--max-unwind-table-mib`.
+#[map]
+pub static UNWIND_ROWS: Array<RowBlock> = Array::with_max_entries(1, 0);
+/// Where each page of each loaded table is. Not preallocated: memory follows the tables loaded.
+#[map]
+pub static UNWIND_PAGES: HashMap<PageKey, PageEntry> =
+    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+/// Executable mappings of each process with tables, by tgid. Not preallocated (8 KiB per process).
+#[map]
+pub static PROC_MAPPINGS: HashMap<u32, ProcMappings> =
+    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+
+#[map]
+static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);
+#[map]
+static KSTACKS_1: StackTrace = StackTrace::with_max_entries(8192, 0);
+#[map]
+static KSTACKS_2: StackTrace = StackTrace::with_max_entries(8192, 0);
+
+#[map]
+static USTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, 0);
+#[map]
+static USTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, 0);
+#[map]
+static USTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, 0);
+
+#[map]
+static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+#[map]
+static ONCPU_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+#[map]
+static ONCPU_2: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+
+#[map]
+static OFFCPU_0: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+#[map]
+static OFFCPU_1: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+#[map]
+static OFFCPU_2: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+
+/// The current generation, read once per invocation.
 #[inline(always)]
-pub fn control() -> Option<Control> {
+pub fn generation() -> Option<u64> {
     let ptr = CONTROL.get_ptr(0)?;
-    // SAFETY: the pointer comes from a successful array lookup and the value is plain data.
-    Some(unsafe { core::ptr::read_volatile(ptr) })
+    // SAFETY: the pointer comes from a successful array lookup; a volatile read because userspace
+    // rewrites the value while programs run.
+    Some(unsafe { core::ptr::read_volatile(&raw const (*ptr).generation) })
 }
 
 /// Adds one to a per-CPU counter. Per-CPU, so no atomic is needed.
 #[inline(always)]
 pub fn bump(index: u32) {
+    add(index, 1);
+}
+
+/// Adds `n` to a per-CPU counter.
+#[inline(always)]
+pub fn add(index: u32, n: u64) {
     if let Some(ptr) = STATS.get_ptr_mut(index) {
         // SAFETY: per-CPU slot, and programs do not nest on one CPU for the same counter.
-        unsafe { *ptr += 1 };
+        unsafe { *ptr += n };
     }
 }
 
-/// Whether `tgid` passes the process filter.
+/// Whether `tgid` is in the pid filter.
 #[inline(always)]
-pub fn wanted(control: &Control, tgid: u32) -> bool {
-    control.filter_pids == 0 || PIDS.get_ptr(tgid).is_some()
+pub fn pid_listed(tgid: u32) -> bool {
+    PIDS.get_ptr(tgid).is_some()
 }
 
-/// The stack-trace map of `slot`.
+/// The kernel stack-trace map of `slot`.
 #[inline(always)]
-pub fn stacks(slot: u64) -> &'static StackTrace {
+pub fn kernel_stacks(slot: u64) -> &'static StackTrace {
     match slot {
-        0 => &STACKS_0,
-        1 => &STACKS_1,
-        _ => &STACKS_2,
+        0 => &KSTACKS_0,
+        1 => &KSTACKS_1,
+        _ => &KSTACKS_2,
+    }
+}
+
+/// The user-stack map of `slot`.
+#[inline(always)]
+pub fn user_stacks(slot: u64) -> &'static HashMap<u64, UserStack> {
+    match slot {
+        0 => &USTACKS_0,
+        1 => &USTACKS_1,
+        _ => &USTACKS_2,
     }
 }
 
@@ -106,18 +151,25 @@ pub fn off_cpu_counts(slot: u64) -> &'static HashMap<SampleKey, OffCpuValue> {
 }
 
 /// Adds `delta` to the value at `ptr` atomically: several CPUs update one key at once.
+///
+/// # Safety
+/// `ptr` must point into a live map value, 8-byte aligned (the kernel aligns map values).
 #[inline(always)]
-pub fn atomic_add(ptr: *mut u64, delta: u64) {
-    // SAFETY: `ptr` points into a map value that lives as long as the map; 8-byte aligned by the kernel.
-    // The BPF target has no `AtomicU64::fetch_add`; the intrinsic lowers to the BPF atomic add.
+pub unsafe fn atomic_add(ptr: *mut u64, delta: u64) {
+    // SAFETY: guaranteed by the caller. The BPF target has no `AtomicU64::fetch_add`; the intrinsic
+    // lowers to the BPF atomic add.
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
 }
 
-/// Adds one sample to `key` in `map`. Err when the map is full.
+/// The map is full: the entry could not be created.
+pub struct MapFull;
+
+/// Adds one sample to `key` in `map`.
 #[inline(always)]
-pub fn add_sample(map: &HashMap<SampleKey, u64>, key: &SampleKey) -> Result<(), i32> {
+pub fn add_sample(map: &HashMap<SampleKey, u64>, key: &SampleKey) -> Result<(), MapFull> {
     if let Some(ptr) = map.get_ptr_mut(key) {
-        atomic_add(ptr, 1);
+        // SAFETY: a pointer from a successful lookup.
+        unsafe { atomic_add(ptr, 1) };
         return Ok(());
     }
     match map.insert(key, 1u64, BPF_NOEXIST as u64) {
@@ -125,27 +177,31 @@ pub fn add_sample(map: &HashMap<SampleKey, u64>, key: &SampleKey) -> Result<(), 
         // Another CPU created the key between our lookup and insert: add to its entry.
         Err(_) => match map.get_ptr_mut(key) {
             Some(ptr) => {
-                atomic_add(ptr, 1);
+                // SAFETY: as above.
+                unsafe { atomic_add(ptr, 1) };
                 Ok(())
             }
-            None => Err(-1),
+            None => Err(MapFull),
         },
     }
 }
 
-/// Adds one blocking episode of `ns` nanoseconds to `key` in `map`. Err when the map is full.
+/// Adds one blocking episode of `ns` nanoseconds to `key` in `map`.
 #[inline(always)]
 pub fn add_episode(
     map: &HashMap<SampleKey, OffCpuValue>,
     key: &SampleKey,
     ns: u64,
-) -> Result<(), i32> {
-    if let Some(value) = map.get_ptr_mut(key) {
+) -> Result<(), MapFull> {
+    let add_to = |value: *mut OffCpuValue| {
         // SAFETY: field pointers into a live map value.
         unsafe {
             atomic_add(&raw mut (*value).total_ns, ns);
             atomic_add(&raw mut (*value).count, 1);
         }
+    };
+    if let Some(value) = map.get_ptr_mut(key) {
+        add_to(value);
         return Ok(());
     }
     let first = OffCpuValue {
@@ -156,14 +212,10 @@ pub fn add_episode(
         Ok(()) => Ok(()),
         Err(_) => match map.get_ptr_mut(key) {
             Some(value) => {
-                // SAFETY: as above.
-                unsafe {
-                    atomic_add(&raw mut (*value).total_ns, ns);
-                    atomic_add(&raw mut (*value).count, 1);
-                }
+                add_to(value);
                 Ok(())
             }
-            None => Err(-1),
+            None => Err(MapFull),
         },
     }
 }

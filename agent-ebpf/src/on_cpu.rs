@@ -5,13 +5,18 @@ use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::PerfEventContext};
 use sonde_abi::{SLOTS, stat};
 
 use crate::{
-    maps::{add_sample, bump, control, on_cpu_counts, wanted},
+    Failed, globals,
+    maps::{add_sample, bump, generation, on_cpu_counts, pid_listed},
     process, stack,
+    unwind::regs,
 };
+
+/// This program's entry in `UNWIND_SCRATCH`.
+const SCRATCH_SLOT: u32 = 0;
 
 /// Handles one cpu-clock sample.
 #[inline(always)]
-pub fn sample(ctx: &PerfEventContext) -> Result<(), i32> {
+pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
@@ -20,16 +25,23 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), i32> {
         bump(stat::ONCPU_IDLE);
         return Ok(());
     }
-    let control = control().ok_or(-1)?;
-    if !wanted(&control, tgid) {
+    if globals::filter_pids() != 0 && !pid_listed(tgid) {
         return Ok(());
     }
-    let generation = control.generation;
+    let generation = generation().ok_or(Failed)?;
     // SAFETY: perf_event programs may read their context's saved registers.
-    let cs = unsafe { (*ctx.ctx).regs.cs };
-    let key = stack::capture(ctx, tgid, generation, cs & 3 == 3);
-    process::announce(tgid);
-    match add_sample(on_cpu_counts(generation % SLOTS), &key) {
+    let interrupted = unsafe { &(*ctx.ctx).regs };
+    let in_user_mode = regs::is_user_mode(interrupted.cs);
+    let user = if in_user_mode {
+        Some(regs::from_pt_regs(interrupted))
+    } else {
+        regs::current_task_user_regs()
+    };
+    let captured = stack::capture(ctx, tgid, generation, user, !in_user_mode, SCRATCH_SLOT);
+    if !captured.known_process {
+        process::announce(tgid);
+    }
+    match add_sample(on_cpu_counts(generation % SLOTS), &captured.key) {
         Ok(()) => bump(stat::ONCPU_SAMPLES),
         Err(_) => bump(stat::ONCPU_MAP_FULL),
     }

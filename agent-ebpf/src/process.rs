@@ -1,5 +1,6 @@
 //! Process lifecycle: tells userspace when a process is first sampled (so it can capture the process's
-//! mappings and binaries while the process is alive), when it execs and when it exits.
+//! mappings and binaries while the process is alive, and load their unwind tables), when it execs and
+//! when it exits.
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -7,7 +8,7 @@ use aya_ebpf::{
 };
 use sonde_abi::{ProcEvent, proc_event, stat};
 
-use crate::maps::{OFFCPU_START, SEEN, bump, send_proc_event};
+use crate::maps::{OFFCPU_START, PROC_MAPPINGS, SEEN, bump, send_proc_event};
 
 /// Announces `tgid` to userspace the first time it is sampled.
 #[inline(always)]
@@ -19,15 +20,19 @@ pub fn announce(tgid: u32) {
         return; // another CPU announced it first
     }
     if !send(proc_event::FIRST_SEEN, tgid) {
-        // Lost (counted): forget it so the next sample announces it again.
+        // Lost (counted): forget it so the next sample announces it again. If the removal fails too,
+        // the process stays unannounced and its frames unsymbolized; the lost event is counted.
         let _ = SEEN.remove(tgid);
     }
 }
 
-/// Handles `sched:sched_process_exec`: mappings of an announced process changed.
+/// Handles `sched:sched_process_exec`: mappings of an announced process changed. The old mappings are
+/// forgotten at once so no sample of the new image is unwound with the old one's tables.
 #[inline(always)]
 pub fn exec() {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // Absent for processes without tables: nothing to forget.
+    let _ = PROC_MAPPINGS.remove(tgid);
     if SEEN.remove(tgid).is_ok() {
         send(proc_event::EXEC, tgid);
     }
@@ -42,6 +47,8 @@ pub fn exit() {
     if OFFCPU_START.remove(tid).is_ok() {
         bump(stat::OFFCPU_UNMATCHED_EXIT);
     }
+    // The leader's exit is reported; userspace checks whether other threads live on (a process whose
+    // main thread exited keeps running) before it forgets the process and its mappings.
     if tid == tgid && SEEN.remove(tgid).is_ok() {
         send(proc_event::EXIT, tgid);
     }

@@ -1,60 +1,73 @@
-//! Stack capture shared by the on-CPU and off-CPU programs: user and kernel stack ids plus the thread name.
+//! Stack capture shared by the on-CPU and off-CPU programs: the kernel stack id, the walked and stored
+//! user stack, and the thread name, as one aggregation key.
 
-use aya_ebpf::{
-    bindings::BPF_F_USER_STACK, helpers::bpf_get_current_comm, programs::tracing::StackIdContext,
-};
+use aya_ebpf::{helpers::bpf_get_current_comm, programs::tracing::StackIdContext};
 use sonde_abi::{SLOTS, STACK_COLLISION, STACK_NONE, SampleKey, stat};
 
-use crate::maps::{bump, stacks};
+use crate::{
+    maps::{bump, kernel_stacks},
+    unwind::{self, regs::UserRegs},
+};
 
-/// Builds the aggregation key of the current task, its stacks stored in the stack map of `generation`.
-/// `in_user_mode`: the sample interrupted user code, so there is no kernel stack to walk (skipping the
+/// A sample's aggregation key, and whether userspace knows the process already.
+pub struct Captured {
+    /// The key.
+    pub key: SampleKey,
+    /// The process has unwind mapping entries, so it was captured: no need to announce it.
+    pub known_process: bool,
+}
+
+/// Builds the aggregation key of the current task, its stacks stored in the slot of `generation`.
+/// `user`: where the user stack starts (None: a kernel thread, nothing to walk). `with_kernel`: take
+/// the kernel stack (skipped when the sample interrupted user code: there is none, and skipping the
 /// walk saves most of the program's run time on CPU-bound processes).
 #[inline(always)]
 pub fn capture<C: StackIdContext>(
     ctx: &C,
     tgid: u32,
     generation: u64,
-    in_user_mode: bool,
-) -> SampleKey {
+    user: Option<UserRegs>,
+    with_kernel: bool,
+    scratch_slot: u32,
+) -> Captured {
     let slot = generation % SLOTS;
-    let map = stacks(slot);
-    let user_stack_id = classify(
-        ctx.get_stackid(map, BPF_F_USER_STACK as u64),
-        stat::USER_STACK_COLLISION,
-        stat::USER_STACK_ERROR,
-    );
-    let kernel_stack_id = if in_user_mode {
-        STACK_NONE
+    let kernel_stack_id = if with_kernel {
+        classify(ctx.get_stackid(kernel_stacks(slot), 0))
     } else {
-        classify(
-            ctx.get_stackid(map, 0),
-            stat::KERNEL_STACK_COLLISION,
-            stat::KERNEL_STACK_ERROR,
-        )
+        STACK_NONE
     };
-    SampleKey {
-        tgid,
-        user_stack_id,
-        kernel_stack_id,
-        stack_slot: slot as u32,
-        comm: bpf_get_current_comm().unwrap_or_default(),
+    let (user_stack_id, user_stack_status, known_process) = match user {
+        Some(regs) => {
+            let stored = unwind::walk_and_store(tgid, regs, generation, scratch_slot);
+            (stored.id, stored.status, stored.known_process)
+        }
+        None => (0, STACK_NONE, false),
+    };
+    Captured {
+        key: SampleKey {
+            tgid,
+            kernel_stack_id,
+            user_stack_id,
+            user_stack_status,
+            stack_slot: slot as u32,
+            comm: bpf_get_current_comm().unwrap_or_default(),
+        },
+        known_process,
     }
 }
 
-/// Turns a `bpf_get_stackid` result into a key field, counting every failure that loses a stack.
+/// Turns a kernel `bpf_get_stackid` result into a key field, counting every failure that loses a stack.
 #[inline(always)]
-fn classify(result: Result<i64, i32>, collision_stat: u32, error_stat: u32) -> i32 {
+fn classify(result: Result<i64, i32>) -> i32 {
     match result {
         Ok(id) => id as i32,
-        // Nothing to walk: a kernel thread has no user stack, a sample in user mode no kernel stack.
         Err(STACK_NONE) => STACK_NONE,
         Err(STACK_COLLISION) => {
-            bump(collision_stat);
+            bump(stat::KERNEL_STACK_COLLISION);
             STACK_COLLISION
         }
         Err(errno) => {
-            bump(error_stat);
+            bump(stat::KERNEL_STACK_ERROR);
             errno
         }
     }

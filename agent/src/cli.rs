@@ -23,4 +23,7 @@ pub enum Command {
     Run(crate::daemon::DaemonArgs),
     /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).
     Diff(crate::diff::DiffArgs),
+    /// Build the unwind tables of binaries and print their size and build time (diagnostics).
+    #[command(hide = true)]
+    UnwindTable(crate::unwind::inspect::InspectArgs),
 }

@@ -23,6 +23,7 @@ use crate::{
     profile::group,
     sampler::{Sampler, Window},
     self_stats::SelfStats,
+    unwind::UnwindArgs,
 };
 
 /// How long the last window may take to reach the backend after a stop signal.
@@ -47,6 +48,9 @@ pub struct DaemonArgs {
     /// Stop by itself after this many seconds (as on SIGTERM); runs until a signal when absent.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration: Option<u64>,
+    /// Stack unwinding.
+    #[command(flatten)]
+    pub unwind: UnwindArgs,
 }
 
 /// Runs `sonde run` until SIGTERM/SIGINT.
@@ -59,6 +63,8 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
             kind: sonde_abi::OffCpuKind::Voluntary,
             min_block: Duration::from_micros(1),
         }),
+        unwind: args.unwind.unwind,
+        max_unwind_table_mib: args.unwind.max_unwind_table_mib,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

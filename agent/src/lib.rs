@@ -18,3 +18,4 @@ pub mod self_stats;
 pub mod stop_signal;
 pub mod symbolize;
 pub mod telemetry;
+pub mod unwind;

@@ -16,6 +16,7 @@ use crate::{
     bpf::loader::{LoadOptions, OffCpuOptions},
     profile::{Profile, folded, pprof},
     sampler::{Sampler, Window},
+    unwind::UnwindArgs,
 };
 
 /// Which profile `record` takes.
@@ -69,6 +70,9 @@ pub struct RecordArgs {
     /// Also write an SVG flame graph here.
     #[arg(long)]
     pub flamegraph: Option<PathBuf>,
+    /// Stack unwinding.
+    #[command(flatten)]
+    pub unwind: UnwindArgs,
 }
 
 /// Runs `sonde record`.
@@ -103,6 +107,8 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
     let mut options = LoadOptions {
         pids: args.pids.clone(),
         single_window: true,
+        unwind: args.unwind.unwind,
+        max_unwind_table_mib: args.unwind.max_unwind_table_mib,
         ..Default::default()
     };
     match args.profile {
@@ -269,6 +275,11 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     } else {
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
     }
+    unwind_summary(&mut line, k, sampler.unwind_stats());
+    line(
+        "program_errors:",
+        k[stat::PROGRAM_ERRORS as usize].to_string(),
+    );
     line("bpf_map_bytes:", map_bytes.to_string());
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     for (key, field) in [
@@ -291,3 +302,67 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     }
     print!("{out}");
 }
+
+/// How user stacks were walked: completeness, depth, every cut and fallback by reason, and the tables.
+fn unwind_summary(
+    line: &mut impl FnMut(&str, String),
+    k: &[u64; stat::COUNT as usize],
+    tables: Option<crate::unwind::UnwindStats>,
+) {
+    let walks: u64 = WALK_OUTCOMES.iter().map(|(_, i)| k[*i as usize]).sum();
+    let per = |n: u64| {
+        if walks == 0 {
+            0.0
+        } else {
+            n as f64 / walks as f64
+        }
+    };
+    line("walks:", walks.to_string());
+    line(
+        "walk_root:",
+        format!("{:.1}%", 100.0 * per(k[stat::WALK_ROOT as usize])),
+    );
+    line(
+        "frames_per_stack:",
+        format!("{:.1}", per(k[stat::WALK_FRAMES as usize])),
+    );
+    for (name, index) in WALK_OUTCOMES.iter().skip(1) {
+        line(name, k[*index as usize].to_string());
+    }
+    for (name, index) in [
+        ("fallback_no_process:", stat::FALLBACK_NO_PROCESS),
+        ("fallback_no_table:", stat::FALLBACK_NO_TABLE),
+        ("fallback_no_info:", stat::FALLBACK_NO_INFO),
+        ("mappings_refresh:", stat::MAPPINGS_REFRESH),
+    ] {
+        line(name, k[index as usize].to_string());
+    }
+    if let Some(t) = tables {
+        line("unwind_tables_built:", t.tables_built.to_string());
+        line("unwind_table_failures:", t.build_failures.to_string());
+        line("unwind_table_evictions:", t.evictions.to_string());
+        line("unwind_table_rows:", t.rows.to_string());
+        line("unwind_table_bytes:", t.table_bytes.to_string());
+        line("unwind_table_budget_bytes:", t.budget_bytes.to_string());
+        line("unwind_table_pages:", t.pages.to_string());
+        line(
+            "unwind_build_ms:",
+            format!("{:.0}", t.build_seconds * 1000.0),
+        );
+        line(
+            "unwind_dropped:",
+            (t.mappings_dropped + t.processes_dropped + t.requests_dropped).to_string(),
+        );
+    }
+}
+
+/// Every way a user-stack walk ends, with its summary key; the first is the complete one.
+const WALK_OUTCOMES: [(&str, u32); 7] = [
+    ("walk_root_count:", stat::WALK_ROOT),
+    ("walk_cut_depth:", stat::WALK_DEPTH),
+    ("walk_cut_read_fault:", stat::WALK_READ_FAULT),
+    ("walk_cut_no_table:", stat::WALK_NO_TABLE),
+    ("walk_cut_unsupported:", stat::WALK_UNSUPPORTED),
+    ("walk_cut_bad_frame:", stat::WALK_BAD_FRAME),
+    ("walk_fp_end:", stat::WALK_FP_END),
+];

@@ -17,7 +17,11 @@ use crate::{
     process::{ProcessTable, events::EventThread},
     profile::{Profile, ProfileKind},
     symbolize::Symbolizer,
+    unwind::{UnwindStats, Unwinder},
 };
+
+/// How long `record --pid` waits for the named processes' unwind tables before sampling starts.
+const PREPARE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One window, symbolized.
 #[derive(Debug)]
@@ -39,6 +43,7 @@ pub struct Sampler {
     options: LoadOptions,
     procs: Arc<Mutex<ProcessTable>>,
     events: Option<EventThread>,
+    unwinder: Option<Unwinder>,
     symbolizer: Symbolizer,
     window_start: (SystemTime, Instant),
 }
@@ -50,18 +55,50 @@ impl Sampler {
             ebpf,
             drainer,
             events,
+            unwind,
         } = loader::load(&options)?;
         let procs = Arc::new(Mutex::new(ProcessTable::default()));
-        let events = Some(EventThread::spawn(events, procs.clone()));
-        Ok(Self {
+        let unwinder = unwind.map(Unwinder::start);
+        let events = Some(EventThread::spawn(
+            events,
+            procs.clone(),
+            unwinder.as_ref().map(Unwinder::handle),
+        ));
+        let sampler = Self {
             ebpf,
             drainer,
             options,
             procs,
             events,
+            unwinder,
             symbolizer: Symbolizer::new(),
             window_start: (SystemTime::now(), Instant::now()),
-        })
+        };
+        sampler.prepare();
+        Ok(sampler)
+    }
+
+    /// With a pid filter, captures the named processes and loads their unwind tables before the first
+    /// window starts, so their first samples are complete too.
+    fn prepare(&self) {
+        let Some(unwinder) = &self.unwinder else {
+            return;
+        };
+        if self.options.pids.is_empty() {
+            return;
+        }
+        let mut procs = self.procs.lock().expect("process table lock");
+        for pid in &self.options.pids {
+            if let Some(info) = procs.capture(*pid) {
+                unwinder.handle().process_changed(info);
+            }
+        }
+        drop(procs);
+        if !unwinder.settle(PREPARE_TIMEOUT) {
+            tracing::warn!(
+                "unwind tables still building after {PREPARE_TIMEOUT:?}; early samples use frame pointers"
+            );
+        }
     }
 
     /// Ends the current window and returns it symbolized.
@@ -71,6 +108,17 @@ impl Sampler {
         let now = Instant::now();
         self.window_start = (SystemTime::now(), now);
         let duration = now - start;
+        if let Some(unwinder) = &self.unwinder {
+            let mut pids: Vec<u32> = raw
+                .on_cpu
+                .iter()
+                .chain(&raw.off_cpu)
+                .map(|s| s.key.tgid)
+                .collect();
+            pids.sort_unstable();
+            pids.dedup();
+            unwinder.handle().sampled(pids);
+        }
         let mut window = self.symbolize(raw, start_wall, duration);
         window.exited = self.evict(start);
         Ok(window)
@@ -107,8 +155,18 @@ impl Sampler {
     }
 
     /// Forgets processes that exited before this window began, and symbols of binaries nobody maps.
+    /// Processes whose exit was never reported (the leader exited first, the rest later) are found
+    /// gone here and forgotten a window later.
     fn evict(&mut self, cutoff: Instant) -> Vec<u32> {
         let mut procs = self.procs.lock().expect("process table lock");
+        for pid in procs.live_pids() {
+            if crate::process::is_gone(pid) {
+                procs.mark_exited(pid, Instant::now());
+                if let Some(unwinder) = &self.unwinder {
+                    unwinder.handle().process_exited(pid);
+                }
+            }
+        }
         let gone = procs.evict_exited_before(cutoff);
         if !gone.is_empty() {
             let live: HashSet<(u64, u64)> = procs.live_binaries();
@@ -127,6 +185,11 @@ impl Sampler {
         self.symbolizer.stats
     }
 
+    /// Unwind table counters so far (None when unwinding by frame pointer only).
+    pub fn unwind_stats(&self) -> Option<UnwindStats> {
+        self.unwinder.as_ref().map(Unwinder::stats)
+    }
+
     /// Capture counters so far.
     pub fn capture_stats(&self) -> crate::process::CaptureStats {
         self.procs.lock().expect("process table lock").stats
@@ -142,6 +205,9 @@ impl Sampler {
     pub fn stop(mut self) {
         if let Some(events) = self.events.take() {
             events.stop();
+        }
+        if let Some(unwinder) = self.unwinder.take() {
+            unwinder.stop();
         }
     }
 }

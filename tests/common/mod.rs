@@ -75,6 +75,47 @@ pub fn build_workload(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
 /// Frame pointers, symbols and DWARF: what a profiler-friendly build looks like.
 pub const FP_FLAGS: &[&str] = &["-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline"];
 
+/// A release build as distributions make them: optimised, no frame pointers (only `.eh_frame` says
+/// how to unwind), symbols kept. Sibling calls stay calls so every function the workload header
+/// names is a real frame.
+pub const NOFP_FLAGS: &[&str] = &[
+    "-O2",
+    "-g",
+    "-fomit-frame-pointer",
+    "-fno-optimize-sibling-calls",
+];
+
+/// Compiles `tests/workloads/<name>.c` into a shared library with `flags`.
+pub fn build_library(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
+    let mut all = flags.to_vec();
+    all.extend_from_slice(&["-shared", "-fPIC"]);
+    build_workload(name, out_name, &all)
+}
+
+/// Share of `pid`'s samples (by value `index`) whose stack contains `function`, among the samples
+/// whose stack contains `within` (all samples when `within` is empty).
+pub fn share_reaching(
+    samples: &[Resolved],
+    pid: u32,
+    within: &str,
+    function: &str,
+    index: usize,
+) -> f64 {
+    let chosen = samples
+        .iter()
+        .filter(|s| s.pid == i64::from(pid))
+        .filter(|s| within.is_empty() || s.functions.iter().any(|f| f == within));
+    let (mut all, mut reaching) = (0i64, 0i64);
+    for s in chosen {
+        all += s.values[index];
+        if s.functions.iter().any(|f| f == function) {
+            reaching += s.values[index];
+        }
+    }
+    assert!(all > 0, "no samples of pid {pid} contain {within:?}");
+    reaching as f64 / all as f64
+}
+
 /// Starts a workload.
 pub fn spawn(path: &Path, args: &[&str]) -> Child {
     Command::new(path)
@@ -90,6 +131,11 @@ impl Workload {
     /// Starts `path args`.
     pub fn start(path: &Path, args: &[&str]) -> Self {
         Self(spawn(path, args))
+    }
+
+    /// Takes over a process started with other options (killed and reaped when dropped too).
+    pub fn adopt(child: Child) -> Self {
+        Self(child)
     }
 
     /// Its process id.

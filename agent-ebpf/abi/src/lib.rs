@@ -1,22 +1,32 @@
-//! The kernel/user ABI of sonde: every type and constant shared between the eBPF programs and the agent.
+//! The kernel/user ABI of sonde: every type, constant, map name and load-time global shared between the
+//! eBPF programs and the agent.
 //!
 //! Rules (both sides compile this one file): `#[repr(C)]`, `Copy`, no `bool`, explicit padding, and a
 //! compile-time size assertion per type so a layout change on one side cannot go unnoticed.
 #![no_std]
 
+pub mod names;
+pub mod unwind;
+
+pub use unwind::{ExecMapping, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRow, UserStack};
+
 /// Length of a task's `comm` as the kernel stores it.
 pub const TASK_COMM_LEN: usize = 16;
-/// Frames per stack kept by the kernel's stack-trace maps (`perf_event_max_stack` default).
+/// Frames per stack, user or kernel (`perf_event_max_stack` default).
 pub const MAX_STACK_DEPTH: usize = 127;
 /// Number of map sets the kernel writes in turn; see [`Control::generation`].
 pub const SLOTS: u64 = 3;
 
-/// `stack_id` value meaning "no stack of this kind was taken" (e.g. the user stack of a kernel thread).
+/// Stack status meaning "no stack of this kind was taken" (e.g. the user stack of a kernel thread).
 pub const STACK_NONE: i32 = -14; // -EFAULT, what bpf_get_stackid returns when there is nothing to walk
-/// `stack_id` value meaning the stack-trace map bucket was taken by another stack (hash collision).
+/// Stack status meaning the stack map bucket was taken by another stack (hash collision).
 pub const STACK_COLLISION: i32 = -17; // -EEXIST
-/// `stack_id` value meaning the stack ids of an off-CPU episode were from a map set already recycled.
+/// Stack status meaning the stacks of an off-CPU episode were in a map set already recycled.
 pub const STACK_STALE: i32 = -116; // -ESTALE
+/// Stack status meaning the stack could not be stored: its map was full.
+pub const STACK_MAP_FULL: i32 = -7; // -E2BIG, what a full hash map returns
+/// User stack status meaning the stack was stored: look up [`SampleKey::user_stack_id`].
+pub const STACK_OK: i32 = 0;
 
 /// Key of the in-kernel aggregation: one process, one thread name, one pair of stacks.
 #[repr(C)]
@@ -24,16 +34,19 @@ pub const STACK_STALE: i32 = -116; // -ESTALE
 pub struct SampleKey {
     /// Process id (the kernel's tgid).
     pub tgid: u32,
-    /// Id in the stack-trace map of slot `stack_slot`, or a negative errno (see `STACK_*`).
-    pub user_stack_id: i32,
-    /// Id in the stack-trace map of slot `stack_slot`, or a negative errno.
+    /// Id in the kernel stack-trace map of slot `stack_slot`, or a negative errno (see `STACK_*`).
     pub kernel_stack_id: i32,
-    /// Which slot's stack-trace map the ids refer to (off-CPU episodes can span a slot change).
+    /// Key of the user stack in the user-stack map of slot `stack_slot` when `user_stack_status` is
+    /// [`STACK_OK`]; 0 otherwise.
+    pub user_stack_id: u64,
+    /// [`STACK_OK`], or why there is no user stack (`STACK_*` or a negative errno).
+    pub user_stack_status: i32,
+    /// Which slot's stack maps the ids refer to (off-CPU episodes can span a slot change).
     pub stack_slot: u32,
     /// Thread name at sampling time, NUL padded.
     pub comm: [u8; TASK_COMM_LEN],
 }
-const _: () = assert!(core::mem::size_of::<SampleKey>() == 32);
+const _: () = assert!(core::mem::size_of::<SampleKey>() == 40);
 
 /// Value of the off-CPU aggregation.
 #[repr(C)]
@@ -57,7 +70,7 @@ pub struct OffCpuStart {
     /// Aggregation key prepared at switch-out.
     pub key: SampleKey,
 }
-const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 48);
+const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 56);
 
 /// Which off-CPU episodes are counted.
 #[repr(u32)]
@@ -69,33 +82,20 @@ pub enum OffCpuKind {
     Involuntary = 1,
 }
 
-/// Single-entry control block written by userspace, read by every program invocation.
+/// Single-entry control block written by userspace: only what changes while the programs run. Settings
+/// fixed for the programs' lifetime are load-time globals (see [`names::globals`]).
 ///
 /// The programs write into map set `generation % SLOTS`. Userspace bumps `generation` to end a window,
 /// waits for in-flight invocations, then drains the previous slot while the kernel fills the next one:
 /// nothing that arrives during a drain is lost. Three slots rather than two so an off-CPU episode that
-/// started in the previous window can still name stacks from that window's stack map (see agent `bpf::maps`).
+/// started in the previous window can still name stacks from that window's stack maps.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Control {
     /// Window counter; the active slot is `generation % SLOTS`.
     pub generation: u64,
-    /// Minimum blocked time for an off-CPU episode to be aggregated.
-    pub min_block_ns: u64,
-    /// Non-zero: only processes present in the `PIDS` map are sampled.
-    pub filter_pids: u32,
-    /// Off-CPU episodes counted, an [`OffCpuKind`] value.
-    pub offcpu_kind: u32,
-    /// Byte offset of `prev_pid` in the `sched_switch` record (read from tracefs at load time).
-    pub prev_pid_offset: u32,
-    /// Byte offset of `prev_state` in the `sched_switch` record.
-    pub prev_state_offset: u32,
-    /// Byte offset of `next_pid` in the `sched_switch` record.
-    pub next_pid_offset: u32,
-    /// The `prev_state` bit meaning "preempted while runnable" (`TASK_REPORT_MAX`, read from tracefs).
-    pub preempt_state_bit: u32,
 }
-const _: () = assert!(core::mem::size_of::<Control>() == 40);
+const _: () = assert!(core::mem::size_of::<Control>() == 8);
 
 /// Kind of a [`ProcEvent`].
 pub mod proc_event {
@@ -105,6 +105,9 @@ pub mod proc_event {
     pub const EXEC: u32 = 2;
     /// The process (thread group leader) exited.
     pub const EXIT: u32 = 3;
+    /// A sample's code address fell outside every mapping the kernel knows for the process (a library
+    /// loaded, or code mapped, after the mappings were read): read them again.
+    pub const MAPPINGS_STALE: u32 = 4;
 }
 
 /// Process lifecycle notification sent through the `PROC_EVENTS` ring buffer.
@@ -128,11 +131,11 @@ pub mod stat {
     pub const ONCPU_IDLE: u32 = 1;
     /// On-CPU samples lost because the counts map was full.
     pub const ONCPU_MAP_FULL: u32 = 2;
-    /// User stacks lost to a stack-map bucket collision (the sample is kept without its user stack).
+    /// User stacks lost to a collision of their key (the sample is kept without its user stack).
     pub const USER_STACK_COLLISION: u32 = 3;
-    /// Kernel stacks lost to a collision.
+    /// Kernel stacks lost to a stack-trace map bucket collision.
     pub const KERNEL_STACK_COLLISION: u32 = 4;
-    /// User stacks that failed for another reason (map full, fault).
+    /// User stacks that could not be stored (user-stack map full).
     pub const USER_STACK_ERROR: u32 = 5;
     /// Kernel stacks that failed for another reason.
     pub const KERNEL_STACK_ERROR: u32 = 6;
@@ -142,7 +145,7 @@ pub mod stat {
     pub const OFFCPU_SWITCH_OUT: u32 = 8;
     /// Off-CPU episodes aggregated.
     pub const OFFCPU_EPISODES: u32 = 9;
-    /// Off-CPU episodes shorter than `min_block_ns`, not aggregated by design.
+    /// Off-CPU episodes shorter than the minimum block time, not aggregated by design.
     pub const OFFCPU_SHORT: u32 = 10;
     /// Switch-outs not remembered because the start map was full.
     pub const OFFCPU_START_FULL: u32 = 11;
@@ -152,8 +155,37 @@ pub mod stat {
     pub const OFFCPU_UNMATCHED_EXIT: u32 = 13;
     /// Episodes longer than a window whose stacks had been recycled: time kept, stack unknown.
     pub const OFFCPU_STALE_STACK: u32 = 14;
+    /// User-stack walks that reached a thread root (a return address of 0, or a row saying the return
+    /// address is undefined: `_start`, `clone3`).
+    pub const WALK_ROOT: u32 = 15;
+    /// Walks cut at [`crate::MAX_STACK_DEPTH`] frames.
+    pub const WALK_DEPTH: u32 = 16;
+    /// Walks cut by unreadable stack memory.
+    pub const WALK_READ_FAULT: u32 = 17;
+    /// Walks cut at code without an unwind table (`--unwind tables` only; `auto` falls back instead).
+    pub const WALK_NO_TABLE: u32 = 18;
+    /// Walks cut at an unwind rule the kernel cannot evaluate.
+    pub const WALK_UNSUPPORTED: u32 = 19;
+    /// Walks ended by a frame-pointer chain ending (rbp 0): complete or not is judged by symbol names.
+    pub const WALK_FP_END: u32 = 20;
+    /// Walks cut by a frame that cannot be a caller (stack pointer not growing, address 0 or in kernel).
+    pub const WALK_BAD_FRAME: u32 = 21;
+    /// Frames produced by every walk (frames per stack = this / walks).
+    pub const WALK_FRAMES: u32 = 22;
+    /// Walks of processes whose mappings the kernel does not know yet: frame pointers only.
+    pub const FALLBACK_NO_PROCESS: u32 = 23;
+    /// Frames stepped by frame pointer because their binary's table is not loaded (not built yet, or
+    /// evicted).
+    pub const FALLBACK_NO_TABLE: u32 = 24;
+    /// Frames stepped by frame pointer because their code has no unwind information (JIT code,
+    /// assembly without CFI, a gap between FDEs).
+    pub const FALLBACK_NO_INFO: u32 = 25;
+    /// Requests sent to userspace to read a process's mappings again.
+    pub const MAPPINGS_REFRESH: u32 = 26;
+    /// Program invocations that failed before doing their job (a map or context read failed).
+    pub const PROGRAM_ERRORS: u32 = 27;
     /// Number of counters.
-    pub const COUNT: u32 = 15;
+    pub const COUNT: u32 = 28;
 }
 
 #[cfg(feature = "user")]
@@ -164,4 +196,11 @@ mod pod {
     unsafe impl aya::Pod for super::OffCpuStart {}
     unsafe impl aya::Pod for super::Control {}
     unsafe impl aya::Pod for super::ProcEvent {}
+    unsafe impl aya::Pod for super::UnwindRow {}
+    unsafe impl aya::Pod for super::RowBlock {}
+    unsafe impl aya::Pod for super::PageKey {}
+    unsafe impl aya::Pod for super::PageEntry {}
+    unsafe impl aya::Pod for super::ExecMapping {}
+    unsafe impl aya::Pod for super::ProcMappings {}
+    unsafe impl aya::Pod for super::UserStack {}
 }

@@ -1,17 +1,21 @@
 //! Ends a window and drains it without losing what arrives meanwhile.
 //!
 //! The kernel writes into map set `generation % SLOTS`. To end a window userspace (1) empties the stack
-//! map of the slot it is about to activate (its last users were drained two windows ago), (2) bumps the
-//! generation, (3) waits a grace period for program invocations that read the old generation, then
-//! (4) reads and deletes the old slot's aggregates and resolves their stack ids. Samples taken during the
-//! drain land in the new slot. Stack ids are only ever resolved in the map of the slot that issued them
-//! (`SampleKey::stack_slot`), so ids reused across slots cannot be confused; within a slot an id is never
-//! reused because stack maps are only emptied between uses, and bucket collisions are reported by the
-//! kernel as `STACK_COLLISION` and counted, never overwritten (no `BPF_F_REUSE_STACKID`).
+//! maps (kernel and user) of the slot it is about to activate (their last users were drained two windows
+//! ago), (2) bumps the generation, (3) waits a grace period for program invocations that read the old
+//! generation, then (4) reads and deletes the old slot's aggregates and resolves their stack ids. Samples
+//! taken during the drain land in the new slot. Stack ids are only ever resolved in the maps of the slot
+//! that issued them (`SampleKey::stack_slot`), so ids reused across slots cannot be confused; within a
+//! slot an id is never reused because stack maps are only emptied between uses. Collisions are reported
+//! by the kernel (`STACK_COLLISION`, counted) and never overwrite a stored stack: kernel stacks without
+//! `BPF_F_REUSE_STACKID`, user stacks keyed by one hash of their frames and checked against a second.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use sonde_abi::{Control, SLOTS, STACK_COLLISION, STACK_NONE, STACK_STALE, SampleKey, stat};
+use sonde_abi::{
+    Control, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE, STACK_OK, STACK_STALE, SampleKey,
+    stat,
+};
 
 use super::{BpfError, maps::KernelMaps};
 
@@ -32,6 +36,8 @@ pub enum RawStack {
     Stale,
     /// The id was not in the map when read (counted in [`WindowStats::stacks_missing`]).
     Missing,
+    /// The stack map was full (counted in the kernel).
+    MapFull,
     /// Another kernel error, as a negative errno.
     Error(i32),
 }
@@ -43,6 +49,8 @@ pub struct RawSample {
     pub key: SampleKey,
     /// User stack.
     pub user: RawStack,
+    /// How the user-stack walk ended (`sonde_abi::unwind::outcome`); 0 without a user stack.
+    pub user_outcome: u32,
     /// Kernel stack.
     pub kernel: RawStack,
     /// On-CPU: samples. Off-CPU: blocking episodes.
@@ -103,11 +111,6 @@ impl<M: KernelMaps> Drainer<M> {
         })
     }
 
-    /// Access to the maps (for process filters and diagnostics).
-    pub fn maps(&self) -> &M {
-        &self.maps
-    }
-
     /// Ends the current window and returns its content.
     pub fn next_window(&mut self) -> Result<RawWindow, BpfError> {
         let old = self.control.generation;
@@ -123,7 +126,8 @@ impl<M: KernelMaps> Drainer<M> {
         let off_cpu = self.maps.take_off_cpu(slot)?;
         let mut resolver = StackResolver {
             maps: &self.maps,
-            cache: HashMap::new(),
+            kernel: HashMap::new(),
+            user: HashMap::new(),
             missing: 0,
         };
         let on_cpu = on_cpu
@@ -156,37 +160,40 @@ impl<M: KernelMaps> Drainer<M> {
     }
 }
 
+/// A user stack read from the kernel: its frames and how the walk ended.
+type UserFrames = (Arc<[u64]>, u32);
+
 struct StackResolver<'a, M> {
     maps: &'a M,
-    cache: HashMap<(u64, u32), Option<Arc<[u64]>>>,
+    kernel: HashMap<(u64, u32), Option<Arc<[u64]>>>,
+    user: HashMap<(u64, u64), Option<UserFrames>>,
     missing: u64,
 }
 
 impl<M: KernelMaps> StackResolver<'_, M> {
     fn sample(&mut self, key: SampleKey, count: u64, total_ns: u64) -> Result<RawSample, BpfError> {
         let slot = u64::from(key.stack_slot) % SLOTS;
+        let (user, user_outcome) = self.user_stack(slot, &key)?;
         Ok(RawSample {
-            user: self.stack(slot, key.user_stack_id)?,
-            kernel: self.stack(slot, key.kernel_stack_id)?,
+            user,
+            user_outcome,
+            kernel: self.kernel_stack(slot, key.kernel_stack_id)?,
             key,
             count,
             total_ns,
         })
     }
 
-    fn stack(&mut self, slot: u64, id: i32) -> Result<RawStack, BpfError> {
-        let id = match id {
-            STACK_NONE => return Ok(RawStack::None),
-            STACK_COLLISION => return Ok(RawStack::Collision),
-            STACK_STALE => return Ok(RawStack::Stale),
-            errno if errno < 0 => return Ok(RawStack::Error(errno)),
-            id => id as u32,
+    fn kernel_stack(&mut self, slot: u64, id: i32) -> Result<RawStack, BpfError> {
+        let id = match u32::try_from(id) {
+            Ok(id) => id,
+            Err(_) => return Ok(status(id)),
         };
-        let frames = match self.cache.get(&(slot, id)) {
+        let frames = match self.kernel.get(&(slot, id)) {
             Some(hit) => hit.clone(),
             None => {
-                let read = self.maps.stack(slot, id)?.map(Arc::from);
-                self.cache.insert((slot, id), read.clone());
+                let read = self.maps.kernel_stack(slot, id)?.map(Arc::from);
+                self.kernel.insert((slot, id), read.clone());
                 read
             }
         };
@@ -199,15 +206,53 @@ impl<M: KernelMaps> StackResolver<'_, M> {
             }
         })
     }
+
+    fn user_stack(&mut self, slot: u64, key: &SampleKey) -> Result<(RawStack, u32), BpfError> {
+        if key.user_stack_status != STACK_OK {
+            return Ok((status(key.user_stack_status), 0));
+        }
+        let id = key.user_stack_id;
+        let read = match self.user.get(&(slot, id)) {
+            Some(hit) => hit.clone(),
+            None => {
+                let read = self
+                    .maps
+                    .user_stack(slot, id)?
+                    .map(|s| (Arc::from(s.frames), s.outcome));
+                self.user.insert((slot, id), read.clone());
+                read
+            }
+        };
+        Ok(match read {
+            Some((frames, _)) if frames.is_empty() => (RawStack::None, 0),
+            Some((frames, outcome)) => (RawStack::Frames(frames), outcome),
+            None => {
+                self.missing += 1;
+                (RawStack::Missing, 0)
+            }
+        })
+    }
+}
+
+/// The stack standing for a status code of the key (`STACK_*` or a negative errno).
+fn status(code: i32) -> RawStack {
+    match code {
+        STACK_NONE => RawStack::None,
+        STACK_COLLISION => RawStack::Collision,
+        STACK_STALE => RawStack::Stale,
+        STACK_MAP_FULL => RawStack::MapFull,
+        errno => RawStack::Error(errno),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use sonde_abi::OffCpuValue;
+    use sonde_abi::{OffCpuValue, unwind::outcome};
 
     use super::*;
+    use crate::bpf::maps::UserStackRead;
 
     /// A fake kernel: what the programs would have written, per slot.
     #[derive(Default)]
@@ -216,6 +261,7 @@ mod tests {
         on_cpu: BTreeMap<u64, Vec<(SampleKey, u64)>>,
         off_cpu: BTreeMap<u64, Vec<(SampleKey, OffCpuValue)>>,
         stacks: BTreeMap<(u64, u32), Vec<u64>>,
+        user_stacks: BTreeMap<(u64, u64), (Vec<u64>, u32)>,
         cleared: Vec<u64>,
         stats: [u64; stat::COUNT as usize],
     }
@@ -231,14 +277,24 @@ mod tests {
         fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError> {
             Ok(self.off_cpu.remove(&slot).unwrap_or_default())
         }
-        fn stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
+        fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
             Ok(self.stacks.get(&(slot, id)).cloned())
+        }
+        fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError> {
+            Ok(self
+                .user_stacks
+                .get(&(slot, id))
+                .map(|(frames, outcome)| UserStackRead {
+                    frames: frames.clone(),
+                    outcome: *outcome,
+                }))
         }
         fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
             self.cleared.push(slot);
-            let before = self.stacks.len();
+            let before = self.stacks.len() + self.user_stacks.len();
             self.stacks.retain(|(s, _), _| *s != slot);
-            Ok(before - self.stacks.len())
+            self.user_stacks.retain(|(s, _), _| *s != slot);
+            Ok(before - self.stacks.len() - self.user_stacks.len())
         }
         fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {
             Ok(self.stats)
@@ -248,10 +304,16 @@ mod tests {
         }
     }
 
-    fn key(tgid: u32, user: i32, kernel: i32, slot: u32) -> SampleKey {
+    /// A key; `user` is a stack id when non-negative, else a status.
+    fn key(tgid: u32, user: i64, kernel: i32, slot: u32) -> SampleKey {
+        let (user_stack_id, user_stack_status) = match u64::try_from(user) {
+            Ok(id) => (id, STACK_OK),
+            Err(_) => (0, user as i32),
+        };
         SampleKey {
             tgid,
-            user_stack_id: user,
+            user_stack_id,
+            user_stack_status,
             kernel_stack_id: kernel,
             stack_slot: slot,
             comm: [0; 16],
@@ -267,10 +329,13 @@ mod tests {
     #[test]
     fn drains_the_old_slot_and_clears_the_next_before_activating_it() {
         let mut maps = FakeMaps::default();
-        maps.on_cpu.insert(0, vec![(key(7, 1, STACK_NONE, 0), 5)]);
+        maps.on_cpu.insert(0, vec![(key(7, 1, 4, 0), 5)]);
         maps.on_cpu.insert(1, vec![(key(8, 1, STACK_NONE, 1), 9)]); // written after the flip: next window
-        maps.stacks.insert((0, 1), vec![0x1000, 0x2000]);
-        maps.stacks.insert((1, 1), vec![0x3000]);
+        maps.user_stacks
+            .insert((0, 1), (vec![0x1000, 0x2000], outcome::ROOT));
+        maps.user_stacks
+            .insert((1, 1), (vec![0x3000], outcome::DEPTH));
+        maps.stacks.insert((0, 4), vec![0xffff_ffff_8100_0000]);
         let mut d = drainer(maps);
         let w = d.next_window().unwrap();
         assert_eq!(w.generation, 0);
@@ -280,7 +345,11 @@ mod tests {
             w.on_cpu[0].user,
             RawStack::Frames(Arc::from(vec![0x1000, 0x2000]))
         );
-        assert_eq!(w.on_cpu[0].kernel, RawStack::None);
+        assert_eq!(w.on_cpu[0].user_outcome, outcome::ROOT);
+        assert_eq!(
+            w.on_cpu[0].kernel,
+            RawStack::Frames(Arc::from(vec![0xffff_ffff_8100_0000]))
+        );
         // Slot 1 was emptied before generation 1 was published, not after.
         assert_eq!(d.maps.cleared, vec![1]);
         assert_eq!(d.maps.generation_writes, vec![0, 1]);
@@ -312,13 +381,18 @@ mod tests {
                 ),
             ],
         );
-        maps.stacks.insert((0, 3), vec![0xaaa]);
+        maps.user_stacks
+            .insert((0, 3), (vec![0xaaa], outcome::ROOT));
         let mut d = drainer(maps);
         d.next_window().unwrap(); // generation 0 (empty) -> 1
-        d.maps.stacks.insert((1, 3), vec![0xbbb]); // written while slot 1 is active
+        // Written while slot 1 is active.
+        d.maps
+            .user_stacks
+            .insert((1, 3), (vec![0xbbb], outcome::READ_FAULT));
         let w = d.next_window().unwrap();
         assert_eq!(w.off_cpu[0].user, RawStack::Frames(Arc::from(vec![0xaaa])));
         assert_eq!(w.off_cpu[1].user, RawStack::Frames(Arc::from(vec![0xbbb])));
+        assert_eq!(w.off_cpu[1].user_outcome, outcome::READ_FAULT);
         assert_eq!((w.off_cpu[1].count, w.off_cpu[1].total_ns), (2, 20));
     }
 
@@ -328,9 +402,10 @@ mod tests {
         maps.on_cpu.insert(
             0,
             vec![
-                (key(7, STACK_COLLISION, 4, 0), 1),
+                (key(7, STACK_COLLISION.into(), 4, 0), 1),
                 (key(7, 99, STACK_STALE, 0), 1),
                 (key(7, -12, STACK_NONE, 0), 1),
+                (key(7, STACK_MAP_FULL.into(), STACK_COLLISION, 0), 1),
             ],
         );
         maps.stats[stat::ONCPU_MAP_FULL as usize] = 3;
@@ -341,6 +416,8 @@ mod tests {
         assert_eq!(w.on_cpu[1].user, RawStack::Missing);
         assert_eq!(w.on_cpu[1].kernel, RawStack::Stale);
         assert_eq!(w.on_cpu[2].user, RawStack::Error(-12));
+        assert_eq!(w.on_cpu[3].user, RawStack::MapFull);
+        assert_eq!(w.on_cpu[3].kernel, RawStack::Collision);
         assert_eq!(w.stats.stacks_missing, 2);
         assert_eq!(w.stats.lost_samples(), 3);
         // Counters are per window: nothing new in the next one.

@@ -11,14 +11,23 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{Control, OffCpuKind};
+use sonde_abi::{Control, OffCpuKind, names, names::globals, unwind::ROWS_PER_BLOCK};
 
 use super::{
     BpfError,
     drain::Drainer,
-    maps::{AyaMaps, take_map},
+    maps::{AyaMaps, map_err, take_map},
     tracefs,
 };
+use crate::unwind::{UnwindMaps, UnwindMode};
+
+/// Processes with unwind mapping entries at once (each 8 KiB, allocated only when used).
+const MAX_UNWIND_PROCESSES: u32 = 8192;
+/// Page entries allowed per block of rows: 4 KiB of code holds about 100 rows on average, so 256 pages
+/// per 4096-row block leaves ample room (entries are allocated only when used).
+const PAGES_PER_BLOCK: u32 = 256;
+/// Minimum time between two requests to re-read one process's mappings.
+const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
@@ -31,6 +40,9 @@ pub struct OffCpuOptions {
     /// Shorter episodes are counted as short and dropped.
     pub min_block: Duration,
 }
+
+/// Default `--max-unwind-table-mib`: the tables of about 200 distinct binaries of a busy node.
+pub const DEFAULT_UNWIND_TABLE_MIB: u32 = 64;
 
 /// What to load and how.
 #[derive(Clone, Debug)]
@@ -46,6 +58,10 @@ pub struct LoadOptions {
     /// Only one window will be drained (`sonde record`): slots 1 and 2 are never written, so they get
     /// one entry each instead of full size (less kernel memory, faster start).
     pub single_window: bool,
+    /// How user stacks are walked.
+    pub unwind: UnwindMode,
+    /// Kernel memory for unwind rows, MiB (allocated in full at load).
+    pub max_unwind_table_mib: u32,
 }
 
 impl Default for LoadOptions {
@@ -56,6 +72,8 @@ impl Default for LoadOptions {
             pids: Vec::new(),
             max_stacks: 16384,
             single_window: false,
+            unwind: UnwindMode::Auto,
+            max_unwind_table_mib: DEFAULT_UNWIND_TABLE_MIB,
         }
     }
 }
@@ -68,6 +86,8 @@ pub struct Loaded {
     pub drainer: Drainer<AyaMaps>,
     /// Process lifecycle events (`sonde_abi::ProcEvent`).
     pub events: RingBuf<MapData>,
+    /// The unwind tables' maps, unless unwinding by frame pointer only.
+    pub(crate) unwind: Option<UnwindMaps>,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first.
@@ -80,6 +100,11 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         None => None,
     };
 
+    if options.unwind != UnwindMode::Fp && !cfg!(target_arch = "x86_64") {
+        return Err(BpfError::UnwindUnsupported {
+            arch: std::env::consts::ARCH,
+        });
+    }
     let stacks = options.max_stacks;
     let stack_maps = options.max_stacks / 2;
     let (on_size, off_size) = match (options.frequency_hz, options.off_cpu) {
@@ -88,54 +113,61 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         (None, _) => (1, stacks),
     };
     let names = sizes_for(on_size, off_size, stack_maps, options.single_window);
+    let globals = Globals::new(options, layout.as_ref());
     let mut loader = EbpfLoader::new();
     for (name, size) in &names {
         loader.map_max_entries(name, *size);
     }
-    loader.map_max_entries("PIDS", (options.pids.len() as u32).max(1));
+    loader.map_max_entries(names::PIDS, (options.pids.len() as u32).max(1));
     if options.off_cpu.is_none() {
-        loader.map_max_entries("OFFCPU_START", 1);
+        loader.map_max_entries(names::OFFCPU_START, 1);
     }
+    let blocks = match options.unwind {
+        UnwindMode::Fp => 1,
+        _ => unwind_blocks(options.max_unwind_table_mib),
+    };
+    loader.map_max_entries(names::UNWIND_ROWS, blocks);
+    loader.map_max_entries(names::UNWIND_PAGES, blocks * PAGES_PER_BLOCK);
+    loader.map_max_entries(
+        names::PROC_MAPPINGS,
+        match (options.unwind, options.pids.len()) {
+            (UnwindMode::Fp, _) => 1,
+            (_, 0) => MAX_UNWIND_PROCESSES,
+            (_, n) => n as u32,
+        },
+    );
+    globals.set(&mut loader);
     let mut ebpf = loader
         .load(OBJECT)
         .map_err(|source| BpfError::Load { source })?;
 
     if !options.pids.is_empty() {
         // Borrowed, not taken: a taken map is closed when dropped, and the programs reference it.
-        let map = ebpf.map_mut("PIDS").ok_or_else(|| BpfError::Map {
-            map: "PIDS".into(),
+        let map = ebpf.map_mut(names::PIDS).ok_or_else(|| BpfError::Map {
+            map: names::PIDS.into(),
             source: aya::maps::MapError::InvalidName {
-                name: "PIDS".into(),
+                name: names::PIDS.into(),
             },
         })?;
-        let mut pids: HashMap<&mut aya::maps::MapData, u32, u8> =
-            HashMap::try_from(map).map_err(|source| BpfError::Map {
-                map: "PIDS".into(),
-                source,
-            })?;
+        let mut pids: HashMap<&mut MapData, u32, u8> =
+            HashMap::try_from(map).map_err(map_err(names::PIDS))?;
         for pid in &options.pids {
-            pids.insert(pid, 1, 0).map_err(|source| BpfError::Map {
-                map: "PIDS".into(),
-                source,
-            })?;
+            pids.insert(pid, 1, 0).map_err(map_err(names::PIDS))?;
         }
     }
-    let events: RingBuf<MapData> = take_map(&mut ebpf, "PROC_EVENTS")?;
-    let maps = AyaMaps::new(&mut ebpf)?;
-    let mut control = Control {
-        filter_pids: u32::from(!options.pids.is_empty()),
-        ..Default::default()
+    let events: RingBuf<MapData> = take_map(&mut ebpf, names::PROC_EVENTS)?;
+    let unwind = match options.unwind {
+        UnwindMode::Fp => None,
+        _ => Some(UnwindMaps {
+            rows: take_map(&mut ebpf, names::UNWIND_ROWS)?,
+            pages: take_map(&mut ebpf, names::UNWIND_PAGES)?,
+            procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
+            capacity: blocks,
+        }),
     };
-    if let (Some(off), Some(layout)) = (options.off_cpu, layout) {
-        control.min_block_ns = off.min_block.as_nanos() as u64;
-        control.offcpu_kind = off.kind as u32;
-        control.prev_pid_offset = layout.prev_pid;
-        control.prev_state_offset = layout.prev_state;
-        control.next_pid_offset = layout.next_pid;
-        control.preempt_state_bit = layout.preempt_bit;
-    }
+    let maps = AyaMaps::new(&mut ebpf)?;
     // The control block is written before any program is attached.
-    let drainer = Drainer::new(maps, control)?;
+    let drainer = Drainer::new(maps, Control::default())?;
 
     attach_tracepoint(&mut ebpf, "sonde_exec", "sched_process_exec")?;
     attach_tracepoint(&mut ebpf, "sonde_exit", "sched_process_exit")?;
@@ -149,10 +181,64 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         ebpf,
         drainer,
         events,
+        unwind,
     })
 }
 
-fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(String, u32)> {
+/// Blocks of rows in `mib` MiB (at least one).
+fn unwind_blocks(mib: u32) -> u32 {
+    let block_bytes = (ROWS_PER_BLOCK * size_of::<sonde_abi::UnwindRow>()) as u64;
+    ((u64::from(mib) << 20) / block_bytes).max(1) as u32
+}
+
+/// Settings fixed while the programs run, loaded as read-only globals (see agent-ebpf `globals`).
+struct Globals {
+    filter_pids: u32,
+    unwind_mode: u32,
+    refresh_interval_ns: u64,
+    min_block_ns: u64,
+    offcpu_kind: u32,
+    prev_pid_offset: u32,
+    prev_state_offset: u32,
+    next_pid_offset: u32,
+    preempt_state_bit: u64,
+}
+
+impl Globals {
+    fn new(options: &LoadOptions, layout: Option<&tracefs::SchedSwitchLayout>) -> Self {
+        let off = options.off_cpu.zip(layout);
+        Self {
+            filter_pids: u32::from(!options.pids.is_empty()),
+            unwind_mode: options.unwind.abi(),
+            refresh_interval_ns: REFRESH_INTERVAL.as_nanos() as u64,
+            min_block_ns: off.map_or(0, |(o, _)| o.min_block.as_nanos() as u64),
+            offcpu_kind: off.map_or(0, |(o, _)| o.kind as u32),
+            prev_pid_offset: off.map_or(0, |(_, l)| l.prev_pid),
+            prev_state_offset: off.map_or(0, |(_, l)| l.prev_state),
+            next_pid_offset: off.map_or(0, |(_, l)| l.next_pid),
+            preempt_state_bit: off.map_or(0, |(_, l)| u64::from(l.preempt_bit)),
+        }
+    }
+
+    fn set<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
+        loader
+            .override_global(globals::FILTER_PIDS, &self.filter_pids, true)
+            .override_global(globals::UNWIND_MODE, &self.unwind_mode, true)
+            .override_global(
+                globals::REFRESH_INTERVAL_NS,
+                &self.refresh_interval_ns,
+                true,
+            )
+            .override_global(globals::MIN_BLOCK_NS, &self.min_block_ns, true)
+            .override_global(globals::OFFCPU_KIND, &self.offcpu_kind, true)
+            .override_global(globals::PREV_PID_OFFSET, &self.prev_pid_offset, true)
+            .override_global(globals::PREV_STATE_OFFSET, &self.prev_state_offset, true)
+            .override_global(globals::NEXT_PID_OFFSET, &self.next_pid_offset, true)
+            .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true);
+    }
+}
+
+fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(&'static str, u32)> {
     (0..sonde_abi::SLOTS)
         .flat_map(|s| {
             let (on, off, stacks) = if single_window && s > 0 {
@@ -160,10 +246,12 @@ fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(String
             } else {
                 (on, off, stacks)
             };
+            let s = s as usize;
             [
-                (format!("ONCPU_{s}"), on),
-                (format!("OFFCPU_{s}"), off),
-                (format!("STACKS_{s}"), stacks),
+                (names::ONCPU[s], on),
+                (names::OFFCPU[s], off),
+                (names::KERNEL_STACKS[s], stacks),
+                (names::USER_STACKS[s], stacks),
             ]
         })
         .collect()
@@ -229,4 +317,53 @@ pub fn program_run_stats(ebpf: &Ebpf) -> (u64, Duration) {
         .fold((0, Duration::ZERO), |(n, t), info| {
             (n + info.run_count(), t + info.run_time())
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+    use sonde_abi::names;
+
+    /// Symbols of the built eBPF object in the section named `section`.
+    fn symbols_in(section: &str) -> Vec<String> {
+        let file = object::File::parse(super::OBJECT).expect("the embedded eBPF object is an ELF");
+        let index = file
+            .section_by_name(section)
+            .unwrap_or_else(|| panic!("no {section} section in the eBPF object"))
+            .index();
+        file.symbols()
+            .filter(|s| s.section_index() == Some(index))
+            .filter_map(|s| s.name().ok().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn every_shared_map_name_is_a_map_of_the_object_and_the_reverse() {
+        let mut in_object = symbols_in("maps");
+        in_object.sort();
+        let mut declared: Vec<String> = names::ALL_MAPS.iter().map(|s| s.to_string()).collect();
+        declared.sort();
+        assert_eq!(in_object, declared);
+    }
+
+    #[test]
+    fn every_load_time_global_exists_in_read_only_data() {
+        let rodata = symbols_in(".rodata");
+        for global in [
+            names::globals::FILTER_PIDS,
+            names::globals::OFFCPU_KIND,
+            names::globals::MIN_BLOCK_NS,
+            names::globals::PREV_PID_OFFSET,
+            names::globals::PREV_STATE_OFFSET,
+            names::globals::NEXT_PID_OFFSET,
+            names::globals::PREEMPT_STATE_BIT,
+            names::globals::UNWIND_MODE,
+            names::globals::REFRESH_INTERVAL_NS,
+        ] {
+            assert!(
+                rodata.iter().any(|s| s == global),
+                "{global} not in .rodata: {rodata:?}"
+            );
+        }
+    }
 }

@@ -4,9 +4,18 @@ use aya::{
     Ebpf,
     maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
 };
-use sonde_abi::{Control, OffCpuStart, OffCpuValue, SampleKey, stat};
+use sonde_abi::{Control, OffCpuStart, OffCpuValue, SampleKey, UserStack, names, stat};
 
 use super::BpfError;
+
+/// A user stack as the kernel stored it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserStackRead {
+    /// Addresses, leaf first.
+    pub frames: Vec<u64>,
+    /// How the walk ended (`sonde_abi::unwind::outcome`).
+    pub outcome: u32,
+}
 
 /// What the drain needs from the kernel maps.
 pub trait KernelMaps {
@@ -16,9 +25,11 @@ pub trait KernelMaps {
     fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError>;
     /// Reads and removes every off-CPU aggregate of `slot`.
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError>;
-    /// Instruction pointers of stack `id` in the stack map of `slot`, leaf first; None if absent.
-    fn stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError>;
-    /// Empties the stack map of `slot`; returns how many stacks it held.
+    /// Instruction pointers of kernel stack `id` in the stack-trace map of `slot`, leaf first.
+    fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError>;
+    /// User stack `id` in the user-stack map of `slot`.
+    fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError>;
+    /// Empties the kernel and user stack maps of `slot`; returns how many stacks they held.
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError>;
     /// Cumulative counters, summed over CPUs, indexed by `sonde_abi::stat`.
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError>;
@@ -32,51 +43,53 @@ pub struct AyaMaps {
     stats: PerCpuArray<MapData, u64>,
     on_cpu: Vec<HashMap<MapData, SampleKey, u64>>,
     off_cpu: Vec<HashMap<MapData, SampleKey, OffCpuValue>>,
-    stacks: Vec<StackTraceMap<MapData>>,
+    kernel_stacks: Vec<StackTraceMap<MapData>>,
+    user_stacks: Vec<HashMap<MapData, u64, UserStack>>,
     start: HashMap<MapData, u32, OffCpuStart>,
 }
 
-/// Takes map `name` out of `ebpf` as a typed map.
-pub(crate) fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
-    ebpf: &mut Ebpf,
-    name: &str,
-) -> Result<T, BpfError> {
-    let map = ebpf.take_map(name).ok_or_else(|| BpfError::Map {
+fn missing(name: &str) -> BpfError {
+    BpfError::Map {
         map: name.to_owned(),
         source: aya::maps::MapError::InvalidName {
             name: name.to_owned(),
         },
-    })?;
-    T::try_from(map).map_err(|source| BpfError::Map {
-        map: name.to_owned(),
-        source,
-    })
+    }
+}
+
+/// Takes map `name` out of `ebpf` as a typed map. A taken map is closed when dropped: maps the
+/// programs use stay referenced by the loaded programs, so this is safe for them too.
+pub(crate) fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut Ebpf,
+    name: &str,
+) -> Result<T, BpfError> {
+    let map = ebpf.take_map(name).ok_or_else(|| missing(name))?;
+    T::try_from(map).map_err(map_err(name))
+}
+
+fn take_slots<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut Ebpf,
+    names: &[&str; 3],
+) -> Result<Vec<T>, BpfError> {
+    names.iter().map(|name| take_map(ebpf, name)).collect()
 }
 
 impl AyaMaps {
-    /// Takes ownership of the maps of `ebpf`.
+    /// Takes ownership of the maps the drain reads.
     pub fn new(ebpf: &mut Ebpf) -> Result<Self, BpfError> {
-        let slots = 0..sonde_abi::SLOTS;
         Ok(Self {
-            control: take_map(ebpf, "CONTROL")?,
-            stats: take_map(ebpf, "STATS")?,
-            on_cpu: slots
-                .clone()
-                .map(|s| take_map(ebpf, &format!("ONCPU_{s}")))
-                .collect::<Result<_, _>>()?,
-            off_cpu: slots
-                .clone()
-                .map(|s| take_map(ebpf, &format!("OFFCPU_{s}")))
-                .collect::<Result<_, _>>()?,
-            stacks: slots
-                .map(|s| take_map(ebpf, &format!("STACKS_{s}")))
-                .collect::<Result<_, _>>()?,
-            start: take_map(ebpf, "OFFCPU_START")?,
+            control: take_map(ebpf, names::CONTROL)?,
+            stats: take_map(ebpf, names::STATS)?,
+            on_cpu: take_slots(ebpf, &names::ONCPU)?,
+            off_cpu: take_slots(ebpf, &names::OFFCPU)?,
+            kernel_stacks: take_slots(ebpf, &names::KERNEL_STACKS)?,
+            user_stacks: take_slots(ebpf, &names::USER_STACKS)?,
+            start: take_map(ebpf, names::OFFCPU_START)?,
         })
     }
 }
 
-fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '_ {
+pub(crate) fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '_ {
     move |source| BpfError::Map {
         map: map.to_owned(),
         source,
@@ -98,48 +111,79 @@ fn take_all<K: aya::Pod + Eq + std::hash::Hash, V: aya::Pod>(
     Ok(entries)
 }
 
+fn slot_name(names: &[&'static str; 3], slot: u64) -> &'static str {
+    names[slot as usize % 3]
+}
+
 impl KernelMaps for AyaMaps {
     fn write_control(&mut self, control: &Control) -> Result<(), BpfError> {
-        self.control.set(0, control, 0).map_err(map_err("CONTROL"))
+        self.control
+            .set(0, control, 0)
+            .map_err(map_err(names::CONTROL))
     }
 
     fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError> {
-        take_all(&mut self.on_cpu[slot as usize], "ONCPU")
+        take_all(
+            &mut self.on_cpu[slot as usize],
+            slot_name(&names::ONCPU, slot),
+        )
     }
 
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError> {
-        take_all(&mut self.off_cpu[slot as usize], "OFFCPU")
+        take_all(
+            &mut self.off_cpu[slot as usize],
+            slot_name(&names::OFFCPU, slot),
+        )
     }
 
-    fn stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
-        match self.stacks[slot as usize].get(&id, 0) {
+    fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
+        match self.kernel_stacks[slot as usize].get(&id, 0) {
             Ok(trace) => Ok(Some(trace.frames().iter().map(|f| f.ip).collect())),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(source) => Err(BpfError::Map {
-                map: format!("STACKS_{slot}"),
-                source,
-            }),
+            Err(source) => Err(map_err(slot_name(&names::KERNEL_STACKS, slot))(source)),
+        }
+    }
+
+    fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError> {
+        match self.user_stacks[slot as usize].get(&id, 0) {
+            Ok(stack) => {
+                let len = (stack.len as usize).min(stack.frames.len());
+                Ok(Some(UserStackRead {
+                    frames: stack.frames[..len].to_vec(),
+                    outcome: stack.outcome,
+                }))
+            }
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(source) => Err(map_err(slot_name(&names::USER_STACKS, slot))(source)),
         }
     }
 
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
-        let map = &mut self.stacks[slot as usize];
+        let kernel_name = slot_name(&names::KERNEL_STACKS, slot);
+        let map = &mut self.kernel_stacks[slot as usize];
         let ids = map
             .stack_ids()
             .collect::<Result<Vec<_>, _>>()
-            .map_err(map_err("STACKS"))?;
+            .map_err(map_err(kernel_name))?;
         for id in &ids {
             match map.remove(id) {
                 Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(source) => {
-                    return Err(BpfError::Map {
-                        map: format!("STACKS_{slot}"),
-                        source,
-                    });
-                }
+                Err(source) => return Err(map_err(kernel_name)(source)),
             }
         }
-        Ok(ids.len())
+        let user_name = slot_name(&names::USER_STACKS, slot);
+        let map = &mut self.user_stacks[slot as usize];
+        let keys = map
+            .keys()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(map_err(user_name))?;
+        for key in &keys {
+            match map.remove(key) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(source) => return Err(map_err(user_name)(source)),
+            }
+        }
+        Ok(ids.len() + keys.len())
     }
 
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {
@@ -148,7 +192,7 @@ impl KernelMaps for AyaMaps {
             let per_cpu = self
                 .stats
                 .get(&(index as u32), 0)
-                .map_err(map_err("STATS"))?;
+                .map_err(map_err(names::STATS))?;
             *slot = per_cpu.iter().sum();
         }
         Ok(out)

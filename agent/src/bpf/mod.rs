@@ -65,6 +65,14 @@ pub enum BpfError {
         #[source]
         source: aya::maps::MapError,
     },
+    /// Unwind tables are not built for this architecture yet.
+    #[error(
+        "unwinding with tables is not supported on {arch} yet (only x86_64): run with --unwind fp (complete stacks then need frame pointers)"
+    )]
+    UnwindUnsupported {
+        /// The architecture sonde was built for.
+        arch: &'static str,
+    },
     /// Listing online CPUs failed.
     #[error("cannot list online CPUs from {0}")]
     OnlineCpus(String),

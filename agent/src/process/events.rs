@@ -1,5 +1,7 @@
 //! Consumes the kernel's process events on a dedicated thread: captures a process when it is first
-//! sampled (or after an exec), and marks it exited when it exits.
+//! sampled, after an exec, or when the kernel found code outside its known mappings, and marks it
+//! exited when it exits. Every capture and exit is passed on to the unwinder (which builds tables on
+//! its own thread, so this one never waits for it).
 
 use std::{
     os::fd::AsRawFd as _,
@@ -14,7 +16,8 @@ use std::{
 use aya::maps::{MapData, RingBuf};
 use sonde_abi::{ProcEvent, proc_event};
 
-use super::ProcessTable;
+use super::{ProcessTable, has_live_threads};
+use crate::unwind::UnwindHandle;
 
 /// The running event thread.
 pub struct EventThread {
@@ -23,8 +26,12 @@ pub struct EventThread {
 }
 
 impl EventThread {
-    /// Starts consuming `ring` into `table`.
-    pub fn spawn(mut ring: RingBuf<MapData>, table: Arc<Mutex<ProcessTable>>) -> Self {
+    /// Starts consuming `ring` into `table`, telling `unwinder` (when unwinding with tables).
+    pub(crate) fn spawn(
+        mut ring: RingBuf<MapData>,
+        table: Arc<Mutex<ProcessTable>>,
+        unwinder: Option<UnwindHandle>,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -32,9 +39,9 @@ impl EventThread {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
-                    drain(&mut ring, &table);
+                    drain(&mut ring, &table, unwinder.as_ref());
                 }
-                drain(&mut ring, &table);
+                drain(&mut ring, &table, unwinder.as_ref());
             })
             .expect("spawning a thread");
         Self {
@@ -62,7 +69,11 @@ fn wait_readable(ring: &RingBuf<MapData>, timeout_ms: i32) {
     unsafe { libc::poll(&mut fds, 1, timeout_ms) };
 }
 
-fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<ProcessTable>) {
+fn drain(
+    ring: &mut RingBuf<MapData>,
+    table: &Mutex<ProcessTable>,
+    unwinder: Option<&UnwindHandle>,
+) {
     let mut events = Vec::new();
     while let Some(item) = ring.next() {
         if item.len() >= std::mem::size_of::<ProcEvent>() {
@@ -76,10 +87,18 @@ fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<ProcessTable>) {
     let mut table = table.lock().expect("process table lock");
     for ev in events {
         match ev.kind {
-            proc_event::FIRST_SEEN | proc_event::EXEC => {
-                table.capture(ev.tgid);
+            proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
+                if let (Some(info), Some(unwinder)) = (table.capture(ev.tgid), unwinder) {
+                    unwinder.process_changed(info);
+                }
             }
-            proc_event::EXIT => table.mark_exited(ev.tgid, Instant::now()),
+            // Only the leader's exit is reported; the process lives on while other threads run.
+            proc_event::EXIT if !has_live_threads(ev.tgid) => {
+                table.mark_exited(ev.tgid, Instant::now());
+                if let Some(unwinder) = unwinder {
+                    unwinder.process_exited(ev.tgid);
+                }
+            }
             _ => {}
         }
     }

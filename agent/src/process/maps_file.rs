@@ -1,70 +1,129 @@
-//! Parser for `/proc/PID/maps` lines.
+//! A process's memory mappings, read with `procfs` from the one proc root. When the main thread has
+//! exited (the process lives on in other threads), `/proc/PID/maps` is empty: the mappings are read from
+//! a live thread's `/proc/PID/task/TID/maps` instead.
 
-/// One line of `/proc/PID/maps`.
+use std::path::{Path, PathBuf};
+
+use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
+
+/// Where `/proc` is. A container given the host's `/proc` elsewhere would change only this.
+pub(crate) const PROC_ROOT: &str = "/proc";
+
+/// The `/proc` directory of process `pid`.
+pub(crate) fn proc_dir(pid: u32) -> PathBuf {
+    Path::new(PROC_ROOT).join(pid.to_string())
+}
+
+/// One executable mapping.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapsLine {
     /// Start address.
     pub start: u64,
     /// End address (exclusive).
     pub end: u64,
-    /// Whether the mapping is executable.
-    pub executable: bool,
     /// File offset of `start`.
     pub offset: u64,
-    /// Path or pseudo name (`[vdso]`); empty for anonymous memory. ` (deleted)` is stripped.
+    /// Path, `[vdso]`, or empty for anonymous memory. ` (deleted)` is stripped.
     pub path: String,
 }
 
-/// Parses the whole file; malformed lines are skipped.
-pub fn parse_maps(text: &str) -> Vec<MapsLine> {
-    text.lines().filter_map(parse_line).collect()
+/// The process's name (`comm`) and executable mappings; None when it is gone.
+pub(crate) fn read(pid: u32) -> Option<(String, Vec<MapsLine>)> {
+    let process = Process::new_with_root(proc_dir(pid)).ok()?;
+    let name = process.stat().ok()?.comm;
+    let mut maps = process.maps().ok()?.0;
+    if maps.is_empty() {
+        // The leader exited: any live thread shares the address space.
+        maps = process
+            .tasks()
+            .ok()?
+            .flatten()
+            .filter(|t| t.tid as u32 != pid)
+            .find_map(|t| {
+                Process::new_with_root(proc_dir(pid).join("task").join(t.tid.to_string()))
+                    .and_then(|p| p.maps())
+                    .ok()
+                    .filter(|m| !m.0.is_empty())
+            })?
+            .0;
+    }
+    Some((name, executable(maps)))
 }
 
-fn parse_line(line: &str) -> Option<MapsLine> {
-    let mut fields = line.splitn(6, ' ');
-    let (start, end) = fields.next()?.split_once('-')?;
-    let perms = fields.next()?;
-    let offset = fields.next()?;
-    let _dev = fields.next()?;
-    let _inode = fields.next()?;
-    let path = fields.next().unwrap_or("").trim_start();
-    Some(MapsLine {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        executable: perms.as_bytes().get(2) == Some(&b'x'),
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        path: path.strip_suffix(" (deleted)").unwrap_or(path).to_owned(),
-    })
+/// Whether a process whose main thread exited still runs other threads.
+pub(crate) fn has_live_threads(pid: u32) -> bool {
+    Process::new_with_root(proc_dir(pid))
+        .and_then(|p| p.tasks())
+        .is_ok_and(|mut tasks| tasks.any(|t| t.is_ok_and(|t| t.tid as u32 != pid)))
+}
+
+/// Whether process `pid` is gone: no `/proc` entry, or a zombie leader with no thread left.
+pub(crate) fn is_gone(pid: u32) -> bool {
+    match Process::new_with_root(proc_dir(pid)).and_then(|p| p.stat()) {
+        Err(_) => true,
+        Ok(stat) => stat.state == 'Z' && !has_live_threads(pid),
+    }
+}
+
+/// The executable mappings among `maps`.
+pub(crate) fn executable(maps: Vec<MemoryMap>) -> Vec<MapsLine> {
+    maps.into_iter()
+        .filter(|m| m.perms.contains(MMPermissions::EXECUTE))
+        .map(|m| MapsLine {
+            start: m.address.0,
+            end: m.address.1,
+            offset: m.offset,
+            path: match m.pathname {
+                MMapPath::Path(p) => {
+                    let p = p.to_string_lossy();
+                    p.strip_suffix(" (deleted)").unwrap_or(&p).to_owned()
+                }
+                MMapPath::Vdso => "[vdso]".to_owned(),
+                MMapPath::Anonymous => String::new(),
+                other => format!("{other:?}"),
+            },
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use procfs::{FromBufRead as _, process::MemoryMaps};
+
     use super::*;
 
     #[test]
-    fn parses_file_backed_anonymous_and_deleted_lines() {
+    fn keeps_executable_file_backed_anonymous_vdso_and_deleted_mappings() {
         let text = "\
 55d0c8a00000-55d0c8a01000 r--p 00000000 fe:01 1234                       /usr/bin/cat
 55d0c8a01000-55d0c8a05000 r-xp 00001000 fe:01 1234                       /usr/bin/cat
 7f1e2c000000-7f1e2c021000 rw-p 00000000 00:00 0 
+7f1e2d000000-7f1e2d001000 rwxp 00000000 00:00 0 
 7ffd5e9f2000-7ffd5e9f4000 r-xp 00000000 00:00 0                          [vdso]
 7f00aa000000-7f00aa100000 r-xp 00002000 fe:01 99                         /tmp/my app (deleted)
 ";
-        let maps = parse_maps(text);
-        assert_eq!(maps.len(), 5);
+        let maps = MemoryMaps::from_buf_read(text.as_bytes()).unwrap();
+        let lines = executable(maps.0);
+        assert_eq!(lines.len(), 4);
         assert_eq!(
-            maps[1],
+            lines[0],
             MapsLine {
                 start: 0x55d0c8a01000,
                 end: 0x55d0c8a05000,
-                executable: true,
                 offset: 0x1000,
                 path: "/usr/bin/cat".into()
             }
         );
-        assert!(!maps[0].executable);
-        assert_eq!(maps[2].path, "");
-        assert_eq!(maps[3].path, "[vdso]");
-        assert_eq!(maps[4].path, "/tmp/my app");
+        assert_eq!(lines[1].path, "");
+        assert_eq!(lines[2].path, "[vdso]");
+        assert_eq!(lines[3].path, "/tmp/my app");
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let (name, lines) = read(std::process::id()).expect("own process");
+        assert!(!name.is_empty());
+        assert!(lines.iter().any(|l| l.path == "[vdso]"), "{lines:?}");
+        assert!(lines.iter().any(|l| l.path.contains("libc")), "{lines:?}");
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Each executable mapping's file is opened through `/proc/PID/map_files/` (which works across mount
 //! namespaces and for deleted files) and kept open while any live process maps it; binaries are shared
-//! by device and inode.
+//! by device and inode. Anonymous executable mappings (JIT code) and the vDSO are kept too: the
+//! unwinder needs to know that code is there.
 
 pub mod events;
 mod maps_file;
@@ -13,7 +14,8 @@ use std::{
     time::Instant,
 };
 
-pub use maps_file::{MapsLine, parse_maps};
+pub use maps_file::MapsLine;
+pub(crate) use maps_file::{has_live_threads, is_gone};
 
 use crate::profile::Module;
 
@@ -95,17 +97,19 @@ impl ProcessTable {
         self.procs.get(&pid).cloned()
     }
 
-    /// Captures `pid` now (again after an exec). Returns false when the process is already gone.
-    pub fn capture(&mut self, pid: u32) -> bool {
+    /// Captures `pid` now (again after an exec, or when new code was mapped). None when the process
+    /// is already gone.
+    pub fn capture(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
         match self.read_process(pid) {
             Some(info) => {
-                self.procs.insert(pid, Arc::new(info));
+                let info = Arc::new(info);
+                self.procs.insert(pid, info.clone());
                 self.stats.captured += 1;
-                true
+                Some(info)
             }
             None => {
                 self.stats.gone += 1;
-                false
+                None
             }
         }
     }
@@ -162,14 +166,19 @@ impl ProcessTable {
         self.procs.is_empty()
     }
 
+    /// Processes held that are not marked exited.
+    pub fn live_pids(&self) -> Vec<u32> {
+        self.procs
+            .values()
+            .filter(|p| p.exited_at.is_none())
+            .map(|p| p.pid)
+            .collect()
+    }
+
     fn read_process(&mut self, pid: u32) -> Option<ProcessInfo> {
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map(|s| s.trim_end().to_owned())
-            .ok()?;
-        let mut mappings: Vec<Mapping> = parse_maps(&maps)
+        let (name, lines) = maps_file::read(pid)?;
+        let mut mappings: Vec<Mapping> = lines
             .into_iter()
-            .filter(|l| l.executable)
             .map(|line| self.mapping(pid, line))
             .collect();
         mappings.sort_by_key(|m| m.module.start);
@@ -201,10 +210,9 @@ impl ProcessTable {
     }
 
     fn binary(&mut self, pid: u32, line: &MapsLine) -> Option<Arc<Binary>> {
-        let file = match File::open(format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            line.start, line.end
-        )) {
+        let file = match File::open(
+            maps_file::proc_dir(pid).join(format!("map_files/{:x}-{:x}", line.start, line.end)),
+        ) {
             Ok(f) => f,
             Err(err) => {
                 tracing::debug!(pid, path = %line.path, %err, "cannot open mapped file");

@@ -17,6 +17,8 @@ use blazesym::symbolize::{
 
 pub use cache::SymbolCache;
 
+use sonde_abi::unwind::FRAME_EXACT;
+
 use crate::{
     bpf::drain::{RawSample, RawStack},
     process::{ProcessInfo, ProcessTable},
@@ -142,11 +144,12 @@ impl Symbolizer {
         for s in samples {
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
                 for (i, &ip) in ips.iter().enumerate() {
-                    let Some(m) = info.mapping_for(lookup_address(ip, i)) else {
+                    let addr = user_lookup_address(ip, i);
+                    let Some(m) = info.mapping_for(addr) else {
                         continue;
                     };
                     let Some(binary) = &m.binary else { continue };
-                    let offset = file_offset(&m.module, lookup_address(ip, i));
+                    let offset = file_offset(&m.module, addr);
                     if !self.cache.has_user(binary.id, offset) {
                         per_binary
                             .entry(binary.id)
@@ -228,9 +231,11 @@ impl Symbolizer {
         let user_start = frames.len();
         self.push_user(&s.user, info, &mut frames);
         let user = &frames[user_start..];
+        // Complete when the kernel's walk reached a thread root, or (frame-pointer walks cannot tell)
+        // when the outermost frame is a known thread entry point.
         let truncated = match &s.user {
-            RawStack::Frames(ips) => {
-                ips.len() >= sonde_abi::MAX_STACK_DEPTH || !roots::is_root(user.last())
+            RawStack::Frames(_) => {
+                s.user_outcome != sonde_abi::unwind::outcome::ROOT && !roots::is_root(user.last())
             }
             _ => false,
         };
@@ -276,7 +281,7 @@ impl Symbolizer {
             return;
         };
         for (i, &ip) in ips.iter().enumerate() {
-            let addr = lookup_address(ip, i);
+            let addr = user_lookup_address(ip, i);
             let mapping = info.and_then(|p| p.mapping_for(addr));
             let symbols = mapping
                 .and_then(|m| {
@@ -286,7 +291,7 @@ impl Symbolizer {
                 })
                 .unwrap_or_else(|| Arc::from(Vec::new()));
             frames.push(Frame {
-                address: ip,
+                address: ip & !FRAME_EXACT,
                 kind: FrameKind::User,
                 module: mapping.map(|m| m.module.clone()),
                 symbols,
@@ -298,6 +303,16 @@ impl Symbolizer {
 /// Return addresses point after the call; look up the call itself so the caller's line is right.
 fn lookup_address(ip: u64, depth: usize) -> u64 {
     if depth == 0 { ip } else { ip.saturating_sub(1) }
+}
+
+/// As [`lookup_address`] for a user frame, which the kernel marks when it is an exact instruction
+/// address (the leaf, a signal trampoline, the instruction a signal interrupted).
+fn user_lookup_address(ip: u64, depth: usize) -> u64 {
+    if ip & FRAME_EXACT != 0 {
+        ip & !FRAME_EXACT
+    } else {
+        lookup_address(ip, depth)
+    }
 }
 
 fn file_offset(module: &Module, addr: u64) -> u64 {
@@ -316,6 +331,7 @@ fn marker(stack: &RawStack, which: &str) -> Option<Frame> {
         RawStack::Collision => format!("[{which} stack lost: stack map collision]"),
         RawStack::Stale => format!("[{which} stack unavailable: blocked longer than a window]"),
         RawStack::Missing => format!("[{which} stack missing from map]"),
+        RawStack::MapFull => format!("[{which} stack lost: stack map full]"),
         RawStack::Error(errno) => format!("[{which} stack error {errno}]"),
     };
     Some(Frame {

@@ -1,0 +1,82 @@
+//! Names of the maps and load-time globals the two sides share. The kernel's statics carry exactly these
+//! names (an agent unit test checks the built object against this list); the agent uses only these
+//! constants, never strings of its own.
+
+/// Control block (the generation).
+pub const CONTROL: &str = "CONTROL";
+/// Processes to sample when the pid filter is on.
+pub const PIDS: &str = "PIDS";
+/// Per-CPU counters, indexed by [`crate::stat`].
+pub const STATS: &str = "STATS";
+/// Processes already announced to userspace.
+pub const SEEN: &str = "SEEN";
+/// Process lifecycle events (ring buffer of [`crate::ProcEvent`]).
+pub const PROC_EVENTS: &str = "PROC_EVENTS";
+/// Threads currently off-CPU.
+pub const OFFCPU_START: &str = "OFFCPU_START";
+/// Per-CPU scratch space of the user-stack walk.
+pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
+/// Unwind rows, in blocks ([`crate::RowBlock`]).
+pub const UNWIND_ROWS: &str = "UNWIND_ROWS";
+/// Where each page of each unwind table is ([`crate::PageKey`] -> [`crate::PageEntry`]).
+pub const UNWIND_PAGES: &str = "UNWIND_PAGES";
+/// Executable mappings per process ([`crate::ProcMappings`]).
+pub const PROC_MAPPINGS: &str = "PROC_MAPPINGS";
+
+/// Kernel stack-trace maps, one per slot.
+pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
+/// User stacks ([`crate::UserStack`]), one map per slot.
+pub const USER_STACKS: [&str; 3] = ["USTACKS_0", "USTACKS_1", "USTACKS_2"];
+/// On-CPU aggregations, one per slot.
+pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
+/// Off-CPU aggregations, one per slot.
+pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
+
+/// Every map of the object.
+pub const ALL_MAPS: [&str; 22] = [
+    CONTROL,
+    PIDS,
+    STATS,
+    SEEN,
+    PROC_EVENTS,
+    OFFCPU_START,
+    UNWIND_SCRATCH,
+    UNWIND_ROWS,
+    UNWIND_PAGES,
+    PROC_MAPPINGS,
+    KERNEL_STACKS[0],
+    KERNEL_STACKS[1],
+    KERNEL_STACKS[2],
+    USER_STACKS[0],
+    USER_STACKS[1],
+    USER_STACKS[2],
+    ONCPU[0],
+    ONCPU[1],
+    ONCPU[2],
+    OFFCPU[0],
+    OFFCPU[1],
+    OFFCPU[2],
+];
+
+/// Settings fixed for the programs' lifetime, set at load time (read-only data: the verifier prunes the
+/// branches they disable).
+pub mod globals {
+    /// `u32`: non-zero when only processes in `PIDS` are sampled.
+    pub const FILTER_PIDS: &str = "FILTER_PIDS";
+    /// `u32`: an [`crate::OffCpuKind`] value.
+    pub const OFFCPU_KIND: &str = "OFFCPU_KIND";
+    /// `u64`: off-CPU episodes shorter than this are counted as short and dropped.
+    pub const MIN_BLOCK_NS: &str = "MIN_BLOCK_NS";
+    /// `u32`: byte offset of `prev_pid` in the `sched_switch` record (from tracefs).
+    pub const PREV_PID_OFFSET: &str = "PREV_PID_OFFSET";
+    /// `u32`: byte offset of `prev_state`.
+    pub const PREV_STATE_OFFSET: &str = "PREV_STATE_OFFSET";
+    /// `u32`: byte offset of `next_pid`.
+    pub const NEXT_PID_OFFSET: &str = "NEXT_PID_OFFSET";
+    /// `u64`: the `prev_state` bit meaning "preempted while runnable" (from tracefs).
+    pub const PREEMPT_STATE_BIT: &str = "PREEMPT_STATE_BIT";
+    /// `u32`: a [`crate::unwind::mode`] value.
+    pub const UNWIND_MODE: &str = "UNWIND_MODE";
+    /// `u64`: minimum time between two mapping refresh requests for one process, nanoseconds.
+    pub const REFRESH_INTERVAL_NS: &str = "REFRESH_INTERVAL_NS";
+}

@@ -1,0 +1,73 @@
+//! Settings fixed for the programs' lifetime, written by the agent at load time
+//! (`EbpfLoader::set_global`, names in `sonde_abi::names::globals`). They live in read-only data, so
+//! the verifier knows their values and prunes the branches they disable (an off-CPU kind, the pid
+//! filter, an unwind mode) instead of every event paying for a map lookup and a test.
+
+// The defaults below are placeholders: every value is set by the agent before loading. Reads are
+// volatile so the compiler does not fold the placeholder into the code.
+#[unsafe(no_mangle)]
+static FILTER_PIDS: u32 = 0;
+#[unsafe(no_mangle)]
+static OFFCPU_KIND: u32 = 0;
+#[unsafe(no_mangle)]
+static MIN_BLOCK_NS: u64 = 0;
+#[unsafe(no_mangle)]
+static PREV_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static PREV_STATE_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static NEXT_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static PREEMPT_STATE_BIT: u64 = 0;
+#[unsafe(no_mangle)]
+static UNWIND_MODE: u32 = 0;
+#[unsafe(no_mangle)]
+static REFRESH_INTERVAL_NS: u64 = 0;
+
+macro_rules! getter {
+    ($(#[$doc:meta])* $fn:ident, $global:ident, $ty:ty) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $fn() -> $ty {
+            // SAFETY: a plain read of an initialised static.
+            unsafe { core::ptr::read_volatile(&raw const $global) }
+        }
+    };
+}
+
+getter!(
+    /// Only processes in `PIDS` are sampled.
+    filter_pids, FILTER_PIDS, u32
+);
+getter!(
+    /// Which off-CPU episodes count (`sonde_abi::OffCpuKind`).
+    offcpu_kind, OFFCPU_KIND, u32
+);
+getter!(
+    /// Shortest off-CPU episode aggregated.
+    min_block_ns, MIN_BLOCK_NS, u64
+);
+getter!(
+    /// Offset of `prev_pid` in the `sched_switch` record.
+    prev_pid_offset, PREV_PID_OFFSET, u32
+);
+getter!(
+    /// Offset of `prev_state`.
+    prev_state_offset, PREV_STATE_OFFSET, u32
+);
+getter!(
+    /// Offset of `next_pid`.
+    next_pid_offset, NEXT_PID_OFFSET, u32
+);
+getter!(
+    /// The "preempted" bit of `prev_state`.
+    preempt_state_bit, PREEMPT_STATE_BIT, u64
+);
+getter!(
+    /// `sonde_abi::unwind::mode`.
+    unwind_mode, UNWIND_MODE, u32
+);
+getter!(
+    /// Minimum time between two mapping refresh requests for one process.
+    refresh_interval_ns, REFRESH_INTERVAL_NS, u64
+);

@@ -1,0 +1,117 @@
+//! Finding the unwind rule of an address: its mapping in the process's [`ProcMappings`], then the
+//! table row in effect (page entry, then a binary search in the page's rows). Every index is masked
+//! against the array it reads, so the verifier can prove each access in bounds.
+//!
+//! Both searches are branch-free lower bounds with a fixed number of steps: a branch per step would
+//! give the verifier two states per step to explore (2^13 for a page), far beyond its budget, while
+//! arithmetic selects keep one.
+
+use sonde_abi::{
+    ExecMapping, PageKey, ProcMappings, UnwindRow,
+    unwind::{MAX_EXEC_MAPPINGS, PAGE_SHIFT, ROWS_PER_BLOCK},
+};
+
+use crate::maps::{UNWIND_PAGES, UNWIND_ROWS};
+
+/// Search steps: enough to narrow `ROWS_PER_BLOCK` (4096) candidates, and the 256 mappings, to one.
+const ROW_SEARCH_STEPS: usize = 13;
+const _: () = assert!(1 << (ROW_SEARCH_STEPS - 1) >= ROWS_PER_BLOCK);
+const _: () = assert!(ROWS_PER_BLOCK >= MAX_EXEC_MAPPINGS);
+const ROW_MASK: u32 = ROWS_PER_BLOCK as u32 - 1;
+const MAPPING_MASK: u32 = MAX_EXEC_MAPPINGS as u32 - 1;
+
+/// The mapping containing `addr`. `hint` is the index found for the previous frame: consecutive frames
+/// are usually in one binary, so it is tried first and updated.
+#[inline(always)]
+pub fn mapping(procs: &ProcMappings, addr: u64, hint: &mut u32) -> Option<ExecMapping> {
+    let count = procs.count.min(MAX_EXEC_MAPPINGS as u32);
+    let at = |i: u32| procs.mappings.get((i & MAPPING_MASK) as usize).copied();
+    if *hint < count {
+        let m = at(*hint)?;
+        if m.start <= addr && addr < m.end {
+            return Some(m);
+        }
+    }
+    let index = last_at_or_below(count, addr, |i| at(i).map_or(u64::MAX, |m| m.start))?;
+    let m = at(index)?;
+    (m.start <= addr && addr < m.end).then(|| {
+        *hint = index;
+        m
+    })
+}
+
+/// Index of the last of `count` sorted keys that is `<= target` (or the first index when none is):
+/// `base` moves forward by half of what is left when the key there is not above the target.
+#[inline(always)]
+fn last_at_or_below(count: u32, target: u64, key: impl Fn(u32) -> u64) -> Option<u32> {
+    if count == 0 {
+        return None;
+    }
+    let (mut base, mut n) = (0u32, count);
+    for _ in 0..ROW_SEARCH_STEPS {
+        let half = n / 2;
+        // 1 when key(base + half) <= target, as arithmetic (no branch): keys and targets are below 2^63.
+        let below = ((target.wrapping_sub(key(base + half)) >> 63) ^ 1) as u32;
+        base += below * half;
+        n -= half;
+    }
+    Some(base)
+}
+
+/// Rows remembered per CPU: a return address seen once is usually seen again in the next samples of
+/// the process (only the innermost frames change), and a hit costs one cache line instead of a page
+/// lookup and a search in memory the previous 10 ms of work have evicted.
+pub const ROW_CACHE_SLOTS: usize = 512;
+
+/// One remembered lookup. A (table id, address) pair always has the same row: tables are never
+/// changed in place and ids are never reused, so entries never go stale.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CachedRow {
+    /// `table_id << 32 | table_pc`; 0 for an empty slot (table ids start at 1).
+    key: u64,
+    row: UnwindRow,
+}
+
+/// The row of table `table_id` in effect at `table_pc`, through `cache`; a `cfa::NO_INFO` row when the
+/// page has no rows (no FDE covers it, or the table was evicted).
+#[inline(always)]
+pub fn row_cached(
+    cache: &mut [CachedRow; ROW_CACHE_SLOTS],
+    table_id: u32,
+    table_pc: u64,
+) -> Option<UnwindRow> {
+    let pc = u32::try_from(table_pc).ok()?;
+    let key = u64::from(table_id) << 32 | u64::from(pc);
+    let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize & (ROW_CACHE_SLOTS - 1);
+    let entry = cache.get_mut(slot)?;
+    if entry.key == key {
+        return Some(entry.row);
+    }
+    let found = row(table_id, pc).unwrap_or(UnwindRow {
+        pc,
+        kind: sonde_abi::unwind::cfa::NO_INFO,
+        ..Default::default()
+    });
+    *entry = CachedRow { key, row: found };
+    Some(found)
+}
+
+/// The row of table `table_id` in effect at `pc`; None when the page has no rows.
+#[inline(always)]
+fn row(table_id: u32, pc: u32) -> Option<UnwindRow> {
+    let key = PageKey {
+        table_id,
+        page: pc >> PAGE_SHIFT,
+    };
+    // SAFETY: the entry is copied out at once.
+    let entry = unsafe { *UNWIND_PAGES.get(key)? };
+    let block = UNWIND_ROWS.get(entry.block)?;
+    let first = u32::from(entry.first);
+    let at = |i: u32| block.rows.get(((first + i) & ROW_MASK) as usize).copied();
+    // The first row of a page starts at the page's first address, so a row always applies.
+    let index = last_at_or_below(u32::from(entry.count), u64::from(pc), |i| {
+        at(i).map_or(u64::MAX, |r| u64::from(r.pc))
+    })?;
+    at(index)
+}

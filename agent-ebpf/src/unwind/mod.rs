@@ -1,0 +1,275 @@
+//! User-stack walks: from the registers of the sampled (or switched-out) task, frame by frame with the
+//! unwind tables the agent loaded (`.eh_frame` rows, see `sonde_abi::unwind`), falling back to the
+//! frame-pointer step where no table covers the code, then stored in the slot's user-stack map under a
+//! hash of the frames.
+//!
+//! Frames are walked in a `bpf_loop` (kernel 5.17+): one callback invocation per frame keeps the
+//! verifier's work independent of the depth, and 127 frames fit in one program run.
+
+mod lookup;
+pub mod regs;
+mod step;
+
+use core::ffi::c_void;
+
+use aya_ebpf::{bindings::BPF_NOEXIST, helpers::generated::bpf_loop};
+use sonde_abi::{
+    MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK, UserStack,
+    stat,
+    unwind::{FRAME_EXACT, mode, outcome},
+};
+
+use crate::{
+    globals,
+    maps::{PROC_MAPPINGS, UNWIND_SCRATCH, add, bump, user_stacks},
+};
+use regs::UserRegs;
+use step::Flow;
+
+/// Per-CPU working memory of one walk (a map value: the BPF stack is too small for a stack).
+#[repr(C)]
+pub struct Scratch {
+    /// The stack being built; stored as is.
+    stack: UserStack,
+    /// Registers of the frame being unwound.
+    regs: UserRegs,
+    /// Non-zero when `regs.pc` is an exact instruction address (leaf, or after a signal frame).
+    exact: u32,
+    /// Non-zero when rbp could not be recovered for the current frame.
+    bp_lost: u32,
+    /// Index of the mapping of the previous frame (most frames are in the same binary).
+    mapping_hint: u32,
+    _pad: u32,
+    /// Running hashes of the frames: the map key, and an independent check of it.
+    hash: u64,
+    check: u64,
+    /// Rows found by earlier walks on this CPU.
+    rows: [lookup::CachedRow; lookup::ROW_CACHE_SLOTS],
+    /// Stacks this CPU stored or found in the current generation's map: the same stack again needs
+    /// no map lookup (a cold hash lookup is the most expensive step of a short walk).
+    stored: [StoredStack; STORED_SLOTS],
+}
+
+/// Recently stored stacks remembered per CPU.
+const STORED_SLOTS: usize = 64;
+
+/// A stack known to be in the user-stack map of `generation`'s slot.
+#[derive(Clone, Copy)]
+struct StoredStack {
+    id: u64,
+    check: u64,
+    generation: u64,
+}
+
+/// One iteration per frame, plus one to notice the depth limit.
+const LOOPS: u32 = MAX_STACK_DEPTH as u32 + 1;
+
+/// What the `bpf_loop` callbacks get: pointers to this walk's memory.
+#[repr(C)]
+struct Walk {
+    scratch: *mut Scratch,
+    procs: *mut ProcMappings,
+    tgid: u32,
+    _pad: u32,
+}
+
+/// A stored user stack: its key in the slot's user-stack map, or why there is none.
+pub struct Stored {
+    /// Key in `USTACKS_<slot>` (0 unless `status` is `STACK_OK`).
+    pub id: u64,
+    /// `STACK_OK`, `STACK_COLLISION` or a negative errno.
+    pub status: i32,
+    /// The process has mapping entries: userspace has captured it already.
+    pub known_process: bool,
+}
+
+/// Walks the user stack of `tgid` from `regs` and stores it in the user-stack map of `generation`'s
+/// slot. `scratch_slot` is the caller's own scratch entry (see `sonde_abi::unwind::SCRATCH_SLOTS`).
+#[inline(always)]
+pub fn walk_and_store(tgid: u32, regs: UserRegs, generation: u64, scratch_slot: u32) -> Stored {
+    let Some(scratch) = UNWIND_SCRATCH.get_ptr_mut(scratch_slot) else {
+        bump(stat::PROGRAM_ERRORS);
+        return Stored {
+            id: 0,
+            status: sonde_abi::STACK_NONE,
+            known_process: false,
+        };
+    };
+    // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
+    let s = unsafe { &mut *scratch };
+    s.stack.len = 0;
+    s.stack.outcome = outcome::DEPTH;
+    s.regs = regs;
+    s.exact = 1;
+    s.bp_lost = 0;
+    s.mapping_hint = 0;
+    s.hash = 0x6a09_e667_f3bc_c908;
+    s.check = 0xbb67_ae85_84ca_a73b;
+
+    let procs = if globals::unwind_mode() == mode::FP {
+        None
+    } else {
+        PROC_MAPPINGS.get_ptr_mut(tgid)
+    };
+    let mut walk = Walk {
+        scratch,
+        procs: core::ptr::null_mut(),
+        tgid,
+        _pad: 0,
+    };
+    let known_process = procs.is_some();
+    // SAFETY (both calls): the callbacks match bpf_loop's contract and use `walk` only while the loop
+    // runs; `with_tables` gets a non-null `procs`.
+    match procs {
+        Some(procs) => {
+            walk.procs = procs;
+            unsafe { bpf_loop(LOOPS, with_tables as *mut c_void, (&raw mut walk).cast(), 0) };
+        }
+        None => {
+            if globals::unwind_mode() == mode::AUTO {
+                bump(stat::FALLBACK_NO_PROCESS);
+            }
+            unsafe {
+                bpf_loop(
+                    LOOPS,
+                    frame_pointers_only as *mut c_void,
+                    (&raw mut walk).cast(),
+                    0,
+                )
+            };
+        }
+    }
+    let mut stored = finish(s, generation);
+    stored.known_process = known_process;
+    stored
+}
+
+/// `bpf_loop` callback: one frame with the process's tables.
+#[inline(never)]
+extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with both pointers set.
+    let (s, procs, tgid) = unsafe {
+        let walk = &*ctx.cast::<Walk>();
+        (&mut *walk.scratch, &mut *walk.procs, walk.tgid)
+    };
+    if !push(s) {
+        return 1;
+    }
+    match step::with_tables(s, procs, tgid) {
+        Flow::Continue => 0,
+        Flow::Stop => 1,
+    }
+}
+
+/// `bpf_loop` callback: one frame by frame pointer (`--unwind fp`, or a process without tables yet).
+#[inline(never)]
+extern "C" fn frame_pointers_only(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: as `with_tables`; only the scratch pointer is used.
+    let s = unsafe { &mut *(*ctx.cast::<Walk>()).scratch };
+    if !push(s) {
+        return 1;
+    }
+    match step::frame_pointer(s) {
+        Flow::Continue => 0,
+        Flow::Stop => 1,
+    }
+}
+
+/// Appends the current pc to the stack; false (outcome DEPTH) when the stack is full.
+#[inline(always)]
+fn push(s: &mut Scratch) -> bool {
+    let pc = s.regs.pc;
+    let Some(slot) = s.stack.frames.get_mut(s.stack.len as usize) else {
+        s.stack.outcome = outcome::DEPTH;
+        return false;
+    };
+    *slot = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
+    s.stack.len += 1;
+    s.hash = mix(s.hash ^ pc, 0x9e37_79b9_7f4a_7c15);
+    s.check = mix(s.check ^ pc, 0xc2b2_ae3d_27d4_eb4f);
+    true
+}
+
+/// One round of a multiply-xorshift hash.
+#[inline(always)]
+fn mix(x: u64, k: u64) -> u64 {
+    let x = x.wrapping_mul(k);
+    x ^ (x >> 29)
+}
+
+/// Counts the walk and stores the stack under its hash. The outcome is part of the key, so two walks
+/// with the same frames but different endings stay apart.
+#[inline(always)]
+fn finish(s: &mut Scratch, generation: u64) -> Stored {
+    let why = s.stack.outcome;
+    let counter = match why {
+        outcome::ROOT => stat::WALK_ROOT,
+        outcome::DEPTH => stat::WALK_DEPTH,
+        outcome::READ_FAULT => stat::WALK_READ_FAULT,
+        outcome::NO_TABLE => stat::WALK_NO_TABLE,
+        outcome::UNSUPPORTED => stat::WALK_UNSUPPORTED,
+        outcome::FP_END => stat::WALK_FP_END,
+        _ => stat::WALK_BAD_FRAME,
+    };
+    bump(counter);
+    add(stat::WALK_FRAMES, u64::from(s.stack.len));
+    let tail = u64::from(why) << 32 | u64::from(s.stack.len);
+    let id = mix(s.hash ^ tail, 0xff51_afd7_ed55_8ccd);
+    let check = mix(s.check ^ tail, 0xc4ce_b9fe_1a85_ec53);
+    s.stack.check = check;
+    let ok = Stored {
+        id,
+        status: STACK_OK,
+        known_process: false,
+    };
+    let Some(recent) = s.stored.get_mut(id as usize & (STORED_SLOTS - 1)) else {
+        return ok;
+    };
+    if recent.id == id && recent.check == check && recent.generation == generation {
+        return ok;
+    }
+    let map = user_stacks(generation % SLOTS);
+    let same = |existing: *const UserStack| {
+        // SAFETY: a pointer from a successful lookup.
+        if unsafe { (*existing).check } == check {
+            true
+        } else {
+            bump(stat::USER_STACK_COLLISION);
+            false
+        }
+    };
+    // By reference: the value is 1 KiB, twice the BPF stack.
+    #[allow(clippy::needless_borrows_for_generic_args)]
+    let inserted = |stack: &UserStack| map.insert(id, stack, BPF_NOEXIST as u64);
+    let stored = match map.get_ptr(id) {
+        Some(existing) => same(existing),
+        None => match inserted(&s.stack) {
+            Ok(()) => true,
+            // Stored meanwhile by another CPU: the same stack, or a collision.
+            Err(_) => match map.get_ptr(id) {
+                Some(existing) => same(existing),
+                None => {
+                    bump(stat::USER_STACK_ERROR);
+                    return Stored {
+                        id: 0,
+                        status: STACK_MAP_FULL,
+                        known_process: false,
+                    };
+                }
+            },
+        },
+    };
+    if !stored {
+        return Stored {
+            id: 0,
+            status: STACK_COLLISION,
+            known_process: false,
+        };
+    }
+    *recent = StoredStack {
+        id,
+        check,
+        generation,
+    };
+    ok
+}

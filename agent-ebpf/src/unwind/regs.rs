@@ -1,0 +1,69 @@
+//! The user registers a walk starts from. x86_64: the instruction pointer, stack pointer and rbp, either
+//! from the perf event's interrupted registers (the sample hit user code) or from the registers the
+//! task saved on entering the kernel (`task_pt_regs`: the sample hit the kernel, or the task is being
+//! switched out).
+
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::{
+        bpf_probe_read_kernel,
+        generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
+    },
+};
+
+/// Where a walk starts.
+#[derive(Clone, Copy)]
+pub struct UserRegs {
+    /// Instruction pointer (exact: the leaf frame).
+    pub pc: u64,
+    /// Stack pointer.
+    pub sp: u64,
+    /// rbp (the frame pointer when the code keeps one).
+    pub bp: u64,
+}
+
+/// x86_64: the low two bits of a saved code segment selector are the privilege level, 3 for user mode.
+#[inline(always)]
+pub fn is_user_mode(cs: u64) -> bool {
+    cs & 3 == 3
+}
+
+/// The registers of an interrupted user-mode context.
+#[inline(always)]
+pub fn from_pt_regs(regs: &pt_regs) -> UserRegs {
+    UserRegs {
+        pc: regs.rip,
+        sp: regs.rsp,
+        bp: regs.rbp,
+    }
+}
+
+/// The current task's saved user registers; None for kernel threads (nothing saved in user mode) or
+/// when they cannot be read.
+#[inline(always)]
+pub fn current_task_user_regs() -> Option<UserRegs> {
+    /// `pt_regs` from `rip` to `rsp`: rip, cs, eflags, rsp (x86_64 layout).
+    #[repr(C)]
+    struct Tail {
+        rip: u64,
+        cs: u64,
+        _eflags: u64,
+        rsp: u64,
+    }
+    // SAFETY: both helpers take the current task; the result is only read through
+    // bpf_probe_read_kernel, which tolerates a bad pointer. Two small reads rather than the whole
+    // 168-byte structure keep the BPF stack small.
+    let (tail, bp) = unsafe {
+        let task = bpf_get_current_task_btf();
+        let regs = bpf_task_pt_regs(task) as *const pt_regs;
+        (
+            bpf_probe_read_kernel((&raw const (*regs).rip).cast::<Tail>()).ok()?,
+            bpf_probe_read_kernel(&raw const (*regs).rbp).ok()?,
+        )
+    };
+    is_user_mode(tail.cs).then_some(UserRegs {
+        pc: tail.rip,
+        sp: tail.rsp,
+        bp,
+    })
+}

@@ -1,0 +1,231 @@
+//! One frame of a user-stack walk: find the caller's pc, sp and rbp. Rules are x86_64's: the return
+//! address at CFA - 8, the CFA from rsp or rbp, a saved rbp at CFA + offset, the frame-pointer record
+//! `[saved rbp, return address]` at rbp, and the kernel's `rt_sigframe` layout for signal trampolines.
+
+use aya_ebpf::helpers::{bpf_ktime_get_ns, bpf_probe_read_user};
+use sonde_abi::{
+    ProcEvent, ProcMappings, UnwindRow, proc_event, stat,
+    unwind::{FRAME_EXACT, MAPPING_NO_UNWIND_INFO, cfa, mode, outcome, rbp},
+};
+
+use super::{Scratch, lookup};
+use crate::{
+    globals,
+    maps::{bump, send_proc_event},
+};
+
+/// Whether the walk goes on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Unwind the next frame.
+    Continue,
+    /// The walk ended; `Scratch::stack.outcome` says how.
+    Stop,
+}
+
+/// x86_64 user addresses are below this (57-bit with 5-level paging); anything above is kernel or
+/// non-canonical, never a caller in user space.
+const USER_LIMIT: u64 = 1 << 56;
+
+/// x86_64 `struct rt_sigframe` as the signal trampoline sees it: rsp points at the `ucontext` (the
+/// handler's return popped `pretcode`); `uc_mcontext` starts 40 bytes in, and in it rbp is at +80,
+/// rsp at +120 and rip at +128. One read covers rbp .. rip.
+const SIGFRAME_RBP: u64 = 40 + 80;
+/// Covers every index of `UserStack::frames` (127 entries).
+const FRAME_INDEX_MASK: u32 = 0x7f;
+#[repr(C)]
+struct SigRegs {
+    rbp: u64,
+    _rbx: u64,
+    _rdx: u64,
+    _rax: u64,
+    _rcx: u64,
+    rsp: u64,
+    rip: u64,
+}
+
+#[inline(always)]
+fn stop(s: &mut Scratch, why: u32) -> Flow {
+    s.stack.outcome = why;
+    Flow::Stop
+}
+
+#[inline(always)]
+fn read_u64(addr: u64) -> Option<u64> {
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    unsafe { bpf_probe_read_user(addr as *const u64).ok() }
+}
+
+/// Reads the two words at `addr`: `[saved rbp, return address]` of a frame-pointer record.
+#[inline(always)]
+fn read_pair(addr: u64) -> Option<[u64; 2]> {
+    // SAFETY: as `read_u64`.
+    unsafe { bpf_probe_read_user(addr as *const [u64; 2]).ok() }
+}
+
+/// One frame with the process's tables (modes `auto` and `tables`).
+#[inline(always)]
+pub fn with_tables(s: &mut Scratch, procs: &mut ProcMappings, tgid: u32) -> Flow {
+    let pc = s.regs.pc;
+    // A return address points after the call; look up the call itself (a call can be the last
+    // instruction of a function). The leaf and the frame after a signal are exact.
+    let addr = if s.exact != 0 { pc } else { pc.wrapping_sub(1) };
+    let Some(m) = lookup::mapping(procs, addr, &mut s.mapping_hint) else {
+        // Code mapped after the kernel learned the mappings (dlopen, new JIT region).
+        request_refresh(procs, tgid);
+        return no_info(s, stat::FALLBACK_NO_INFO);
+    };
+    if m.table_id == 0 {
+        return if m.flags & MAPPING_NO_UNWIND_INFO != 0 {
+            no_info(s, stat::FALLBACK_NO_INFO)
+        } else {
+            no_info(s, stat::FALLBACK_NO_TABLE)
+        };
+    }
+    match lookup::row_cached(&mut s.rows, m.table_id, addr.wrapping_sub(m.bias)) {
+        Some(row) => apply(s, row),
+        None => no_info(s, stat::FALLBACK_NO_INFO),
+    }
+}
+
+/// No rule for this frame: step by frame pointer (`auto`), or end the walk (`tables`).
+#[inline(always)]
+fn no_info(s: &mut Scratch, counter: u32) -> Flow {
+    if globals::unwind_mode() == mode::TABLES {
+        return stop(s, outcome::NO_TABLE);
+    }
+    bump(counter);
+    frame_pointer(s)
+}
+
+/// Applies one table row.
+#[inline(always)]
+fn apply(s: &mut Scratch, row: UnwindRow) -> Flow {
+    let offset = u64::from(row.cfa_offset);
+    let cfa = match row.cfa_rule() {
+        cfa::RSP => s.regs.sp.wrapping_add(offset),
+        cfa::RBP => {
+            if s.bp_lost != 0 {
+                return stop(s, outcome::UNSUPPORTED);
+            }
+            s.regs.bp.wrapping_add(offset)
+        }
+        // binutils' PLT stubs: 8 more bytes on the stack once the stub's push has run.
+        cfa::PLT => s.regs.sp + 8 + if s.regs.pc & 15 >= offset { 8 } else { 0 },
+        cfa::END => return stop(s, outcome::ROOT),
+        cfa::SIGNAL => return signal_frame(s),
+        cfa::NO_INFO => return no_info(s, stat::FALLBACK_NO_INFO),
+        _ => return stop(s, outcome::UNSUPPORTED),
+    };
+    let return_address = match row.rbp_rule() {
+        // The usual `push rbp` layout: rbp right below the return address, one read for both.
+        rbp::AT_CFA if row.rbp_offset == -2 => {
+            let Some([bp, ra]) = read_pair(cfa.wrapping_sub(16)) else {
+                return stop(s, outcome::READ_FAULT);
+            };
+            s.regs.bp = bp;
+            s.bp_lost = 0;
+            ra
+        }
+        rule => {
+            let Some(ra) = read_u64(cfa.wrapping_sub(8)) else {
+                return stop(s, outcome::READ_FAULT);
+            };
+            if rule == rbp::AT_CFA {
+                let at = cfa.wrapping_add((i64::from(row.rbp_offset) * 8) as u64);
+                let Some(bp) = read_u64(at) else {
+                    return stop(s, outcome::READ_FAULT);
+                };
+                s.regs.bp = bp;
+                s.bp_lost = 0;
+            } else if rule == rbp::LOST {
+                s.bp_lost = 1;
+            }
+            ra
+        }
+    };
+    if return_address == 0 {
+        return stop(s, outcome::ROOT);
+    }
+    // Callers live at higher addresses: a CFA that does not move up means a wrong rule or a corrupt
+    // stack, and would loop.
+    if cfa <= s.regs.sp || return_address >= USER_LIMIT {
+        return stop(s, outcome::BAD_FRAME);
+    }
+    s.regs.sp = cfa;
+    s.regs.pc = return_address;
+    s.exact = 0;
+    Flow::Continue
+}
+
+/// The frame of a signal trampoline: continue from the interrupted registers saved by the kernel.
+#[inline(always)]
+fn signal_frame(s: &mut Scratch) -> Flow {
+    // The handler "returned" to the trampoline's first instruction: its frame is looked up there, not
+    // one byte before (which glibc's FDE covers for unwinders, but no symbol does).
+    // The mask keeps the index provably inside the scratch value for the verifier (the walk pushed
+    // this frame, so the length is at least 1).
+    let last = (s.stack.len.wrapping_sub(1) & FRAME_INDEX_MASK) as usize;
+    if let Some(frame) = s.stack.frames.get_mut(last) {
+        *frame |= FRAME_EXACT;
+    }
+    // SAFETY: as `read_u64`.
+    let Ok(saved) = (unsafe { bpf_probe_read_user((s.regs.sp + SIGFRAME_RBP) as *const SigRegs) })
+    else {
+        return stop(s, outcome::READ_FAULT);
+    };
+    if saved.rip == 0 || saved.rip >= USER_LIMIT {
+        return stop(s, outcome::BAD_FRAME);
+    }
+    s.regs.pc = saved.rip;
+    s.regs.sp = saved.rsp;
+    s.regs.bp = saved.rbp;
+    s.bp_lost = 0;
+    // The interrupted instruction itself, not a return address.
+    s.exact = 1;
+    Flow::Continue
+}
+
+/// One frame by frame pointer: `[saved rbp, return address]` at rbp.
+#[inline(always)]
+pub fn frame_pointer(s: &mut Scratch) -> Flow {
+    let bp = s.regs.bp;
+    if bp == 0 || s.bp_lost != 0 {
+        return stop(s, outcome::FP_END);
+    }
+    // A frame record lies above the stack pointer; below it, rbp is not a frame pointer.
+    if bp < s.regs.sp {
+        return stop(s, outcome::BAD_FRAME);
+    }
+    let Some([saved_bp, return_address]) = read_pair(bp) else {
+        return stop(s, outcome::READ_FAULT);
+    };
+    if return_address == 0 {
+        return stop(s, outcome::FP_END);
+    }
+    if return_address >= USER_LIMIT {
+        return stop(s, outcome::BAD_FRAME);
+    }
+    s.regs.sp = bp + 16;
+    s.regs.bp = saved_bp;
+    s.regs.pc = return_address;
+    s.exact = 0;
+    Flow::Continue
+}
+
+/// Asks userspace to read the process's mappings again, at most once per refresh interval.
+#[inline(always)]
+fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
+    // SAFETY: no preconditions; the helper reads the monotonic clock.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.wrapping_sub(procs.refresh_requested_ns) < globals::refresh_interval_ns() {
+        return;
+    }
+    procs.refresh_requested_ns = now;
+    bump(stat::MAPPINGS_REFRESH);
+    send_proc_event(&ProcEvent {
+        kind: proc_event::MAPPINGS_STALE,
+        tgid,
+        time_ns: now,
+    });
+}

@@ -1,0 +1,44 @@
+//! `sonde unwind-table FILE...` (hidden): builds the unwind table of each binary as the agent would and
+//! prints its size and build time, for the benchmark and for checking a binary sonde unwinds badly.
+
+use std::{path::PathBuf, process::ExitCode, time::Instant};
+
+use anyhow::Context as _;
+
+use super::{layout::layout, store::BLOCK_BYTES, table};
+
+/// Arguments of `sonde unwind-table`.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// Binaries (executables or shared libraries).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// Prints one line per binary: its CFI, rows by kind, kernel bytes (whole blocks), page entries and
+/// build milliseconds.
+pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    for path in &args.files {
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("cannot open {}: check the path", path.display()))?;
+        let started = Instant::now();
+        let built = table::build_file(&file).with_context(|| path.display().to_string())?;
+        let laid_out = layout(&built.rows);
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let stats = built.stats;
+        println!(
+            "{} source={:?} fdes={} rows={} unsupported_rows={} plt_rows={} signal_rows={} end_rows={} bytes={} pages={} build_ms={ms:.1}",
+            path.display(),
+            stats.source,
+            stats.fdes,
+            stats.rows,
+            stats.unsupported_rows,
+            stats.plt_rows,
+            stats.signal_rows,
+            stats.end_rows,
+            laid_out.blocks.len() as u64 * BLOCK_BYTES,
+            laid_out.pages.len(),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

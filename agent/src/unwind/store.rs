@@ -1,0 +1,343 @@
+//! The kernel side of the unwind tables: which blocks of `UNWIND_ROWS` hold which table, the page
+//! entries that point into them, and a least-recently-used eviction that keeps the whole within the
+//! `--max-unwind-table-mib` budget (the row array is allocated at that size).
+//!
+//! Ids are never reused, so a page entry of an evicted table can never be read as another table's.
+//! Blocks freed by an eviction are only reused after [`REUSE_GRACE`], so a program invocation that
+//! found a page entry just before its removal never reads rows of another table.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    time::{Duration, Instant},
+};
+
+use sonde_abi::{PageEntry, PageKey, RowBlock, UnwindRow, unwind::ROWS_PER_BLOCK};
+
+use super::layout::Layout;
+use crate::bpf::BpfError;
+
+/// Time before a freed block is written again: program invocations last microseconds.
+const REUSE_GRACE: Duration = Duration::from_millis(50);
+
+/// Bytes of one block of rows.
+pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<UnwindRow>()) as u64;
+
+/// The kernel maps behind the store (a fake in tests).
+pub(crate) trait TableMaps {
+    /// Writes block `index` of the row array.
+    fn write_block(&mut self, index: u32, block: &RowBlock) -> Result<(), BpfError>;
+    /// Adds or replaces a page entry.
+    fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError>;
+    /// Removes a page entry.
+    fn remove_page(&mut self, key: PageKey) -> Result<(), BpfError>;
+}
+
+/// Why a table could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    /// Larger than the whole budget.
+    #[error(
+        "its unwind table needs {needed_mib:.1} MiB, more than --max-unwind-table-mib ({budget_mib:.1} MiB): raise the flag to unwind it"
+    )]
+    TooLarge {
+        /// Size of the table's blocks.
+        needed_mib: f64,
+        /// The budget.
+        budget_mib: f64,
+    },
+    /// A map write failed.
+    #[error(transparent)]
+    Map(#[from] BpfError),
+}
+
+/// Counters of the store, cumulative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StoreStats {
+    /// Tables loaded.
+    pub(crate) loaded: u64,
+    /// Tables evicted to make room.
+    pub(crate) evictions: u64,
+    /// Blocks in use (including those waiting out the reuse grace).
+    pub(crate) blocks_used: u64,
+    /// Page entries in the kernel.
+    pub(crate) pages: u64,
+}
+
+struct Loaded {
+    id: u32,
+    blocks: Vec<u32>,
+    pages: Vec<u32>,
+    last_used: u64,
+}
+
+/// Tables in the kernel, by a key chosen by the caller (the binary's identity).
+pub(crate) struct TableStore<K, M> {
+    maps: M,
+    capacity: u32,
+    free: Vec<u32>,
+    cooling: VecDeque<(Instant, Vec<u32>)>,
+    tables: HashMap<K, Loaded>,
+    next_id: u32,
+    clock: u64,
+    stats: StoreStats,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
+    /// A store over `capacity` blocks of `maps`.
+    pub(crate) fn new(maps: M, capacity: u32) -> Self {
+        Self {
+            maps,
+            capacity,
+            free: (0..capacity).rev().collect(),
+            cooling: VecDeque::new(),
+            tables: HashMap::new(),
+            next_id: 1,
+            clock: 0,
+            stats: StoreStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub(crate) fn stats(&self) -> StoreStats {
+        self.stats
+    }
+
+    /// The id of the loaded table `key`, marking it used.
+    pub(crate) fn get(&mut self, key: &K) -> Option<u32> {
+        self.clock += 1;
+        let t = self.tables.get_mut(key)?;
+        t.last_used = self.clock;
+        Some(t.id)
+    }
+
+    /// Loads `layout` as table `key`, evicting the least recently used tables (never one of `keep`) when
+    /// the budget is short. Returns the new id and the keys evicted.
+    pub(crate) fn load(
+        &mut self,
+        key: K,
+        layout: &Layout,
+        keep: &[K],
+    ) -> Result<(u32, Vec<K>), StoreError> {
+        let needed = layout.blocks.len() as u32;
+        if needed > self.capacity {
+            return Err(StoreError::TooLarge {
+                needed_mib: f64::from(needed) * BLOCK_BYTES as f64 / 1048576.0,
+                budget_mib: f64::from(self.capacity) * BLOCK_BYTES as f64 / 1048576.0,
+            });
+        }
+        let mut evicted = Vec::new();
+        self.reclaim(false);
+        let cooling =
+            |c: &VecDeque<(Instant, Vec<u32>)>| c.iter().map(|(_, b)| b.len()).sum::<usize>();
+        while self.free.len() + cooling(&self.cooling) < needed as usize {
+            let Some(victim) = self
+                .tables
+                .iter()
+                .filter(|(k, _)| !keep.contains(k))
+                .min_by_key(|(_, t)| t.last_used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            self.evict(&victim)?;
+            evicted.push(victim);
+        }
+        if (self.free.len() as u32) < needed {
+            // Blocks just freed may still be read by a program that found their page a moment ago.
+            self.reclaim(true);
+        }
+        if (self.free.len() as u32) < needed {
+            // Everything else is pinned by `keep`: treat as too large for what is left.
+            return Err(StoreError::TooLarge {
+                needed_mib: f64::from(needed) * BLOCK_BYTES as f64 / 1048576.0,
+                budget_mib: self.free.len() as f64 * BLOCK_BYTES as f64 / 1048576.0,
+            });
+        }
+        let blocks: Vec<u32> = (0..needed).filter_map(|_| self.free.pop()).collect();
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut image = Box::new(RowBlock {
+            rows: [UnwindRow::default(); ROWS_PER_BLOCK],
+        });
+        let mut pages = Vec::with_capacity(layout.pages.len());
+        let result = (|| {
+            for (rows, &index) in layout.blocks.iter().zip(&blocks) {
+                image.rows[..rows.len()].copy_from_slice(rows);
+                self.maps.write_block(index, &image)?;
+            }
+            // Pages last: the kernel only finds rows once they are all written.
+            for p in &layout.pages {
+                let entry = PageEntry {
+                    block: blocks[p.block],
+                    first: p.first,
+                    count: p.count,
+                };
+                self.maps.insert_page(
+                    PageKey {
+                        table_id: id,
+                        page: p.page,
+                    },
+                    entry,
+                )?;
+                pages.push(p.page);
+            }
+            Ok::<(), BpfError>(())
+        })();
+        self.clock += 1;
+        let loaded = Loaded {
+            id,
+            blocks,
+            pages,
+            last_used: self.clock,
+        };
+        match result {
+            Ok(()) => {
+                self.stats.blocks_used += u64::from(needed);
+                self.stats.pages += loaded.pages.len() as u64;
+                self.stats.loaded += 1;
+                self.tables.insert(key, loaded);
+                Ok((id, evicted))
+            }
+            Err(err) => {
+                // Undo what was written; the blocks cool down like an eviction's.
+                for page in &loaded.pages {
+                    let _ = self.maps.remove_page(PageKey {
+                        table_id: id,
+                        page: *page,
+                    });
+                }
+                self.cooling.push_back((Instant::now(), loaded.blocks));
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Removes table `key` from the kernel; its blocks become reusable after the grace period.
+    pub(crate) fn evict(&mut self, key: &K) -> Result<(), BpfError> {
+        let Some(t) = self.tables.remove(key) else {
+            return Ok(());
+        };
+        for page in &t.pages {
+            self.maps.remove_page(PageKey {
+                table_id: t.id,
+                page: *page,
+            })?;
+        }
+        self.stats.evictions += 1;
+        self.stats.pages -= t.pages.len() as u64;
+        self.stats.blocks_used -= t.blocks.len() as u64;
+        self.cooling.push_back((Instant::now(), t.blocks));
+        Ok(())
+    }
+
+    /// Returns cooled-down blocks to the free list; `wait` sleeps out the grace of the oldest batch.
+    fn reclaim(&mut self, wait: bool) {
+        while let Some((at, _)) = self.cooling.front() {
+            let left = REUSE_GRACE.saturating_sub(at.elapsed());
+            if !left.is_zero() {
+                if !wait {
+                    return;
+                }
+                std::thread::sleep(left);
+            }
+            if let Some((_, blocks)) = self.cooling.pop_front() {
+                self.free.extend(blocks);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use sonde_abi::unwind::cfa;
+
+    use super::*;
+    use crate::unwind::layout::layout;
+
+    #[derive(Default)]
+    struct FakeMaps {
+        blocks: BTreeMap<u32, Vec<UnwindRow>>,
+        pages: BTreeMap<(u32, u32), PageEntry>,
+    }
+
+    impl TableMaps for FakeMaps {
+        fn write_block(&mut self, index: u32, block: &RowBlock) -> Result<(), BpfError> {
+            self.blocks.insert(index, block.rows.to_vec());
+            Ok(())
+        }
+        fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError> {
+            self.pages.insert((key.table_id, key.page), entry);
+            Ok(())
+        }
+        fn remove_page(&mut self, key: PageKey) -> Result<(), BpfError> {
+            self.pages.remove(&(key.table_id, key.page));
+            Ok(())
+        }
+    }
+
+    /// A table whose rows fill `blocks` blocks (one full page of rows per 4096 rows).
+    fn table(blocks: u32, tag: u16) -> Layout {
+        let rows: Vec<UnwindRow> = (0..blocks * 4096)
+            .map(|i| UnwindRow {
+                pc: i,
+                cfa_offset: tag,
+                rbp_offset: 0,
+                kind: cfa::RSP,
+            })
+            .collect();
+        layout(&rows)
+    }
+
+    fn row_at(store: &TableStore<&str, FakeMaps>, id: u32, pc: u32) -> Option<UnwindRow> {
+        let e = store.maps.pages.get(&(id, pc >> 12))?;
+        let rows = &store.maps.blocks[&e.block];
+        rows[e.first as usize..(e.first + e.count) as usize]
+            .iter()
+            .rev()
+            .find(|r| r.pc <= pc)
+            .copied()
+    }
+
+    #[test]
+    fn loads_tables_and_finds_their_rows() {
+        let mut store = TableStore::new(FakeMaps::default(), 4);
+        let (a, _) = store.load("a", &table(1, 8), &[]).unwrap();
+        let (b, _) = store.load("b", &table(2, 16), &[]).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(row_at(&store, a, 100).unwrap().cfa_offset, 8);
+        assert_eq!(row_at(&store, b, 5000).unwrap().cfa_offset, 16);
+        assert_eq!(store.stats().blocks_used, 3);
+        assert_eq!(store.get(&"a"), Some(a));
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_but_never_a_kept_one() {
+        let mut store = TableStore::new(FakeMaps::default(), 4);
+        let (a, _) = store.load("a", &table(2, 8), &[]).unwrap();
+        store.load("b", &table(2, 16), &[]).unwrap();
+        store.get(&"a"); // b is now the least recently used
+        let (c, evicted) = store.load("c", &table(2, 24), &[]).unwrap();
+        assert_eq!(evicted, vec!["b"]);
+        assert!(store.get(&"b").is_none());
+        assert_eq!(row_at(&store, a, 10).unwrap().cfa_offset, 8);
+        assert_eq!(row_at(&store, c, 10).unwrap().cfa_offset, 24);
+        assert_eq!(store.stats().evictions, 1);
+        // "a" is older now, but kept: "c" goes instead.
+        let (_, evicted) = store.load("d", &table(2, 32), &["a"]).unwrap();
+        assert_eq!(evicted, vec!["c"]);
+        // No page of an evicted table is left behind.
+        assert!(store.maps.pages.keys().all(|(id, _)| *id == a || *id == 4));
+    }
+
+    #[test]
+    fn a_table_larger_than_the_budget_is_refused_without_evicting() {
+        let mut store = TableStore::new(FakeMaps::default(), 2);
+        store.load("a", &table(1, 8), &[]).unwrap();
+        let err = store.load("big", &table(3, 8), &[]).unwrap_err();
+        assert!(err.to_string().contains("--max-unwind-table-mib"), "{err}");
+        assert!(store.get(&"a").is_some());
+        assert_eq!(store.stats().evictions, 0);
+    }
+}

@@ -1,0 +1,141 @@
+//! Turns per-FDE rows into the final table: FDEs in address order (a later-starting FDE overrides an
+//! earlier one from its start), a `NO_INFO` row where an FDE ends and none starts, then equal
+//! neighbours merged so the kernel's binary search runs over as few rows as possible.
+
+use sonde_abi::UnwindRow;
+use sonde_abi::unwind::{cfa, rbp};
+
+use super::cfi::FdeRows;
+use super::{FrameSource, TableStats};
+
+/// Orders the rows of `fdes` (ranges into `rows`) into the final table.
+pub(super) fn assemble(mut fdes: Vec<FdeRows>, rows: &[UnwindRow]) -> Vec<UnwindRow> {
+    // Stable: of two FDEs starting at the same address, the later in the section wins, as it would
+    // with the overriding below.
+    fdes.sort_by_key(|fde| fde.start);
+    let mut out = Vec::with_capacity(rows.len() + fdes.len());
+    for fde in &fdes {
+        for row in &rows[fde.rows.clone()] {
+            push(&mut out, *row);
+        }
+        // Without it, the gap up to the next FDE would be unwound with this function's last rule;
+        // the next FDE replaces it when it starts right here.
+        push(&mut out, no_info(fde.end));
+    }
+    out.dedup_by(|a, b| same_rule(a, b));
+    out
+}
+
+/// Counts the kinds of rows of the final table.
+pub(super) fn stats(rows: &[UnwindRow], fdes: u64, source: FrameSource) -> TableStats {
+    let count = |rules: &[u8]| {
+        let n = rows
+            .iter()
+            .filter(|row| rules.contains(&row.cfa_rule()))
+            .count();
+        n as u64
+    };
+    TableStats {
+        fdes,
+        rows: rows.len() as u64,
+        unsupported_rows: count(&[cfa::UNSUPPORTED]),
+        plt_rows: count(&[cfa::PLT]),
+        signal_rows: count(&[cfa::SIGNAL]),
+        end_rows: count(&[cfa::END]),
+        source,
+    }
+}
+
+/// Appends `row`, replacing the rows it starts at or before: a zero-length gimli row, the `NO_INFO`
+/// row of the previous FDE, or the rest of an FDE that this one overlaps.
+fn push(out: &mut Vec<UnwindRow>, row: UnwindRow) {
+    while out.last().is_some_and(|last| last.pc >= row.pc) {
+        out.pop();
+    }
+    out.push(row);
+}
+
+fn no_info(pc: u32) -> UnwindRow {
+    UnwindRow {
+        pc,
+        cfa_offset: 0,
+        rbp_offset: 0,
+        kind: cfa::NO_INFO | rbp::SAME,
+    }
+}
+
+fn same_rule(a: &UnwindRow, b: &UnwindRow) -> bool {
+    (a.kind, a.cfa_offset, a.rbp_offset) == (b.kind, b.cfa_offset, b.rbp_offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rsp(pc: u32, offset: u16) -> UnwindRow {
+        UnwindRow {
+            pc,
+            cfa_offset: offset,
+            rbp_offset: 0,
+            kind: cfa::RSP,
+        }
+    }
+
+    /// Builds `FdeRows` over one shared row vector, as `cfi::collect` does.
+    fn fdes(spec: &[(u32, u32, &[UnwindRow])]) -> (Vec<FdeRows>, Vec<UnwindRow>) {
+        let mut rows = Vec::new();
+        let mut fdes = Vec::new();
+        for (start, end, fde_rows) in spec {
+            let first = rows.len();
+            rows.extend_from_slice(fde_rows);
+            fdes.push(FdeRows {
+                start: *start,
+                end: *end,
+                rows: first..rows.len(),
+            });
+        }
+        (fdes, rows)
+    }
+
+    #[test]
+    fn adjacent_fdes_leave_no_gap_row_and_gaps_get_one() {
+        let (f, r) = fdes(&[
+            (0x20, 0x30, &[rsp(0x20, 8)]),
+            (0x10, 0x20, &[rsp(0x10, 8), rsp(0x11, 16)]),
+        ]);
+        assert_eq!(
+            assemble(f, &r),
+            vec![rsp(0x10, 8), rsp(0x11, 16), rsp(0x20, 8), no_info(0x30)]
+        );
+        let (f, r) = fdes(&[(0x10, 0x20, &[rsp(0x10, 8)]), (0x28, 0x30, &[rsp(0x28, 8)])]);
+        assert_eq!(
+            assemble(f, &r),
+            vec![rsp(0x10, 8), no_info(0x20), rsp(0x28, 8), no_info(0x30)]
+        );
+    }
+
+    #[test]
+    fn equal_neighbours_merge_and_same_pc_keeps_the_last() {
+        let (f, r) = fdes(&[(
+            0x10,
+            0x20,
+            &[rsp(0x10, 8), rsp(0x12, 8), rsp(0x14, 16), rsp(0x14, 24)],
+        )]);
+        assert_eq!(
+            assemble(f, &r),
+            vec![rsp(0x10, 8), rsp(0x14, 24), no_info(0x20)]
+        );
+    }
+
+    #[test]
+    fn a_later_fde_overrides_from_its_start() {
+        let (f, r) = fdes(&[
+            (0x10, 0x40, &[rsp(0x10, 8), rsp(0x18, 16), rsp(0x30, 8)]),
+            (0x20, 0x28, &[rsp(0x20, 32)]),
+        ]);
+        assert_eq!(
+            assemble(f, &r),
+            vec![rsp(0x10, 8), rsp(0x18, 16), rsp(0x20, 32), no_info(0x28)]
+        );
+    }
+}

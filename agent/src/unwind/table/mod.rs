@@ -1,0 +1,99 @@
+//! The unwind table builder: turns one ELF binary's call frame information (`.eh_frame`, or
+//! `.debug_frame` when there is no `.eh_frame`) into a compact table of [`UnwindRow`]s, sorted by
+//! address, that the kernel binary-searches for every user stack frame.
+//!
+//! Steps: [`elf`] checks the binary and finds its CFI section; [`cfi`] evaluates every FDE's rows with
+//! gimli and translates each with the architecture's rules ([`x86_64`], the only one so far);
+//! [`assemble`] orders the FDEs, marks the gaps between them and merges equal neighbours.
+//!
+//! Limits: x86_64 little-endian ELF only; addresses are stored on 32 bits (ELF virtual addresses of
+//! the binary, so binaries whose code lies above 4 GiB are refused); a rule the kernel cannot evaluate
+//! becomes [`cfa::UNSUPPORTED`] rather than an error, so one odd function does not cost the whole
+//! binary its table.
+//!
+//! [`cfa::UNSUPPORTED`]: sonde_abi::unwind::cfa::UNSUPPORTED
+
+mod assemble;
+mod cfi;
+mod elf;
+mod error;
+#[cfg(test)]
+mod tests;
+mod x86_64;
+
+use std::fs::File;
+
+use gimli::{DebugFrame, EhFrame, LittleEndian};
+use sonde_abi::UnwindRow;
+
+pub(crate) use error::TableError;
+
+/// The unwind table of one binary.
+#[derive(Debug, Clone)]
+pub(crate) struct BuiltTable {
+    /// Rows sorted by strictly increasing `pc`; no two neighbours carry the same rule.
+    pub(crate) rows: Vec<UnwindRow>,
+    /// What the table was built from and what it holds.
+    pub(crate) stats: TableStats,
+}
+
+/// Counts describing a built table (the `*_rows` counts are over the final rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TableStats {
+    /// FDEs read from the section, zero-length ones included (they add no rows).
+    pub(crate) fdes: u64,
+    /// Rows in the table.
+    pub(crate) rows: u64,
+    /// Rows with a rule the kernel cannot evaluate (`cfa::UNSUPPORTED`).
+    pub(crate) unsupported_rows: u64,
+    /// Rows of PLT stubs (`cfa::PLT`).
+    pub(crate) plt_rows: u64,
+    /// Rows of signal trampolines (`cfa::SIGNAL`).
+    pub(crate) signal_rows: u64,
+    /// Rows of thread roots (`cfa::END`).
+    pub(crate) end_rows: u64,
+    /// The section the rows came from.
+    pub(crate) source: FrameSource,
+}
+
+/// The section holding a binary's call frame information.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FrameSource {
+    /// `.eh_frame`, present in nearly every binary (the C++ and Rust runtimes unwind with it).
+    EhFrame,
+    /// `.debug_frame`, used only when `.eh_frame` is absent (`-fno-asynchronous-unwind-tables -g`).
+    DebugFrame,
+}
+
+/// Builds the unwind table of the ELF image `elf` (a mapped file, or the vDSO read from memory).
+pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
+    let file = elf::open(elf)?;
+    let found = elf::find_cfi(&file)?;
+    let data: &[u8] = &found.data;
+    let collected = match found.source {
+        FrameSource::EhFrame => {
+            let mut section = EhFrame::new(data, LittleEndian);
+            section.set_address_size(8);
+            cfi::collect(&section, data, &found.bases, found.name, x86_64::translate)?
+        }
+        FrameSource::DebugFrame => {
+            let mut section = DebugFrame::new(data, LittleEndian);
+            section.set_address_size(8);
+            cfi::collect(&section, data, &found.bases, found.name, x86_64::translate)?
+        }
+    };
+    let rows = assemble::assemble(collected.fdes, &collected.rows);
+    let stats = assemble::stats(&rows, collected.fde_count, found.source);
+    Ok(BuiltTable { rows, stats })
+}
+
+/// Builds the unwind table of the ELF file `file`, mapped rather than read so a 100 MB binary costs
+/// no heap beyond its rows.
+pub(crate) fn build_file(file: &File) -> Result<BuiltTable, TableError> {
+    // SAFETY: the map is read-only and dropped before returning. Another process truncating or
+    // rewriting the file meanwhile could change or fault the bytes under us; binaries are replaced by
+    // rename (package managers, linkers) and a running executable cannot be opened for writing
+    // (ETXTBSY), which is the same trust every profiler and debugger places in mapped binaries.
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|source| TableError::Map { source })?;
+    build(&map)
+}

@@ -1,0 +1,421 @@
+//! The unwinder thread: builds the unwind tables of the binaries sampled processes map, loads them into
+//! the kernel, and keeps each process's mapping entries (`PROC_MAPPINGS`) current. It runs beside the
+//! process-event thread, never on it: until a process's tables are in, its samples are walked by frame
+//! pointer, and counted as such by the kernel.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, Mutex,
+        mpsc::{Receiver, SyncSender, TrySendError},
+    },
+    thread::JoinHandle,
+    time::Instant,
+};
+
+use aya::maps::{Array, HashMap as BpfHashMap, MapData};
+use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, names};
+
+use super::{
+    UnwindStats,
+    layout::layout,
+    mappings::{self, Segment, Unwinding},
+    store::{BLOCK_BYTES, StoreError, TableMaps, TableStore},
+    table,
+};
+use crate::{
+    bpf::{BpfError, maps::map_err},
+    process::{Mapping, ProcessInfo},
+};
+
+/// Requests queued before new ones are dropped (and counted): the thread may be busy building a large
+/// table while a fork storm arrives.
+const QUEUE: usize = 4096;
+
+/// Which table a mapping uses: binaries are shared by build id (or file identity) across processes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum TableKey {
+    BuildId(String),
+    File(u64, u64),
+    Vdso,
+}
+
+enum Request {
+    /// The process's mappings were (re)read.
+    Process(Arc<ProcessInfo>),
+    /// The process is gone.
+    Exited(u32),
+    /// These processes had samples in the last window.
+    Sampled(Vec<u32>),
+    /// Answer once everything before it is handled.
+    Barrier(std::sync::mpsc::Sender<()>),
+    Stop,
+}
+
+/// The kernel maps the unwinder owns.
+pub(crate) struct UnwindMaps {
+    /// `UNWIND_ROWS`.
+    pub(crate) rows: Array<MapData, RowBlock>,
+    /// `UNWIND_PAGES`.
+    pub(crate) pages: BpfHashMap<MapData, PageKey, PageEntry>,
+    /// `PROC_MAPPINGS`.
+    pub(crate) procs: BpfHashMap<MapData, u32, ProcMappings>,
+    /// Blocks in `rows`.
+    pub(crate) capacity: u32,
+}
+
+struct AyaTableMaps {
+    rows: Array<MapData, RowBlock>,
+    pages: BpfHashMap<MapData, PageKey, PageEntry>,
+}
+
+impl TableMaps for AyaTableMaps {
+    fn write_block(&mut self, index: u32, block: &RowBlock) -> Result<(), BpfError> {
+        self.rows
+            .set(index, block, 0)
+            .map_err(map_err(names::UNWIND_ROWS))
+    }
+    fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError> {
+        self.pages
+            .insert(key, entry, 0)
+            .map_err(map_err(names::UNWIND_PAGES))
+    }
+    fn remove_page(&mut self, key: PageKey) -> Result<(), BpfError> {
+        match self.pages.remove(&key) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(err) => Err(map_err(names::UNWIND_PAGES)(err)),
+        }
+    }
+}
+
+/// Sends requests to the unwinder thread; cheap to clone, never blocks.
+#[derive(Clone)]
+pub(crate) struct UnwindHandle {
+    tx: SyncSender<Request>,
+    stats: Arc<Mutex<UnwindStats>>,
+}
+
+impl UnwindHandle {
+    fn send(&self, request: Request) {
+        if let Err(TrySendError::Full(_)) = self.tx.try_send(request) {
+            self.stats
+                .lock()
+                .expect("unwind stats lock")
+                .requests_dropped += 1;
+        }
+    }
+
+    /// The process's mappings were read (first sample, exec, new code mapped).
+    pub(crate) fn process_changed(&self, info: Arc<ProcessInfo>) {
+        self.send(Request::Process(info));
+    }
+
+    /// The process exited: its mapping entries go.
+    pub(crate) fn process_exited(&self, pid: u32) {
+        self.send(Request::Exited(pid));
+    }
+
+    /// These processes were sampled in the window just drained (keeps their tables recently used).
+    pub(crate) fn sampled(&self, pids: Vec<u32>) {
+        self.send(Request::Sampled(pids));
+    }
+}
+
+/// The running unwinder thread.
+pub(crate) struct Unwinder {
+    handle: UnwindHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Unwinder {
+    /// Starts the thread over `maps`.
+    pub(crate) fn start(maps: UnwindMaps) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let stats = Arc::new(Mutex::new(UnwindStats {
+            budget_bytes: u64::from(maps.capacity) * BLOCK_BYTES,
+            ..Default::default()
+        }));
+        let mut worker = Worker {
+            store: TableStore::new(
+                AyaTableMaps {
+                    rows: maps.rows,
+                    pages: maps.pages,
+                },
+                maps.capacity,
+            ),
+            procs_map: maps.procs,
+            binaries: HashMap::new(),
+            procs: HashMap::new(),
+            stats: stats.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("sonde-unwind".into())
+            .spawn(move || worker.run(rx))
+            .expect("spawning a thread");
+        Self {
+            handle: UnwindHandle { tx, stats },
+            thread: Some(thread),
+        }
+    }
+
+    /// A handle for other threads.
+    pub(crate) fn handle(&self) -> UnwindHandle {
+        self.handle.clone()
+    }
+
+    /// Counters so far.
+    pub(crate) fn stats(&self) -> UnwindStats {
+        *self.handle.stats.lock().expect("unwind stats lock")
+    }
+
+    /// Waits (at most `timeout`) until the requests sent so far are handled: `record --pid` loads the
+    /// tables of the named processes before sampling starts.
+    pub(crate) fn settle(&self, timeout: std::time::Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.handle.send(Request::Barrier(tx));
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Stops the thread.
+    pub(crate) fn stop(mut self) {
+        let _ = self.handle.tx.send(Request::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What is known of one binary's unwind information.
+enum BinaryState {
+    /// Buildable: its segments (the table itself may or may not be loaded).
+    Usable(Vec<Segment>),
+    /// Never buildable (no CFI, another architecture, larger than the budget).
+    Unusable,
+}
+
+struct Worker {
+    store: TableStore<TableKey, AyaTableMaps>,
+    procs_map: BpfHashMap<MapData, u32, ProcMappings>,
+    binaries: HashMap<TableKey, BinaryState>,
+    procs: HashMap<u32, Arc<ProcessInfo>>,
+    stats: Arc<Mutex<UnwindStats>>,
+}
+
+impl Worker {
+    fn run(&mut self, rx: Receiver<Request>) {
+        while let Ok(request) = rx.recv() {
+            match request {
+                Request::Process(info) => self.process(info),
+                Request::Exited(pid) => self.exited(pid),
+                Request::Sampled(pids) => self.sampled(&pids),
+                Request::Barrier(done) => {
+                    let _ = done.send(());
+                }
+                Request::Stop => break,
+            }
+            let store = self.store.stats();
+            let mut stats = self.stats.lock().expect("unwind stats lock");
+            stats.table_bytes = store.blocks_used * BLOCK_BYTES;
+            stats.pages = store.pages;
+            stats.evictions = store.evictions;
+            stats.processes = self.procs.len() as u64;
+        }
+    }
+
+    fn process(&mut self, info: Arc<ProcessInfo>) {
+        let pid = info.pid;
+        self.procs.insert(pid, info.clone());
+        let keys: Vec<TableKey> = info.mappings.iter().filter_map(key_of).collect();
+        for (mapping, key) in info.mappings.iter().filter_map(|m| Some((m, key_of(m)?))) {
+            self.ensure(&key, mapping, &keys);
+        }
+        self.write_entries(pid);
+    }
+
+    fn exited(&mut self, pid: u32) {
+        if self.procs.remove(&pid).is_some() {
+            match self.procs_map.remove(&pid) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(err) => {
+                    tracing::debug!(pid, %err, "removing the mappings of an exited process")
+                }
+            }
+        }
+    }
+
+    /// Keeps the sampled processes' tables recently used, and reloads those evicted meanwhile.
+    fn sampled(&mut self, pids: &[u32]) {
+        let mut reload = Vec::new();
+        for pid in pids {
+            let Some(info) = self.procs.get(pid) else {
+                continue;
+            };
+            for key in info.mappings.iter().filter_map(key_of) {
+                if self.store.get(&key).is_none()
+                    && matches!(self.binaries.get(&key), Some(BinaryState::Usable(_)))
+                {
+                    reload.push(info.clone());
+                }
+            }
+        }
+        reload.dedup_by_key(|i| i.pid);
+        for info in reload {
+            self.process(info);
+        }
+    }
+
+    /// Loads the table of `key` unless it is loaded or known to be unusable.
+    fn ensure(&mut self, key: &TableKey, mapping: &Mapping, keep: &[TableKey]) {
+        if self.store.get(key).is_some()
+            || matches!(self.binaries.get(key), Some(BinaryState::Unusable))
+        {
+            return;
+        }
+        let started = Instant::now();
+        let built = match key {
+            TableKey::Vdso => vdso_image().map_err(|e| e.to_string()).and_then(|image| {
+                let segments = mappings::load_segments(&image);
+                table::build(&image)
+                    .map(|t| (t, segments))
+                    .map_err(|e| e.to_string())
+            }),
+            _ => match &mapping.binary {
+                Some(binary) => file_segments(&binary.file).and_then(|segments| {
+                    table::build_file(&binary.file)
+                        .map(|t| (t, segments))
+                        .map_err(|e| e.to_string())
+                }),
+                None => return,
+            },
+        };
+        let (built, segments) = match built {
+            Ok(ok) => ok,
+            Err(reason) => {
+                tracing::debug!(path = %mapping.module.path, %reason, "no unwind table; frame pointers are used there");
+                self.stats.lock().expect("unwind stats lock").build_failures += 1;
+                self.binaries.insert(key.clone(), BinaryState::Unusable);
+                return;
+            }
+        };
+        let rows = built.rows.len();
+        let laid_out = layout(&built.rows);
+        drop(built);
+        match self.store.load(key.clone(), &laid_out, keep) {
+            Ok((id, evicted)) => {
+                let elapsed = started.elapsed();
+                tracing::debug!(path = %mapping.module.path, id, rows, blocks = laid_out.blocks.len(), ms = elapsed.as_millis() as u64, "unwind table loaded");
+                let mut stats = self.stats.lock().expect("unwind stats lock");
+                stats.tables_built += 1;
+                stats.rows += rows as u64;
+                stats.build_seconds += elapsed.as_secs_f64();
+                drop(stats);
+                self.binaries
+                    .insert(key.clone(), BinaryState::Usable(segments));
+                self.evicted(&evicted);
+            }
+            Err(StoreError::TooLarge {
+                needed_mib,
+                budget_mib,
+            }) => {
+                tracing::warn!(path = %mapping.module.path, needed_mib, budget_mib, "unwind table larger than --max-unwind-table-mib; frame pointers are used for this binary");
+                self.stats.lock().expect("unwind stats lock").build_failures += 1;
+                self.binaries.insert(key.clone(), BinaryState::Unusable);
+            }
+            Err(StoreError::Map(err)) => {
+                tracing::warn!(path = %mapping.module.path, %err, "loading an unwind table failed");
+                self.stats.lock().expect("unwind stats lock").build_failures += 1;
+            }
+        }
+    }
+
+    /// Processes that used an evicted table get entries without it (their frames there fall back).
+    fn evicted(&mut self, keys: &[TableKey]) {
+        let gone: HashSet<&TableKey> = keys.iter().collect();
+        let affected: Vec<u32> = self
+            .procs
+            .values()
+            .filter(|p| {
+                p.mappings
+                    .iter()
+                    .filter_map(key_of)
+                    .any(|k| gone.contains(&k))
+            })
+            .map(|p| p.pid)
+            .collect();
+        for pid in affected {
+            self.write_entries(pid);
+        }
+    }
+
+    fn write_entries(&mut self, pid: u32) {
+        let Some(info) = self.procs.get(&pid).cloned() else {
+            return;
+        };
+        let entries: Vec<(u64, u64, Unwinding)> = info
+            .mappings
+            .iter()
+            .map(|m| {
+                let how = match key_of(m) {
+                    None => Unwinding::NoInfo,
+                    Some(key) => match (self.store.get(&key), self.binaries.get(&key)) {
+                        (Some(id), Some(BinaryState::Usable(segments))) => Unwinding::Table {
+                            id,
+                            bias: mappings::bias(m.module.start, m.module.file_offset, segments),
+                        },
+                        (_, Some(BinaryState::Unusable)) => Unwinding::NoInfo,
+                        _ => Unwinding::Pending,
+                    },
+                };
+                (m.module.start, m.module.limit, how)
+            })
+            .collect();
+        let (value, dropped) = mappings::proc_mappings(&entries);
+        if dropped > 0 {
+            self.stats
+                .lock()
+                .expect("unwind stats lock")
+                .mappings_dropped += dropped as u64;
+        }
+        if let Err(err) = self.procs_map.insert(pid, *value, 0) {
+            tracing::debug!(pid, %err, "writing a process's mappings for the unwinder failed");
+            self.stats
+                .lock()
+                .expect("unwind stats lock")
+                .processes_dropped += 1;
+        }
+    }
+}
+
+/// The table a mapping uses, if any can exist.
+fn key_of(m: &Mapping) -> Option<TableKey> {
+    if m.module.path == "[vdso]" {
+        return Some(TableKey::Vdso);
+    }
+    let binary = m.binary.as_ref()?;
+    Some(match &binary.build_id {
+        Some(id) => TableKey::BuildId(id.clone()),
+        None => TableKey::File(binary.id.0, binary.id.1),
+    })
+}
+
+fn file_segments(file: &std::fs::File) -> Result<Vec<Segment>, String> {
+    // SAFETY: the file is a binary mapped executable by a process; mapped read-only and only read.
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?;
+    Ok(mappings::load_segments(&map))
+}
+
+/// This process's vDSO, the same image every 64-bit process of this kernel maps.
+fn vdso_image() -> std::io::Result<Vec<u8>> {
+    // SAFETY: getauxval has no preconditions.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    let maps = procfs::process::Process::myself()
+        .and_then(|p| p.maps())
+        .map_err(std::io::Error::other)?;
+    let vdso = maps
+        .iter()
+        .find(|m| m.address.0 == base && matches!(m.pathname, procfs::process::MMapPath::Vdso))
+        .ok_or_else(|| std::io::Error::other("no [vdso] mapping in this process"))?;
+    let len = (vdso.address.1 - vdso.address.0) as usize;
+    // SAFETY: the kernel maps the vDSO readable for the whole life of the process.
+    Ok(unsafe { std::slice::from_raw_parts(base as *const u8, len) }.to_vec())
+}

@@ -1,0 +1,50 @@
+//! Off-CPU stacks use the same unwinder, from the registers the task saved when it entered the kernel:
+//! on a build without frame pointers, the 20/10 ms sleeps still split 2:1 and the sleeping functions
+//! sit under `main`.
+
+mod common;
+use common::*;
+
+#[test]
+fn sleeps_split_two_to_one_without_frame_pointers() {
+    require_root();
+    let sleeper = build_workload("offcpu_sleep", "offcpu_sleep_nofp", NOFP_FLAGS);
+    let workload = Workload::start(&sleeper, &["30"]);
+    let pid = workload.pid();
+    let out = temp_dir("unwind_offcpu").join("offcpu.pb.gz");
+    let summary = record_pid(pid, "4", &["--profile", "offcpu"], &out);
+    let samples = resolve(&read_pprof(&out));
+    let twenty = inclusive(&samples, pid, "sleep_twenty", 0) as f64;
+    let ten = inclusive(&samples, pid, "sleep_ten", 0) as f64;
+    let to_main = share_reaching(&samples, pid, "", "main", 0);
+    eprintln!(
+        "sleep_twenty={:.0}ms sleep_ten={:.0}ms reaching main={to_main:.3}\n{summary}",
+        twenty / 1e6,
+        ten / 1e6
+    );
+    let ratio = twenty / ten;
+    assert!(
+        (ratio - 2.0).abs() <= 0.2,
+        "off-CPU split {ratio:.2}, expected 2 ±10%"
+    );
+    assert!(
+        twenty + ten > 3.0e9,
+        "only {:.2} s off-CPU",
+        (twenty + ten) / 1e9
+    );
+    assert!(
+        to_main >= 0.95,
+        "only {to_main:.3} of the off-CPU time reaches main"
+    );
+    // The libc frame (clock_nanosleep) between the kernel and do_sleep is walked, not skipped.
+    let through_libc = samples.iter().any(|s| {
+        s.pid == i64::from(pid)
+            && s.functions
+                .windows(2)
+                .any(|w| w[0].contains("nanosleep") && w[1] == "do_sleep")
+    });
+    assert!(
+        through_libc,
+        "no stack has libc's nanosleep directly under do_sleep"
+    );
+}
