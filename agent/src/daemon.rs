@@ -252,11 +252,19 @@ fn ship(
     }
     let accepted = exporter.submit(batch);
     let usage = stats.sample();
+    let walk = &window.stats;
+    let tables = window.unwind.unwrap_or_default();
     tracing::info!(
         samples,
         processes,
         lost_samples = window.stats.lost_samples(),
         stacks_missing = window.stats.stacks_missing,
+        walk_root_percent = format!("{:.1}", 100.0 * walk.walk_root_ratio()),
+        frames_per_stack = format!("{:.1}", walk.frames_per_stack()),
+        walk_cuts = walk.walks() - walk.kernel[sonde_abi::stat::WALK_ROOT as usize],
+        unwind_fallbacks = walk.fallbacks(),
+        unwind_table_mib = format!("{:.1}", tables.table_bytes as f64 / 1048576.0),
+        unwind_evictions = tables.evictions,
         cpu_percent = format!("{:.2}", usage.cpu_percent),
         rss_mib = format!("{:.1}", usage.rss_mib),
         queued = exporter.queued(),

@@ -13,7 +13,10 @@ use anyhow::{Context as _, bail};
 use sonde_abi::{OffCpuKind, stat};
 
 use crate::{
-    bpf::loader::{LoadOptions, OffCpuOptions},
+    bpf::{
+        drain::{WALK_OUTCOMES, WindowStats},
+        loader::{LoadOptions, OffCpuOptions},
+    },
     profile::{Profile, folded, pprof},
     sampler::{Sampler, Window},
     unwind::UnwindArgs,
@@ -275,7 +278,7 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     } else {
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
     }
-    unwind_summary(&mut line, k, sampler.unwind_stats());
+    unwind_summary(&mut line, &window.stats, sampler.unwind_stats());
     line(
         "program_errors:",
         k[stat::PROGRAM_ERRORS as usize].to_string(),
@@ -306,28 +309,26 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
 /// How user stacks were walked: completeness, depth, every cut and fallback by reason, and the tables.
 fn unwind_summary(
     line: &mut impl FnMut(&str, String),
-    k: &[u64; stat::COUNT as usize],
+    stats: &WindowStats,
     tables: Option<crate::unwind::UnwindStats>,
 ) {
-    let walks: u64 = WALK_OUTCOMES.iter().map(|(_, i)| k[*i as usize]).sum();
-    let per = |n: u64| {
-        if walks == 0 {
-            0.0
-        } else {
-            n as f64 / walks as f64
-        }
-    };
-    line("walks:", walks.to_string());
+    let k = &stats.kernel;
+    line("walks:", stats.walks().to_string());
     line(
         "walk_root:",
-        format!("{:.1}%", 100.0 * per(k[stat::WALK_ROOT as usize])),
+        format!("{:.1}%", 100.0 * stats.walk_root_ratio()),
     );
     line(
         "frames_per_stack:",
-        format!("{:.1}", per(k[stat::WALK_FRAMES as usize])),
+        format!("{:.1}", stats.frames_per_stack()),
     );
     for (name, index) in WALK_OUTCOMES.iter().skip(1) {
-        line(name, k[*index as usize].to_string());
+        let key = if *name == "fp_end" {
+            "walk_fp_end:".to_owned()
+        } else {
+            format!("walk_cut_{name}:")
+        };
+        line(&key, k[*index as usize].to_string());
     }
     for (name, index) in [
         ("fallback_no_process:", stat::FALLBACK_NO_PROCESS),
@@ -355,14 +356,3 @@ fn unwind_summary(
         );
     }
 }
-
-/// Every way a user-stack walk ends, with its summary key; the first is the complete one.
-const WALK_OUTCOMES: [(&str, u32); 7] = [
-    ("walk_root_count:", stat::WALK_ROOT),
-    ("walk_cut_depth:", stat::WALK_DEPTH),
-    ("walk_cut_read_fault:", stat::WALK_READ_FAULT),
-    ("walk_cut_no_table:", stat::WALK_NO_TABLE),
-    ("walk_cut_unsupported:", stat::WALK_UNSUPPORTED),
-    ("walk_cut_bad_frame:", stat::WALK_BAD_FRAME),
-    ("walk_fp_end:", stat::WALK_FP_END),
-];

@@ -34,6 +34,8 @@ pub struct Window {
     pub stats: WindowStats,
     /// Processes forgotten after this window (they exited before it began).
     pub exited: Vec<u32>,
+    /// Unwind tables at the end of the window (None when walking by frame pointer only).
+    pub unwind: Option<UnwindStats>,
 }
 
 /// A running sampling session.
@@ -151,6 +153,7 @@ impl Sampler {
             off_cpu,
             stats: raw.stats,
             exited: Vec::new(),
+            unwind: self.unwinder.as_ref().map(Unwinder::stats),
         }
     }
 

@@ -66,21 +66,28 @@ pub fn peers_python() -> std::path::PathBuf {
     root().join(".venv-peers/bin/python")
 }
 
-/// Test and benchmark peers: Python decoders/receivers, gcc for workloads, perf and bpftrace.
+/// Test and benchmark peers: Python decoders/receivers, gcc for workloads, perf and bpftrace, readelf
+/// (the unwind table tests compare with it), Debian's xz and libc's debug file (the unwinding tests
+/// profile Debian's own binaries and name libc's internal functions).
 pub fn peers() -> anyhow::Result<()> {
-    let missing: Vec<&str> = [
+    let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
         ("bpftrace", "bpftrace"),
         ("gcc", "gcc"),
+        ("readelf", "binutils"),
+        ("xz", "xz-utils"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
     .map(|(_, pkg)| pkg)
     .collect();
+    if !succeeds("dpkg", &["-s", "libc6-dbg"]) {
+        missing.push("libc6-dbg");
+    }
     if !missing.is_empty() {
         apt_install(
             &missing,
-            "tests build C workloads and the benchmark compares with perf and bpftrace",
+            "tests build C workloads, profile Debian's binaries and compare with perf, bpftrace and readelf",
         )?;
     }
     // A virtual environment, not the system interpreter: Debian marks its Python externally managed.

@@ -70,10 +70,59 @@ pub struct WindowStats {
     pub off_cpu_pending: usize,
 }
 
+/// Every way a user-stack walk ends, with a short name; the first is the complete one.
+pub const WALK_OUTCOMES: [(&str, u32); 7] = [
+    ("root", stat::WALK_ROOT),
+    ("depth", stat::WALK_DEPTH),
+    ("read_fault", stat::WALK_READ_FAULT),
+    ("no_table", stat::WALK_NO_TABLE),
+    ("unsupported", stat::WALK_UNSUPPORTED),
+    ("bad_frame", stat::WALK_BAD_FRAME),
+    ("fp_end", stat::WALK_FP_END),
+];
+
 impl WindowStats {
     /// On-CPU samples lost (never aggregated) in the kernel.
     pub fn lost_samples(&self) -> u64 {
         self.kernel[stat::ONCPU_MAP_FULL as usize]
+    }
+
+    /// User-stack walks (each ends in exactly one outcome).
+    pub fn walks(&self) -> u64 {
+        WALK_OUTCOMES
+            .iter()
+            .map(|(_, i)| self.kernel[*i as usize])
+            .sum()
+    }
+
+    /// Share of walks that reached a thread root.
+    pub fn walk_root_ratio(&self) -> f64 {
+        self.per_walk(self.kernel[stat::WALK_ROOT as usize])
+    }
+
+    /// Frames per walked user stack.
+    pub fn frames_per_stack(&self) -> f64 {
+        self.per_walk(self.kernel[stat::WALK_FRAMES as usize])
+    }
+
+    /// Frames stepped by frame pointer for lack of a table or of unwind information, plus walks of
+    /// processes without tables yet.
+    pub fn fallbacks(&self) -> u64 {
+        [
+            stat::FALLBACK_NO_PROCESS,
+            stat::FALLBACK_NO_TABLE,
+            stat::FALLBACK_NO_INFO,
+        ]
+        .iter()
+        .map(|i| self.kernel[*i as usize])
+        .sum()
+    }
+
+    fn per_walk(&self, n: u64) -> f64 {
+        match self.walks() {
+            0 => 0.0,
+            walks => n as f64 / walks as f64,
+        }
     }
 }
 

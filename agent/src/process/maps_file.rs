@@ -119,6 +119,55 @@ mod tests {
         assert_eq!(lines[3].path, "/tmp/my app");
     }
 
+    /// Waits up to 5 s for `condition`.
+    fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+        (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            condition()
+        })
+    }
+
+    #[test]
+    fn a_process_whose_main_thread_exited_is_read_from_a_live_thread() {
+        let dir = std::env::temp_dir().join(format!("sonde-leader-exit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bin = dir.join("leader_exit");
+        let source = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/workloads/leader_exit.c"
+        );
+        let built = std::process::Command::new("gcc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(&bin)
+            .arg(source)
+            .status()
+            .expect("gcc must be installed (cargo xtask setup --peers)");
+        assert!(built.success(), "compiling {source}");
+        let mut child = std::process::Command::new(&bin).spawn().unwrap();
+        let pid = child.id();
+        let leader_gone = eventually(|| {
+            Process::new_with_root(proc_dir(pid))
+                .and_then(|p| p.maps())
+                .is_ok_and(|m| m.0.is_empty())
+        });
+        let read_back = read(pid);
+        let (live, gone) = (has_live_threads(pid), is_gone(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(leader_gone, "the main thread of {pid} never exited");
+        let (_, lines) = read_back.expect("the process still runs in its other thread");
+        assert!(
+            lines.iter().any(|l| l.path.ends_with("/leader_exit")),
+            "{lines:?}"
+        );
+        assert!(live && !gone, "live threads {live}, gone {gone}");
+        assert!(
+            is_gone(pid),
+            "{pid} is not gone after being killed and reaped"
+        );
+    }
+
     #[test]
     fn reads_this_process() {
         let (name, lines) = read(std::process::id()).expect("own process");

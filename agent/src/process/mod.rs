@@ -8,6 +8,7 @@
 
 pub mod events;
 mod maps_file;
+mod vdso;
 
 use std::{
     collections::HashMap, fs::File, os::unix::fs::MetadataExt as _, path::PathBuf, sync::Arc,
@@ -87,11 +88,36 @@ pub struct CaptureStats {
 pub struct ProcessTable {
     procs: HashMap<u32, Arc<ProcessInfo>>,
     binaries: HashMap<(u64, u64), std::sync::Weak<Binary>>,
+    /// The vDSO image, once read (None inside: it could not be).
+    vdso: Option<Option<Arc<Binary>>>,
     /// Capture counters.
     pub stats: CaptureStats,
 }
 
+/// The GNU build id of an open ELF file, lowercase hex.
+fn read_build_id(file: &File) -> Option<String> {
+    use std::os::fd::AsRawFd as _;
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    blazesym::helper::read_elf_build_id(&fd_path)
+        .ok()
+        .flatten()
+        .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
 impl ProcessTable {
+    /// The vDSO binary, read once.
+    fn vdso(&mut self) -> Option<Arc<Binary>> {
+        self.vdso
+            .get_or_insert_with(|| {
+                vdso::binary()
+                    .inspect_err(|err| {
+                        tracing::warn!(%err, "cannot copy the vDSO: its frames stay unsymbolized")
+                    })
+                    .ok()
+            })
+            .clone()
+    }
+
     /// The captured process `pid`.
     pub fn get(&self, pid: u32) -> Option<Arc<ProcessInfo>> {
         self.procs.get(&pid).cloned()
@@ -191,11 +217,14 @@ impl ProcessTable {
     }
 
     fn mapping(&mut self, pid: u32, line: MapsLine) -> Mapping {
-        let binary = line
-            .path
-            .starts_with('/')
-            .then(|| self.binary(pid, &line))
-            .flatten();
+        let binary = if line.path == vdso::VDSO_PATH {
+            self.vdso()
+        } else {
+            line.path
+                .starts_with('/')
+                .then(|| self.binary(pid, &line))
+                .flatten()
+        };
         let module = Module {
             path: line.path.clone(),
             build_id: binary.as_ref().and_then(|b| b.build_id.clone()),
@@ -225,14 +254,7 @@ impl ProcessTable {
         if let Some(existing) = self.binaries.get(&id).and_then(std::sync::Weak::upgrade) {
             return Some(existing);
         }
-        let fd_path = {
-            use std::os::fd::AsRawFd as _;
-            PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        };
-        let build_id = blazesym::helper::read_elf_build_id(&fd_path)
-            .ok()
-            .flatten()
-            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+        let build_id = read_build_id(&file);
         let binary = Arc::new(Binary {
             id,
             path: line.path.clone(),

@@ -37,7 +37,6 @@ const QUEUE: usize = 4096;
 enum TableKey {
     BuildId(String),
     File(u64, u64),
-    Vdso,
 }
 
 enum Request {
@@ -272,22 +271,14 @@ impl Worker {
             return;
         }
         let started = Instant::now();
-        let built = match key {
-            TableKey::Vdso => vdso_image().map_err(|e| e.to_string()).and_then(|image| {
-                let segments = mappings::load_segments(&image);
-                table::build(&image)
-                    .map(|t| (t, segments))
-                    .map_err(|e| e.to_string())
-            }),
-            _ => match &mapping.binary {
-                Some(binary) => file_segments(&binary.file).and_then(|segments| {
-                    table::build_file(&binary.file)
-                        .map(|t| (t, segments))
-                        .map_err(|e| e.to_string())
-                }),
-                None => return,
-            },
+        let Some(binary) = &mapping.binary else {
+            return;
         };
+        let built = file_segments(&binary.file).and_then(|segments| {
+            table::build_file(&binary.file)
+                .map(|t| (t, segments))
+                .map_err(|e| e.to_string())
+        });
         let (built, segments) = match built {
             Ok(ok) => ok,
             Err(reason) => {
@@ -386,11 +377,8 @@ impl Worker {
     }
 }
 
-/// The table a mapping uses, if any can exist.
+/// The table a mapping uses, if any can exist (the vDSO is a binary like the others).
 fn key_of(m: &Mapping) -> Option<TableKey> {
-    if m.module.path == "[vdso]" {
-        return Some(TableKey::Vdso);
-    }
     let binary = m.binary.as_ref()?;
     Some(match &binary.build_id {
         Some(id) => TableKey::BuildId(id.clone()),
@@ -402,20 +390,4 @@ fn file_segments(file: &std::fs::File) -> Result<Vec<Segment>, String> {
     // SAFETY: the file is a binary mapped executable by a process; mapped read-only and only read.
     let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?;
     Ok(mappings::load_segments(&map))
-}
-
-/// This process's vDSO, the same image every 64-bit process of this kernel maps.
-fn vdso_image() -> std::io::Result<Vec<u8>> {
-    // SAFETY: getauxval has no preconditions.
-    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-    let maps = procfs::process::Process::myself()
-        .and_then(|p| p.maps())
-        .map_err(std::io::Error::other)?;
-    let vdso = maps
-        .iter()
-        .find(|m| m.address.0 == base && matches!(m.pathname, procfs::process::MMapPath::Vdso))
-        .ok_or_else(|| std::io::Error::other("no [vdso] mapping in this process"))?;
-    let len = (vdso.address.1 - vdso.address.0) as usize;
-    // SAFETY: the kernel maps the vDSO readable for the whole life of the process.
-    Ok(unsafe { std::slice::from_raw_parts(base as *const u8, len) }.to_vec())
 }
