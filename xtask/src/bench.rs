@@ -1,7 +1,10 @@
 //! `cargo xtask bench`: one run on one machine measuring a fixed CPU-bound workload alone and under each
 //! profiler (sonde, `perf record -a -g`, bpftrace), plus a context-switch-heavy workload for off-CPU.
 //! Reported: workload slowdown versus alone, profiler CPU seconds per wall second, peak RSS, and for
-//! sonde the BPF run time per program invocation and BPF map memory.
+//! sonde the BPF run time per program invocation and BPF map memory. The unwinding comparison (stack
+//! completeness without frame pointers, against perf's DWARF mode) lives in [`unwind`].
+
+mod unwind;
 
 use std::{
     path::{Path, PathBuf},
@@ -25,13 +28,43 @@ pub struct BenchArgs {
     /// Instead: the daemon benchmark (50 busy processes, `sonde run`) for this many minutes.
     #[arg(long)]
     daemon_minutes: Option<u64>,
+    /// Only the unwinding comparison (skips the CPU-bound and off-CPU sections).
+    #[arg(long)]
+    unwind_only: bool,
+    /// Window each profiler records in the unwinding comparison, seconds.
+    #[arg(long, default_value_t = 20)]
+    unwind_seconds: u64,
+    /// Interleaved rounds of the unwinding comparison (per-run numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    unwind_rounds: usize,
 }
 
-struct Usage {
-    cpu: Duration,
-    max_rss_kib: i64,
-    /// BPF programs of the profiler: (run count, run time ns, map bytes), from its fdinfo.
-    bpf: Option<(u64, u64, u64)>,
+/// What a profiler process cost, from wait4 and its fdinfo.
+pub(crate) struct Usage {
+    /// User + system CPU of the process (its BPF programs not included).
+    pub(crate) cpu: Duration,
+    pub(crate) max_rss_kib: i64,
+    /// BPF programs and maps of the profiler, read just before it was stopped.
+    pub(crate) bpf: Option<BpfUsage>,
+    /// Everything it printed on stdout.
+    pub(crate) stdout: String,
+    pub(crate) status: std::process::ExitStatus,
+}
+
+/// BPF objects a process holds, summed from /proc/PID/fdinfo (run times need
+/// `kernel.bpf_stats_enabled=1`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct BpfUsage {
+    /// Invocations of all its programs.
+    pub(crate) runs: u64,
+    /// Run time of all its programs, ns.
+    pub(crate) run_ns: u64,
+    /// Invocations of its perf-event (sampling) programs: one per timer tick per CPU.
+    pub(crate) sampling_runs: u64,
+    /// Run time of its perf-event programs, ns.
+    pub(crate) sampling_ns: u64,
+    /// Kernel memory of its maps (memlock).
+    pub(crate) map_bytes: u64,
 }
 
 /// A profiler under test: a command started before the workload and stopped with SIGINT after it.
@@ -46,6 +79,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     if let Some(minutes) = args.daemon_minutes {
         return daemon(&sonde, &dir, minutes);
+    }
+    let unwind = unwind::Options {
+        window: Duration::from_secs(args.unwind_seconds),
+        rounds: args.unwind_rounds,
+    };
+    if args.unwind_only {
+        return unwind::run(&sonde, &dir, &unwind);
     }
     let busy = compile(
         &root().join("tests/workloads/busy_threads.c"),
@@ -179,7 +219,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let busy_offcpu = measure(&offcpu_profilers[0], &mut workload())?;
     println!("\n## CPU-bound workload under sonde offcpu");
     print_rows(&[(offcpu_profilers[0].name, busy_offcpu)], alone);
-    Ok(())
+    unwind::run(&sonde, &dir, &unwind)
 }
 
 const BPFTRACE_OFFCPU: &str = "tracepoint:sched:sched_switch { \
@@ -201,10 +241,10 @@ fn print_rows(rows: &[(&str, Measured)], alone: Duration) {
     println!("|---|---|---|---|---|---|---|---|---|");
     for (name, m) in rows {
         let cpu_per_s = m.usage.cpu.as_secs_f64() / m.window.as_secs_f64();
-        let bpf = m.usage.bpf.filter(|(runs, _, _)| *runs > 0);
-        let ns_per_run = bpf.map(|(runs, ns, _)| ns as f64 / runs as f64);
-        let runs = bpf.map(|(runs, _, _)| runs as f64);
-        let map_mib = m.usage.bpf.map(|(_, _, bytes)| bytes as f64 / 1048576.0);
+        let bpf = m.usage.bpf.filter(|b| b.runs > 0);
+        let ns_per_run = bpf.map(|b| b.run_ns as f64 / b.runs as f64);
+        let runs = bpf.map(|b| b.runs as f64);
+        let map_mib = m.usage.bpf.map(|b| b.map_bytes as f64 / 1048576.0);
         let bpf_cpu_per_s = match (ns_per_run, runs) {
             (Some(ns), Some(r)) => ns * r / 1e9 / m.window.as_secs_f64(),
             _ => 0.0,
@@ -227,16 +267,24 @@ fn print_rows(rows: &[(&str, Measured)], alone: Duration) {
     }
 }
 
-fn cpus() -> usize {
+/// CPUs of the machine (the denominator of "% of machine").
+pub(crate) fn cpus() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
 }
 
+/// Builds a C workload with frame pointers (what bpftrace and `perf -g` need).
 fn compile(src: &Path, out: &Path) -> anyhow::Result<PathBuf> {
+    compile_with(src, out, &["-O2", "-g", "-fno-omit-frame-pointer"])
+}
+
+/// Builds a C workload with the given code generation flags.
+pub(crate) fn compile_with(src: &Path, out: &Path, flags: &[&str]) -> anyhow::Result<PathBuf> {
     util::run(
         Command::new("gcc")
-            .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+            .args(flags)
+            .args(["-pthread", "-o"])
             .arg(out)
             .arg(src),
     )?;
@@ -274,10 +322,13 @@ fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
     })
 }
 
+/// `prog_type` of perf-event programs in fdinfo (`BPF_PROG_TYPE_PERF_EVENT` in linux/bpf.h).
+const PROG_TYPE_PERF_EVENT: u64 = 7;
+
 /// Sums run count, run time and map memory over the BPF objects `pid` holds (from /proc/PID/fdinfo).
-fn bpf_usage(pid: u32) -> Option<(u64, u64, u64)> {
+pub(crate) fn bpf_usage(pid: u32) -> Option<BpfUsage> {
     let dir = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?;
-    let mut total = (0u64, 0u64, 0u64);
+    let mut total = BpfUsage::default();
     for entry in dir.flatten() {
         let Ok(info) = std::fs::read_to_string(entry.path()) else {
             continue;
@@ -288,20 +339,34 @@ fn bpf_usage(pid: u32) -> Option<(u64, u64, u64)> {
                 .and_then(|v| v.trim().parse::<u64>().ok())
         };
         if info.contains("prog_type:") {
-            total.0 += field("run_cnt:").unwrap_or(0);
-            total.1 += field("run_time_ns:").unwrap_or(0);
+            let (runs, ns) = (
+                field("run_cnt:").unwrap_or(0),
+                field("run_time_ns:").unwrap_or(0),
+            );
+            total.runs += runs;
+            total.run_ns += ns;
+            if field("prog_type:") == Some(PROG_TYPE_PERF_EVENT) {
+                total.sampling_runs += runs;
+                total.sampling_ns += ns;
+            }
         } else if info.contains("map_type:") {
-            total.2 += field("memlock:").unwrap_or(0);
+            total.map_bytes += field("memlock:").unwrap_or(0);
         }
     }
     Some(total)
 }
 
-fn stop(child: Child) -> anyhow::Result<Usage> {
-    let pid = child.id() as i32;
+/// Stops a profiler started with piped stdout by SIGINT and waits for it (it may flush for a while).
+pub(crate) fn stop(child: Child) -> anyhow::Result<Usage> {
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    let mut stdout = child.stdout.context("profiler stdout")?;
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    wait_usage(child)
+}
+
+/// Waits for a child started with piped stdout and returns its resource usage and output.
+pub(crate) fn wait_usage(child: Child) -> anyhow::Result<Usage> {
+    let pid = child.id() as i32;
+    let mut stdout = child.stdout.context("child stdout was not piped")?;
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
@@ -317,12 +382,14 @@ fn stop(child: Child) -> anyhow::Result<Usage> {
     let tv = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
-    // The output itself is not used; it was read so a chatty profiler never blocks on a full pipe.
-    let _ = reader.join();
+    // Read on a thread so a chatty profiler never blocks on a full pipe while we wait for it.
+    let stdout = reader.join().unwrap_or_default();
     Ok(Usage {
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
         max_rss_kib: ru.ru_maxrss,
         bpf: None,
+        stdout,
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
     })
 }
 

@@ -1,0 +1,206 @@
+//! Which recorded stacks reach a thread root, from each profiler's own output: sonde's folded file,
+//! `perf script` and bpftrace's printed `ustack` maps. One rule for all three, so the shares compare:
+//! a sample is complete when any of its user frames is named one of [`ROOTS`] (offsets and symbol
+//! versions stripped).
+//! "Any", not "outermost": a stripped executable's `_start` has no name, but the walk that got to it
+//! passed `__libc_start_call_main` (libc has debug symbols here), and a cut stack never holds a root.
+
+/// Thread entry points (glibc), as in agent/src/symbolize/roots.rs minus the Go and musl names.
+pub(super) const ROOTS: [&str; 8] = [
+    "_start",
+    "__libc_start_call_main",
+    "__libc_start_main",
+    "start_thread",
+    "clone",
+    "clone3",
+    "__clone",
+    "__clone3",
+];
+
+/// Samples of one workload and how many of them reached a root.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Share {
+    pub(super) samples: u64,
+    pub(super) rooted: u64,
+}
+
+impl Share {
+    fn add(&mut self, count: u64, rooted: bool) {
+        self.samples += count;
+        if rooted {
+            self.rooted += count;
+        }
+    }
+
+    /// Adds another tally of the same workload.
+    pub(super) fn merge(&mut self, other: Share) {
+        self.samples += other.samples;
+        self.rooted += other.rooted;
+    }
+
+    /// Rooted share in percent, `None` without samples.
+    pub(super) fn percent(self) -> Option<f64> {
+        (self.samples > 0).then(|| 100.0 * self.rooted as f64 / self.samples as f64)
+    }
+}
+
+/// Whether a frame name (`sym`, `sym+0x1a`, `sym+26`, perf's `sym@@GLIBC_2.34`) is a thread root.
+fn is_root(frame: &str) -> bool {
+    let name = frame.split(['+', '@']).next().unwrap_or(frame).trim();
+    ROOTS.contains(&name)
+}
+
+/// Tallies sonde's folded lines (`comm;outer;...;leaf COUNT`) into `workloads` slots by thread name.
+pub(super) fn from_folded(
+    text: &str,
+    workloads: usize,
+    workload_of_comm: impl Fn(&str) -> Option<usize>,
+) -> Vec<Share> {
+    let mut shares = vec![Share::default(); workloads];
+    for line in text.lines() {
+        let Some((stack, count)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(count) = count.parse::<u64>() else {
+            continue;
+        };
+        let mut frames = stack.split(';');
+        let Some(slot) = frames.next().and_then(&workload_of_comm) else {
+            continue;
+        };
+        // Kernel frames follow the user leaf; none of them carries a glibc root name.
+        shares[slot].add(count, frames.any(is_root));
+    }
+    shares
+}
+
+/// Tallies `perf script -F pid,ip,sym,dso` output: a header line with the pid, then one tab-indented
+/// `ip sym (dso)` line per frame, leaf first, kernel frames before user frames.
+pub(super) fn from_perf_script(
+    text: &str,
+    workloads: usize,
+    workload_of_pid: impl Fn(u32) -> Option<usize>,
+) -> Vec<Share> {
+    let mut shares = vec![Share::default(); workloads];
+    let mut current: Option<(usize, bool)> = None;
+    let mut finish = |current: &mut Option<(usize, bool)>| {
+        if let Some((slot, rooted)) = current.take() {
+            shares[slot].add(1, rooted);
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with('\t') {
+            if let Some((_, rooted)) = &mut current {
+                let frame = line.trim();
+                let (_ip, rest) = frame.split_once(' ').unwrap_or((frame, ""));
+                let (sym, dso) = rest.rsplit_once(" (").unwrap_or((rest, ""));
+                *rooted |= !dso.starts_with("[kernel") && is_root(sym);
+            }
+        } else if line.trim().is_empty() {
+            finish(&mut current);
+        } else {
+            finish(&mut current);
+            current = line
+                .split_whitespace()
+                .next()
+                .and_then(|pid| pid.parse().ok())
+                .and_then(&workload_of_pid)
+                .map(|slot| (slot, false));
+        }
+    }
+    finish(&mut current);
+    shares
+}
+
+/// Tallies bpftrace's printout of `@[pid, ustack] = count()`:
+/// `@[PID, ` then one frame per line, then `]: COUNT`.
+pub(super) fn from_bpftrace(
+    text: &str,
+    workloads: usize,
+    workload_of_pid: impl Fn(u32) -> Option<usize>,
+) -> Vec<Share> {
+    let mut shares = vec![Share::default(); workloads];
+    let mut current: Option<(Option<usize>, bool)> = None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(key) = trimmed.strip_prefix("@[") {
+            let pid = key.split(',').next().and_then(|p| p.trim().parse().ok());
+            current = Some((pid.and_then(&workload_of_pid), false));
+        } else if let Some(count) = trimmed.strip_prefix("]:") {
+            if let (Some((Some(slot), rooted)), Ok(count)) = (current.take(), count.trim().parse())
+            {
+                shares[slot].add(count, rooted);
+            }
+        } else if let Some((_, rooted)) = &mut current {
+            *rooted |= is_root(trimmed);
+        }
+    }
+    shares
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(shares: &[Share]) -> (u64, u64) {
+        (shares[0].samples, shares[0].rooted)
+    }
+
+    #[test]
+    fn folded_counts_a_stack_with_a_root_anywhere_and_ignores_other_threads() {
+        let text = "busy_nofp;clone3;start_thread;worker;spin 30\n\
+                    busy_nofp;spin 10\n\
+                    python3;python3.11+0x1234;__libc_start_call_main;main;PyEval 5\n\
+                    other;_start;main 100\n";
+        let shares = from_folded(text, 2, |c| match c {
+            "busy_nofp" => Some(0),
+            "python3" => Some(1),
+            _ => None,
+        });
+        assert_eq!(one(&shares), (40, 30));
+        assert_eq!((shares[1].samples, shares[1].rooted), (5, 5));
+    }
+
+    #[test]
+    fn perf_script_roots_are_user_frames_and_samples_end_at_blank_lines() {
+        let text = "  4242 \n\
+                    \tffffffff81000000 asm_sysvec_apic_timer_interrupt ([kernel.kallsyms])\n\
+                    \t    5600 spin (/bench/busy_nofp)\n\
+                    \t    7f00 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\
+                    \n\
+                    \x20 4242 \n\
+                    \t    5600 spin (/bench/busy_nofp)\n\
+                    \t    0 [unknown] ([unknown])\n\
+                    \n\
+                    \x20 4242 \n\
+                    \t    27304 __libc_start_main@@GLIBC_2.34 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\
+                    \n\
+                    \x20 1 \n\
+                    \t    5600 main (/sbin/init)\n";
+        let shares = from_perf_script(text, 1, |pid| (pid == 4242).then_some(0));
+        assert_eq!(one(&shares), (3, 2));
+    }
+
+    #[test]
+    fn bpftrace_maps_are_read_with_offsets_stripped() {
+        let text = "Attaching 1 probe...\n\n\n\
+                    @[4242, \n        spin+26\n        worker+9\n        start_thread+755\n        clone3+44\n]: 160\n\
+                    @[4242, \n        spin+26\n        0x7f12\n]: 40\n\
+                    @[99, \n        _start+5\n]: 7\n";
+        let shares = from_bpftrace(text, 1, |pid| (pid == 4242).then_some(0));
+        assert_eq!(one(&shares), (200, 160));
+    }
+
+    #[test]
+    fn percent_is_none_without_samples() {
+        assert_eq!(Share::default().percent(), None);
+        assert_eq!(
+            Share {
+                samples: 4,
+                rooted: 1
+            }
+            .percent(),
+            Some(25.0)
+        );
+    }
+}
