@@ -27,10 +27,11 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         let stats = built.stats;
         println!(
-            "{} source={:?} fdes={} rows={} unsupported_rows={} plt_rows={} signal_rows={} end_rows={} bytes={} pages={} build_ms={ms:.1}",
+            "{} source={:?} fdes={} bad_fdes={} rows={} unsupported_rows={} plt_rows={} signal_rows={} end_rows={} bytes={} pages={} build_ms={ms:.1}",
             path.display(),
             stats.source,
             stats.fdes,
+            stats.bad_fdes,
             stats.rows,
             stats.unsupported_rows,
             stats.plt_rows,

@@ -37,6 +37,7 @@ pub(super) fn stats(rows: &[UnwindRow], fdes: u64, source: FrameSource) -> Table
     };
     TableStats {
         fdes,
+        bad_fdes: 0,
         rows: rows.len() as u64,
         unsupported_rows: count(&[cfa::UNSUPPORTED]),
         plt_rows: count(&[cfa::PLT]),

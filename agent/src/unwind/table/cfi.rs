@@ -9,7 +9,7 @@ use gimli::{
     BaseAddresses, CieOrFde, CommonInformationEntry, EndianSlice, LittleEndian, UnwindContext,
     UnwindOffset, UnwindSection, UnwindTableRow,
 };
-use sonde_abi::UnwindRow;
+use sonde_abi::{UnwindRow, unwind::cfa};
 
 use super::TableError;
 
@@ -36,6 +36,9 @@ pub(super) struct Collected {
     pub(super) rows: Vec<UnwindRow>,
     /// FDEs read, zero-length ones included.
     pub(super) fde_count: u64,
+    /// FDEs gimli could not parse or evaluate (their code gets one `UNSUPPORTED` row, or none when
+    /// even their range is unknown), and a section whose walk broke off.
+    pub(super) bad_fdes: u64,
 }
 
 type Reader<'a> = EndianSlice<'a, LittleEndian>;
@@ -61,22 +64,40 @@ where
     // One context for all FDEs: gimli resets it per FDE, and its register stack is allocated once.
     let mut context = Box::new(UnwindContext::new());
     let mut entries = section.entries(bases);
-    while let Some(entry) = entries.next().map_err(cfi_error)? {
+    // Kept to explain a section where nothing at all could be read.
+    let mut first_error = None;
+    loop {
+        // A section that cannot be walked further keeps the FDEs read so far.
+        let entry = match entries.next() {
+            Ok(Some(entry)) => entry,
+            Ok(None) => break,
+            Err(err) => {
+                first_error.get_or_insert(err);
+                out.bad_fdes += 1;
+                break;
+            }
+        };
         let CieOrFde::Fde(partial) = entry else {
             continue;
         };
-        let fde = partial
-            .parse(|section, bases, offset| {
-                let key = UnwindOffset::into(offset);
-                if let Some(cie) = cies.get(&key) {
-                    return Ok(cie.clone());
-                }
-                let cie = section.cie_from_offset(bases, offset)?;
-                cies.insert(key, cie.clone());
-                Ok(cie)
-            })
-            .map_err(cfi_error)?;
+        let parsed = partial.parse(|section, bases, offset| {
+            let key = UnwindOffset::into(offset);
+            if let Some(cie) = cies.get(&key) {
+                return Ok(cie.clone());
+            }
+            let cie = section.cie_from_offset(bases, offset)?;
+            cies.insert(key, cie.clone());
+            Ok(cie)
+        });
         out.fde_count += 1;
+        let fde = match parsed {
+            Ok(fde) => fde,
+            Err(err) => {
+                first_error.get_or_insert(err);
+                out.bad_fdes += 1;
+                continue;
+            }
+        };
         if fde.len() == 0 {
             continue;
         }
@@ -84,20 +105,40 @@ where
         let end = to_u32(fde.end_address())?;
         let signal = fde.is_signal_trampoline();
         let first = out.rows.len();
-        let mut table = fde.rows(section, bases, &mut context).map_err(cfi_error)?;
-        while let Some(row) = table.next_row().map_err(cfi_error)? {
-            // An advance past the FDE's end describes no code.
-            if row.start_address() >= fde.end_address() {
-                break;
+        let evaluated = (|| {
+            let mut table = fde.rows(section, bases, &mut context)?;
+            while let Some(row) = table.next_row()? {
+                // An advance past the FDE's end describes no code.
+                if row.start_address() >= fde.end_address() {
+                    break;
+                }
+                let Ok(pc) = u32::try_from(row.start_address()) else {
+                    return Err(gimli::Error::AddressOverflow);
+                };
+                out.rows.push(translate(pc, row, signal, bytes));
             }
-            let pc = to_u32(row.start_address())?;
-            out.rows.push(translate(pc, row, signal, bytes));
+            Ok::<(), gimli::Error>(())
+        })();
+        if let Err(err) = evaluated {
+            first_error.get_or_insert(err);
+            // Instructions gimli rejects (seen in libgcrypt's hand-written assembly): the walk stops
+            // in this function, counted, and every other FDE of the binary keeps its rows.
+            out.rows.truncate(first);
+            out.rows.push(UnwindRow {
+                pc: start,
+                kind: cfa::UNSUPPORTED,
+                ..Default::default()
+            });
+            out.bad_fdes += 1;
         }
         out.fdes.push(FdeRows {
             start,
             end,
             rows: first..out.rows.len(),
         });
+    }
+    if let (true, Some(err)) = (out.fdes.is_empty(), first_error) {
+        return Err(cfi_error(err));
     }
     Ok(out)
 }

@@ -42,6 +42,8 @@ pub(crate) struct BuiltTable {
 pub(crate) struct TableStats {
     /// FDEs read from the section, zero-length ones included (they add no rows).
     pub(crate) fdes: u64,
+    /// FDEs that could not be read or evaluated; their code is not unwound (one UNSUPPORTED row).
+    pub(crate) bad_fdes: u64,
     /// Rows in the table.
     pub(crate) rows: u64,
     /// Rows with a rule the kernel cannot evaluate (`cfa::UNSUPPORTED`).
@@ -83,7 +85,8 @@ pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
         }
     };
     let rows = assemble::assemble(collected.fdes, &collected.rows);
-    let stats = assemble::stats(&rows, collected.fde_count, found.source);
+    let mut stats = assemble::stats(&rows, collected.fde_count, found.source);
+    stats.bad_fdes = collected.bad_fdes;
     Ok(BuiltTable { rows, stats })
 }
 

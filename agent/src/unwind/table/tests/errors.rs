@@ -69,3 +69,49 @@ fn no_unwind_information() {
     let error = build_file(&File::open(&stripped).expect("open")).expect_err("no CFI");
     assert!(matches!(error, TableError::NoUnwindInfo), "{error:?}");
 }
+
+/// A function whose CFI gimli rejects (a `DW_CFA_restore_state` with nothing remembered, written raw
+/// with `.cfi_escape` because gas refuses the directive; libgcrypt's assembly has FDEs gimli rejects
+/// too) costs that function its rows, not the whole binary its table.
+#[test]
+fn an_unreadable_fde_costs_only_its_own_function() {
+    const SOURCE: &str = r#"
+__attribute__((noinline)) int ordinary(int x) { return x * 3 + 1; }
+__asm__(
+    ".globl broken\n.type broken,@function\nbroken:\n.cfi_startproc\n"
+    "nop\n.cfi_escape 0x0b\nnop\nret\n.cfi_endproc\n.size broken, .-broken\n");
+int broken(void);
+int main(int argc, char **argv) { (void)argv; return ordinary(argc) + broken(); }
+"#;
+    let dir = fixture::temp_dir();
+    let source = dir.path().join("broken_cfi.c");
+    std::fs::write(&source, SOURCE).expect("write the C source");
+    let binary = dir.path().join("broken_cfi");
+    fixture::run(
+        "gcc",
+        &[
+            "-O2",
+            "-fomit-frame-pointer",
+            "-o",
+            binary.to_str().expect("UTF-8 temp path"),
+            source.to_str().expect("UTF-8 temp path"),
+        ],
+    );
+    let built =
+        build_file(&File::open(&binary).expect("open")).expect("a table despite one bad FDE");
+    assert_eq!(built.stats.bad_fdes, 1, "{:?}", built.stats);
+    let broken = fixture::symbol(&binary, "broken");
+    let row = fixture::row_at(&built.rows, broken + 1).expect("a row covers broken");
+    assert_eq!(
+        row.cfa_rule(),
+        sonde_abi::unwind::cfa::UNSUPPORTED,
+        "{row:?}"
+    );
+    let ordinary = fixture::symbol(&binary, "ordinary");
+    let row = fixture::row_at(&built.rows, ordinary).expect("a row covers ordinary");
+    assert_eq!(
+        (row.cfa_rule(), row.cfa_offset),
+        (sonde_abi::unwind::cfa::RSP, 8),
+        "{row:?}"
+    );
+}
