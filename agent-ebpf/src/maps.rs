@@ -13,7 +13,7 @@ use aya_ebpf::{
 };
 use sonde_abi::{
     Control, OffCpuStart, OffCpuValue, PageEntry, PageKey, ProcEvent, ProcMappings, RowBlock,
-    SampleKey, UserStack, stat, unwind::SCRATCH_SLOTS,
+    SampleKey, UnwindRule, UserStack, stat, unwind::SCRATCH_SLOTS,
 };
 
 use crate::unwind::Scratch;
@@ -43,6 +43,9 @@ pub static UNWIND_SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(
 /// Unwind rows in blocks; sized by `--max-unwind-table-mib`.
 #[map]
 pub static UNWIND_ROWS: Array<RowBlock> = Array::with_max_entries(1, 0);
+/// The distinct rules of all loaded tables, indexed by the packed rows.
+#[map]
+pub static UNWIND_RULES: Array<UnwindRule> = Array::with_max_entries(1, 0);
 /// Where each page of each loaded table is. Not preallocated: memory follows the tables loaded.
 #[map]
 pub static UNWIND_PAGES: HashMap<PageKey, PageEntry> =

@@ -8,7 +8,10 @@
 pub mod names;
 pub mod unwind;
 
-pub use unwind::{ExecMapping, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRow, UserStack};
+pub use unwind::{
+    ExecMapping, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRow, UnwindRule,
+    UserStack,
+};
 
 /// Length of a task's `comm` as the kernel stores it.
 pub const TASK_COMM_LEN: usize = 16;
@@ -198,6 +201,8 @@ mod pod {
     unsafe impl aya::Pod for super::ProcEvent {}
     unsafe impl aya::Pod for super::UnwindRow {}
     unsafe impl aya::Pod for super::RowBlock {}
+    unsafe impl aya::Pod for super::PackedRow {}
+    unsafe impl aya::Pod for super::UnwindRule {}
     unsafe impl aya::Pod for super::PageKey {}
     unsafe impl aya::Pod for super::PageEntry {}
     unsafe impl aya::Pod for super::ExecMapping {}

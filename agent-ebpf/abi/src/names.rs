@@ -20,6 +20,8 @@ pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
 pub const UNWIND_ROWS: &str = "UNWIND_ROWS";
 /// Where each page of each unwind table is ([`crate::PageKey`] -> [`crate::PageEntry`]).
 pub const UNWIND_PAGES: &str = "UNWIND_PAGES";
+/// The distinct unwind rules of all tables ([`crate::UnwindRule`]), indexed by [`crate::PackedRow`].
+pub const UNWIND_RULES: &str = "UNWIND_RULES";
 /// Executable mappings per process ([`crate::ProcMappings`]).
 pub const PROC_MAPPINGS: &str = "PROC_MAPPINGS";
 
@@ -33,7 +35,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 22] = [
+pub const ALL_MAPS: [&str; 23] = [
     CONTROL,
     PIDS,
     STATS,
@@ -43,6 +45,7 @@ pub const ALL_MAPS: [&str; 22] = [
     UNWIND_SCRATCH,
     UNWIND_ROWS,
     UNWIND_PAGES,
+    UNWIND_RULES,
     PROC_MAPPINGS,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],

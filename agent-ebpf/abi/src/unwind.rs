@@ -4,8 +4,13 @@
 //! Lookup path in the kernel, per frame: the process's [`ProcMappings`] (one hash lookup per sample)
 //! gives the mapping of the program counter, its table id and load bias; `table_pc = pc - bias`;
 //! `UNWIND_PAGES[{table_id, table_pc >> PAGE_SHIFT}]` gives the block of `UNWIND_ROWS` and the row range
-//! of that page; a binary search in the range gives the row in effect. The first row of every page entry
-//! starts at the page's first address, so the search never falls off the front.
+//! of that page; a binary search in the range gives the row in effect, and its rule index the
+//! [`UnwindRule`] in `UNWIND_RULES`. The first row of every page entry starts at the page's first
+//! address, so the search never falls off the front.
+//!
+//! Rows are stored packed, 4 bytes each ([`PackedRow`]): the address as an offset in its 4 KiB page and
+//! the rule as an index into one array of distinct rules, shared by all tables (a binary has a few
+//! hundred distinct rules for tens of thousands of rows).
 //!
 //! The rules are those of x86_64 (registers rsp, rbp, return address at CFA - 8). The row layout leaves
 //! room for aarch64 (CFA from sp or x29, x29 at CFA + offset, the return address in x30 or at CFA +
@@ -13,11 +18,14 @@
 
 use crate::MAX_STACK_DEPTH;
 
-/// Rows per block of the `UNWIND_ROWS` store (one map value); a page's rows never straddle blocks.
-pub const ROWS_PER_BLOCK: usize = 4096;
+/// Rows per block of the `UNWIND_ROWS` store (one 32 KiB map value); a page's rows never straddle
+/// blocks.
+pub const ROWS_PER_BLOCK: usize = 8192;
 /// log2 of the table addresses covered by one `UNWIND_PAGES` entry. 4 KiB pages hold at most 4096 rows
-/// (one per byte), so a page always fits in one block.
+/// (one per byte), so a page always fits in one block, and a row's offset in its page in a `u16`.
 pub const PAGE_SHIFT: u32 = 12;
+/// Distinct rules `UNWIND_RULES` can hold (indices are `u16`).
+pub const MAX_RULES: usize = 65536;
 /// Executable mappings per process the kernel can tell apart; more are left to the frame-pointer step.
 pub const MAX_EXEC_MAPPINGS: usize = 256;
 /// [`ExecMapping::flags`]: the code has no unwind information and never will (anonymous or JIT code, a
@@ -90,7 +98,33 @@ pub mod outcome {
     pub const BAD_FRAME: u32 = 7;
 }
 
-/// One row of an unwind table: from `pc` up to the next row's `pc`, how to find the caller. 8 bytes.
+/// How to find the caller of a frame: the part of a row that is not its address. 4 bytes.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct UnwindRule {
+    /// CFA offset in bytes from the register named by the CFA rule (`cfa::RSP`, `cfa::RBP`); the
+    /// threshold for `cfa::PLT`.
+    pub cfa_offset: u16,
+    /// With `rbp::AT_CFA`: the caller's rbp is at CFA + `rbp_offset` * 8.
+    pub rbp_offset: i8,
+    /// CFA rule (low nibble, [`cfa`]) | rbp rule (high nibble, [`rbp`]).
+    pub kind: u8,
+}
+const _: () = assert!(core::mem::size_of::<UnwindRule>() == 4);
+
+impl UnwindRule {
+    /// The CFA rule ([`cfa`]).
+    pub const fn cfa_rule(&self) -> u8 {
+        self.kind & 0x0f
+    }
+    /// The rbp rule ([`rbp`]).
+    pub const fn rbp_rule(&self) -> u8 {
+        self.kind & 0xf0
+    }
+}
+
+/// One row of an unwind table as the agent builds it: from `pc` up to the next row's `pc`, how to
+/// find the caller.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct UnwindRow {
@@ -115,16 +149,35 @@ impl UnwindRow {
     pub const fn rbp_rule(&self) -> u8 {
         self.kind & 0xf0
     }
+    /// The rule, without the address.
+    pub const fn rule(&self) -> UnwindRule {
+        UnwindRule {
+            cfa_offset: self.cfa_offset,
+            rbp_offset: self.rbp_offset,
+            kind: self.kind,
+        }
+    }
 }
+
+/// A row as the kernel stores it. 4 bytes.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct PackedRow {
+    /// The row's first address as an offset in its page.
+    pub pc_low: u16,
+    /// Index of its rule in `UNWIND_RULES`.
+    pub rule: u16,
+}
+const _: () = assert!(core::mem::size_of::<PackedRow>() == 4);
 
 /// One value of the `UNWIND_ROWS` array: a block of rows, filled page by page.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct RowBlock {
     /// Rows; only the ranges named by page entries are meaningful.
-    pub rows: [UnwindRow; ROWS_PER_BLOCK],
+    pub rows: [PackedRow; ROWS_PER_BLOCK],
 }
-const _: () = assert!(core::mem::size_of::<RowBlock>() == 8 * ROWS_PER_BLOCK);
+const _: () = assert!(core::mem::size_of::<RowBlock>() == 32768);
 
 /// Key of `UNWIND_PAGES`: one page of one table.
 #[repr(C)]

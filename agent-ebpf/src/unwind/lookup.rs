@@ -7,15 +7,16 @@
 //! arithmetic selects keep one.
 
 use sonde_abi::{
-    ExecMapping, PageKey, ProcMappings, UnwindRow,
-    unwind::{MAX_EXEC_MAPPINGS, PAGE_SHIFT, ROWS_PER_BLOCK},
+    ExecMapping, PageKey, ProcMappings, UnwindRule,
+    unwind::{MAX_EXEC_MAPPINGS, PAGE_SHIFT, ROWS_PER_BLOCK, cfa},
 };
 
-use crate::maps::{UNWIND_PAGES, UNWIND_ROWS};
+use crate::maps::{UNWIND_PAGES, UNWIND_ROWS, UNWIND_RULES};
 
-/// Search steps: enough to narrow `ROWS_PER_BLOCK` (4096) candidates, and the 256 mappings, to one.
+/// Search steps: enough to narrow a page's rows (at most 4096, one per byte) and the 256 mappings to
+/// one.
 const ROW_SEARCH_STEPS: usize = 13;
-const _: () = assert!(1 << (ROW_SEARCH_STEPS - 1) >= ROWS_PER_BLOCK);
+const _: () = assert!(1 << (ROW_SEARCH_STEPS - 1) >= 1 << PAGE_SHIFT);
 const _: () = assert!(ROWS_PER_BLOCK >= MAX_EXEC_MAPPINGS);
 const ROW_MASK: u32 = ROWS_PER_BLOCK as u32 - 1;
 const MAPPING_MASK: u32 = MAX_EXEC_MAPPINGS as u32 - 1;
@@ -63,43 +64,47 @@ fn last_at_or_below(count: u32, target: u64, key: impl Fn(u32) -> u64) -> Option
 /// lookup and a search in memory the previous 10 ms of work have evicted.
 pub const ROW_CACHE_SLOTS: usize = 512;
 
-/// One remembered lookup. A (table id, address) pair always has the same row: tables are never
-/// changed in place and ids are never reused, so entries never go stale.
+/// One remembered lookup. A (table id, address) pair always has the same rule: tables are never
+/// changed in place, ids and rule indices are never reused, so entries never go stale.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CachedRow {
     /// `table_id << 32 | table_pc`; 0 for an empty slot (table ids start at 1).
     key: u64,
-    row: UnwindRow,
+    rule: UnwindRule,
+    _pad: u32,
 }
 
-/// The row of table `table_id` in effect at `table_pc`, through `cache`; a `cfa::NO_INFO` row when the
-/// page has no rows (no FDE covers it, or the table was evicted).
+/// The rule of table `table_id` in effect at `table_pc`, through `cache`; a `cfa::NO_INFO` rule when
+/// the page has no rows (no FDE covers it, or the table was evicted).
 #[inline(always)]
-pub fn row_cached(
+pub fn rule_cached(
     cache: &mut [CachedRow; ROW_CACHE_SLOTS],
     table_id: u32,
     table_pc: u64,
-) -> Option<UnwindRow> {
+) -> Option<UnwindRule> {
     let pc = u32::try_from(table_pc).ok()?;
     let key = u64::from(table_id) << 32 | u64::from(pc);
     let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize & (ROW_CACHE_SLOTS - 1);
     let entry = cache.get_mut(slot)?;
     if entry.key == key {
-        return Some(entry.row);
+        return Some(entry.rule);
     }
-    let found = row(table_id, pc).unwrap_or(UnwindRow {
-        pc,
-        kind: sonde_abi::unwind::cfa::NO_INFO,
+    let found = rule(table_id, pc).unwrap_or(UnwindRule {
+        kind: cfa::NO_INFO,
         ..Default::default()
     });
-    *entry = CachedRow { key, row: found };
+    *entry = CachedRow {
+        key,
+        rule: found,
+        _pad: 0,
+    };
     Some(found)
 }
 
-/// The row of table `table_id` in effect at `pc`; None when the page has no rows.
+/// The rule of table `table_id` in effect at `pc`; None when the page has no rows.
 #[inline(always)]
-fn row(table_id: u32, pc: u32) -> Option<UnwindRow> {
+fn rule(table_id: u32, pc: u32) -> Option<UnwindRule> {
     let key = PageKey {
         table_id,
         page: pc >> PAGE_SHIFT,
@@ -109,9 +114,10 @@ fn row(table_id: u32, pc: u32) -> Option<UnwindRow> {
     let block = UNWIND_ROWS.get(entry.block)?;
     let first = u32::from(entry.first);
     let at = |i: u32| block.rows.get(((first + i) & ROW_MASK) as usize).copied();
+    let low = pc & ((1 << PAGE_SHIFT) - 1);
     // The first row of a page starts at the page's first address, so a row always applies.
-    let index = last_at_or_below(u32::from(entry.count), u64::from(pc), |i| {
-        at(i).map_or(u64::MAX, |r| u64::from(r.pc))
+    let index = last_at_or_below(u32::from(entry.count), u64::from(low), |i| {
+        at(i).map_or(u64::MAX, |r| u64::from(r.pc_low))
     })?;
-    at(index)
+    UNWIND_RULES.get(u32::from(at(index)?.rule)).copied()
 }

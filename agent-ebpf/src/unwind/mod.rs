@@ -125,6 +125,12 @@ pub fn walk_and_store(tgid: u32, regs: UserRegs, generation: u64, scratch_slot: 
             walk.procs = procs;
             unsafe { bpf_loop(LOOPS, with_tables as *mut c_void, (&raw mut walk).cast(), 0) };
         }
+        // `--unwind tables`: nothing to walk with until the process's tables are in.
+        None if globals::unwind_mode() == mode::TABLES => {
+            if push(s) {
+                s.stack.outcome = outcome::NO_TABLE;
+            }
+        }
         None => {
             if globals::unwind_mode() == mode::AUTO {
                 bump(stat::FALLBACK_NO_PROCESS);

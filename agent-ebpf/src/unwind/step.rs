@@ -4,7 +4,7 @@
 
 use aya_ebpf::helpers::{bpf_ktime_get_ns, bpf_probe_read_user};
 use sonde_abi::{
-    ProcEvent, ProcMappings, UnwindRow, proc_event, stat,
+    ProcEvent, ProcMappings, UnwindRule, proc_event, stat,
     unwind::{FRAME_EXACT, MAPPING_NO_UNWIND_INFO, cfa, mode, outcome, rbp},
 };
 
@@ -82,8 +82,8 @@ pub fn with_tables(s: &mut Scratch, procs: &mut ProcMappings, tgid: u32) -> Flow
             no_info(s, stat::FALLBACK_NO_TABLE)
         };
     }
-    match lookup::row_cached(&mut s.rows, m.table_id, addr.wrapping_sub(m.bias)) {
-        Some(row) => apply(s, row),
+    match lookup::rule_cached(&mut s.rows, m.table_id, addr.wrapping_sub(m.bias)) {
+        Some(rule) => apply(s, rule),
         None => no_info(s, stat::FALLBACK_NO_INFO),
     }
 }
@@ -98,9 +98,9 @@ fn no_info(s: &mut Scratch, counter: u32) -> Flow {
     frame_pointer(s)
 }
 
-/// Applies one table row.
+/// Applies one table rule.
 #[inline(always)]
-fn apply(s: &mut Scratch, row: UnwindRow) -> Flow {
+fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
     let offset = u64::from(row.cfa_offset);
     let cfa = match row.cfa_rule() {
         cfa::RSP => s.regs.sp.wrapping_add(offset),

@@ -11,7 +11,11 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{Control, OffCpuKind, names, names::globals, unwind::ROWS_PER_BLOCK};
+use sonde_abi::{
+    Control, OffCpuKind, names,
+    names::globals,
+    unwind::{MAX_RULES, ROWS_PER_BLOCK},
+};
 
 use super::{
     BpfError,
@@ -23,8 +27,9 @@ use crate::unwind::{UnwindMaps, UnwindMode};
 
 /// Processes with unwind mapping entries at once (each 8 KiB, allocated only when used).
 const MAX_UNWIND_PROCESSES: u32 = 8192;
-/// Page entries allowed per block of rows: 4 KiB of code holds about 100 rows on average, so 256 pages
-/// per 4096-row block leaves ample room (entries are allocated only when used).
+/// Page entries allowed per block of rows: 4 KiB of code holds about 80 rows on average, so about 100
+/// pages fill an 8192-row block; 256 leaves room for sparse tables (entries are allocated only when
+/// used).
 const PAGES_PER_BLOCK: u32 = 256;
 /// Minimum time between two requests to re-read one process's mappings.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
@@ -127,6 +132,14 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         _ => unwind_blocks(options.max_unwind_table_mib),
     };
     loader.map_max_entries(names::UNWIND_ROWS, blocks);
+    loader.map_max_entries(
+        names::UNWIND_RULES,
+        if options.unwind == UnwindMode::Fp {
+            1
+        } else {
+            MAX_RULES as u32
+        },
+    );
     loader.map_max_entries(names::UNWIND_PAGES, blocks * PAGES_PER_BLOCK);
     loader.map_max_entries(
         names::PROC_MAPPINGS,
@@ -160,6 +173,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         UnwindMode::Fp => None,
         _ => Some(UnwindMaps {
             rows: take_map(&mut ebpf, names::UNWIND_ROWS)?,
+            rules: take_map(&mut ebpf, names::UNWIND_RULES)?,
             pages: take_map(&mut ebpf, names::UNWIND_PAGES)?,
             procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
             capacity: blocks,
@@ -187,7 +201,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
 
 /// Blocks of rows in `mib` MiB (at least one).
 fn unwind_blocks(mib: u32) -> u32 {
-    let block_bytes = (ROWS_PER_BLOCK * size_of::<sonde_abi::UnwindRow>()) as u64;
+    let block_bytes = (ROWS_PER_BLOCK * size_of::<sonde_abi::PackedRow>()) as u64;
     ((u64::from(mib) << 20) / block_bytes).max(1) as u32
 }
 

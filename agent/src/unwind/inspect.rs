@@ -7,6 +7,10 @@ use anyhow::Context as _;
 
 use super::{layout::layout, store::BLOCK_BYTES, table};
 
+/// Distinct rules as the store numbers them (one numbering for every binary printed).
+#[derive(Default)]
+struct Rules(std::collections::HashMap<sonde_abi::UnwindRule, u16>);
+
 /// Arguments of `sonde unwind-table`.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
@@ -18,16 +22,23 @@ pub struct InspectArgs {
 /// Prints one line per binary: its CFI, rows by kind, kernel bytes (whole blocks), page entries and
 /// build milliseconds.
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let mut rules = Rules::default();
     for path in &args.files {
         let file = std::fs::File::open(path)
             .with_context(|| format!("cannot open {}: check the path", path.display()))?;
         let started = Instant::now();
         let built = table::build_file(&file).with_context(|| path.display().to_string())?;
-        let laid_out = layout(&built.rows);
+        let before = rules.0.len();
+        let laid_out = layout(&built.rows, &mut |rule| {
+            let next = u16::try_from(rules.0.len()).ok()?;
+            Some(*rules.0.entry(rule).or_insert(next))
+        })
+        .map_err(|_| anyhow::anyhow!("more than 65536 distinct unwind rules"))?;
+        let new_rules = rules.0.len() - before;
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         let stats = built.stats;
         println!(
-            "{} source={:?} fdes={} bad_fdes={} rows={} unsupported_rows={} plt_rows={} signal_rows={} end_rows={} bytes={} pages={} build_ms={ms:.1}",
+            "{} source={:?} fdes={} bad_fdes={} rows={} unsupported_rows={} plt_rows={} signal_rows={} end_rows={} bytes={} pages={} rules={} new_rules={new_rules} build_ms={ms:.1}",
             path.display(),
             stats.source,
             stats.fdes,
@@ -39,6 +50,13 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             stats.end_rows,
             laid_out.blocks.len() as u64 * BLOCK_BYTES,
             laid_out.pages.len(),
+            laid_out
+                .blocks
+                .iter()
+                .flatten()
+                .map(|r| r.rule)
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -1,11 +1,17 @@
 //! How a table's rows are laid out in the kernel: cut into 4 KiB pages of table addresses, each page's
 //! rows packed whole into one block of `ROWS_PER_BLOCK` rows. Every page starts with the row in effect at
-//! its first address, so the kernel's binary search within a page never needs the page before.
+//! its first address, so the kernel's binary search within a page never needs the page before. Rows
+//! are packed to 4 bytes: the offset in the page, and the index of the rule given by the caller's
+//! interner (rules are shared by all tables).
 
 use sonde_abi::{
-    UnwindRow,
+    PackedRow, UnwindRow, UnwindRule,
     unwind::{PAGE_SHIFT, ROWS_PER_BLOCK, cfa},
 };
+
+/// The interner has no room for another distinct rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RulesFull;
 
 /// One page's place in the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,16 +30,19 @@ pub(crate) struct PagePlace {
 #[derive(Debug, Default)]
 pub(crate) struct Layout {
     /// Blocks of rows, each at most `ROWS_PER_BLOCK` long.
-    pub(crate) blocks: Vec<Vec<UnwindRow>>,
+    pub(crate) blocks: Vec<Vec<PackedRow>>,
     /// Every page with at least one rule other than "no information".
     pub(crate) pages: Vec<PagePlace>,
 }
 
-/// Lays out `rows` (sorted by pc, as the table builder makes them).
-pub(crate) fn layout(rows: &[UnwindRow]) -> Layout {
+/// Lays out `rows` (sorted by pc, as the table builder makes them), numbering rules with `intern`.
+pub(crate) fn layout(
+    rows: &[UnwindRow],
+    intern: &mut impl FnMut(UnwindRule) -> Option<u16>,
+) -> Result<Layout, RulesFull> {
     let mut out = Layout::default();
     let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
-        return out;
+        return Ok(out);
     };
     let mut next = 0usize; // first row with pc > the current page start
     for page in first.pc >> PAGE_SHIFT..=last.pc >> PAGE_SHIFT {
@@ -62,12 +71,22 @@ pub(crate) fn layout(rows: &[UnwindRow]) -> Layout {
         if page_rows.iter().all(|r| r.cfa_rule() == cfa::NO_INFO) {
             continue; // a page in a gap: no entry means "no information" to the kernel
         }
-        place(&mut out, page, page_rows);
+        let packed = page_rows
+            .iter()
+            .map(|r| {
+                Some(PackedRow {
+                    pc_low: (r.pc - start) as u16,
+                    rule: intern(r.rule())?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or(RulesFull)?;
+        place(&mut out, page, packed);
     }
-    out
+    Ok(out)
 }
 
-fn place(out: &mut Layout, page: u32, rows: Vec<UnwindRow>) {
+fn place(out: &mut Layout, page: u32, rows: Vec<PackedRow>) {
     // At most one row per byte of a 4 KiB page: a page always fits in a block.
     debug_assert!(rows.len() <= ROWS_PER_BLOCK);
     let fits = out
@@ -89,10 +108,28 @@ fn place(out: &mut Layout, page: u32, rows: Vec<UnwindRow>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::collections::HashMap;
+
     use sonde_abi::unwind::rbp;
 
     use super::*;
+
+    /// An interner as the store keeps one: indices in order of first use.
+    #[derive(Default)]
+    pub(crate) struct Rules(pub(crate) Vec<UnwindRule>, HashMap<UnwindRule, u16>);
+
+    impl Rules {
+        pub(crate) fn intern(&mut self, rule: UnwindRule) -> Option<u16> {
+            if let Some(i) = self.1.get(&rule) {
+                return Some(*i);
+            }
+            let i = u16::try_from(self.0.len()).ok()?;
+            self.0.push(rule);
+            self.1.insert(rule, i);
+            Some(i)
+        }
+    }
 
     fn row(pc: u32, rule: u8, offset: u16) -> UnwindRow {
         UnwindRow {
@@ -103,16 +140,20 @@ mod tests {
         }
     }
 
-    /// The row in effect at `pc` as the kernel finds it: page entry, then the last row <= pc.
-    fn lookup(l: &Layout, pc: u32) -> Option<UnwindRow> {
+    /// The rule in effect at `pc` as the kernel finds it: page entry, then the last row <= pc.
+    fn lookup(l: &Layout, rules: &Rules, pc: u32) -> Option<UnwindRule> {
         let p = l.pages.iter().find(|p| p.page == pc >> PAGE_SHIFT)?;
         let rows = &l.blocks[p.block][p.first as usize..(p.first + p.count) as usize];
-        assert_eq!(
-            rows[0].pc,
-            p.page << PAGE_SHIFT,
-            "a page starts at its first address"
-        );
-        rows.iter().rev().find(|r| r.pc <= pc).copied()
+        assert_eq!(rows[0].pc_low, 0, "a page starts at its first address");
+        let low = (pc & ((1 << PAGE_SHIFT) - 1)) as u16;
+        let found = rows.iter().rev().find(|r| r.pc_low <= low)?;
+        Some(rules.0[found.rule as usize])
+    }
+
+    fn laid_out(rows: &[UnwindRow]) -> (Layout, Rules) {
+        let mut rules = Rules::default();
+        let l = layout(rows, &mut |r| rules.intern(r)).unwrap();
+        (l, rules)
     }
 
     #[test]
@@ -125,36 +166,50 @@ mod tests {
             row(0x5000, cfa::RSP, 8), // after two empty pages
             row(0x5040, cfa::NO_INFO, 0),
         ];
-        let l = layout(&rows);
-        assert_eq!(lookup(&l, 0x1010).unwrap().cfa_offset, 8);
-        assert_eq!(lookup(&l, 0x1500).unwrap().cfa_offset, 16);
-        let carried = lookup(&l, 0x2000).unwrap();
-        assert_eq!((carried.cfa_rule(), carried.pc), (cfa::RBP, 0x2000));
-        assert_eq!(lookup(&l, 0x20ff).unwrap().cfa_rule(), cfa::RBP);
-        assert_eq!(lookup(&l, 0x2100).unwrap().cfa_rule(), cfa::NO_INFO);
-        assert_eq!(lookup(&l, 0x1000).unwrap().cfa_rule(), cfa::NO_INFO);
+        let (l, rules) = laid_out(&rows);
+        assert_eq!(lookup(&l, &rules, 0x1010).unwrap().cfa_offset, 8);
+        assert_eq!(lookup(&l, &rules, 0x1500).unwrap().cfa_offset, 16);
+        assert_eq!(lookup(&l, &rules, 0x2000).unwrap().cfa_rule(), cfa::RBP);
+        assert_eq!(lookup(&l, &rules, 0x20ff).unwrap().cfa_rule(), cfa::RBP);
+        assert_eq!(lookup(&l, &rules, 0x2100).unwrap().cfa_rule(), cfa::NO_INFO);
+        assert_eq!(lookup(&l, &rules, 0x1000).unwrap().cfa_rule(), cfa::NO_INFO);
         assert!(l.pages.iter().all(|p| p.page != 3 && p.page != 4));
-        assert_eq!(lookup(&l, 0x5020).unwrap().cfa_offset, 8);
+        assert_eq!(lookup(&l, &rules, 0x5020).unwrap().cfa_offset, 8);
         assert_eq!(l.pages.len(), 3);
+        // Four distinct rules: rsp+8, rsp+16, rbp+16, no information.
+        assert_eq!(rules.0.len(), 4);
     }
 
     #[test]
     fn pages_never_straddle_blocks() {
-        // 3 pages of 3000 rows each: the second cannot share the first block.
+        // 3 pages of 3000 rows each: a block holds 8192, so the third cannot share the first.
         let rows: Vec<UnwindRow> = (0..3u32)
             .flat_map(|p| {
                 (0..3000u32).map(move |i| row(p * 4096 + i, cfa::RSP, (i % 7) as u16 * 8))
             })
             .collect();
-        let l = layout(&rows);
-        assert_eq!(l.blocks.len(), 3);
+        let (l, rules) = laid_out(&rows);
+        assert_eq!(l.blocks.len(), 2);
         for p in &l.pages {
             assert!(p.first as usize + p.count as usize <= l.blocks[p.block].len());
         }
         assert!(l.blocks.iter().all(|b| b.len() <= ROWS_PER_BLOCK));
         assert_eq!(
-            lookup(&l, 2 * 4096 + 2999).unwrap().cfa_offset,
+            lookup(&l, &rules, 2 * 4096 + 2999).unwrap().cfa_offset,
             (2999 % 7) * 8
         );
+    }
+
+    #[test]
+    fn a_full_interner_fails_the_layout() {
+        let rows: Vec<UnwindRow> = (0..10)
+            .map(|i| row(i * 8, cfa::RSP, i as u16 * 8))
+            .collect();
+        let mut given = 0u16;
+        let mut intern = |_| {
+            given += 1;
+            (given <= 3).then_some(given)
+        };
+        assert_eq!(layout(&rows, &mut intern).unwrap_err(), RulesFull);
     }
 }

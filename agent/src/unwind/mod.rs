@@ -69,6 +69,8 @@ pub struct UnwindStats {
     pub table_bytes: u64,
     /// Page entries in the kernel now.
     pub pages: u64,
+    /// Distinct rules in the kernel now (shared by all tables).
+    pub rules: u64,
     /// The budget (`--max-unwind-table-mib`), bytes.
     pub budget_bytes: u64,
     /// Processes with mapping entries now.

@@ -1,5 +1,6 @@
 //! The kernel side of the unwind tables: which blocks of `UNWIND_ROWS` hold which table, the page
-//! entries that point into them, and a least-recently-used eviction that keeps the whole within the
+//! entries that point into them, the distinct rules all tables share (`UNWIND_RULES`, never removed:
+//! a few thousand at most), and a least-recently-used eviction that keeps the rows within the
 //! `--max-unwind-table-mib` budget (the row array is allocated at that size).
 //!
 //! Ids are never reused, so a page entry of an evicted table can never be read as another table's.
@@ -11,21 +12,26 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sonde_abi::{PageEntry, PageKey, RowBlock, UnwindRow, unwind::ROWS_PER_BLOCK};
+use sonde_abi::{
+    PackedRow, PageEntry, PageKey, RowBlock, UnwindRow, UnwindRule,
+    unwind::{MAX_RULES, ROWS_PER_BLOCK},
+};
 
-use super::layout::Layout;
+use super::layout::{Layout, RulesFull, layout};
 use crate::bpf::BpfError;
 
 /// Time before a freed block is written again: program invocations last microseconds.
 const REUSE_GRACE: Duration = Duration::from_millis(50);
 
 /// Bytes of one block of rows.
-pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<UnwindRow>()) as u64;
+pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<PackedRow>()) as u64;
 
 /// The kernel maps behind the store (a fake in tests).
 pub(crate) trait TableMaps {
     /// Writes block `index` of the row array.
     fn write_block(&mut self, index: u32, block: &RowBlock) -> Result<(), BpfError>;
+    /// Writes rule `index` of the rule array.
+    fn write_rule(&mut self, index: u16, rule: UnwindRule) -> Result<(), BpfError>;
     /// Adds or replaces a page entry.
     fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError>;
     /// Removes a page entry.
@@ -45,9 +51,18 @@ pub(crate) enum StoreError {
         /// The budget.
         budget_mib: f64,
     },
+    /// Every rule index is taken (65536 distinct rules: never seen in practice).
+    #[error("the kernel's table of distinct unwind rules is full ({MAX_RULES})")]
+    RulesFull,
     /// A map write failed.
     #[error(transparent)]
     Map(#[from] BpfError),
+}
+
+impl From<RulesFull> for StoreError {
+    fn from(_: RulesFull) -> Self {
+        StoreError::RulesFull
+    }
 }
 
 /// Counters of the store, cumulative.
@@ -61,6 +76,18 @@ pub(crate) struct StoreStats {
     pub(crate) blocks_used: u64,
     /// Page entries in the kernel.
     pub(crate) pages: u64,
+    /// Distinct rules in the kernel.
+    pub(crate) rules: u64,
+}
+
+/// A table just loaded.
+pub(crate) struct LoadedTable<K> {
+    /// Its id.
+    pub(crate) id: u32,
+    /// Tables evicted to make room.
+    pub(crate) evicted: Vec<K>,
+    /// Blocks it takes.
+    pub(crate) blocks: usize,
 }
 
 struct Loaded {
@@ -77,6 +104,7 @@ pub(crate) struct TableStore<K, M> {
     free: Vec<u32>,
     cooling: VecDeque<(Instant, Vec<u32>)>,
     tables: HashMap<K, Loaded>,
+    rules: HashMap<UnwindRule, u16>,
     next_id: u32,
     clock: u64,
     stats: StoreStats,
@@ -91,6 +119,7 @@ impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
             free: (0..capacity).rev().collect(),
             cooling: VecDeque::new(),
             tables: HashMap::new(),
+            rules: HashMap::new(),
             next_id: 1,
             clock: 0,
             stats: StoreStats::default(),
@@ -110,14 +139,52 @@ impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
         Some(t.id)
     }
 
-    /// Loads `layout` as table `key`, evicting the least recently used tables (never one of `keep`) when
-    /// the budget is short. Returns the new id and the keys evicted.
+    /// The index of `rule`, written to the kernel the first time it is seen.
+    fn intern(
+        rules: &mut HashMap<UnwindRule, u16>,
+        maps: &mut M,
+        rule: UnwindRule,
+        failed: &mut Option<BpfError>,
+    ) -> Option<u16> {
+        if let Some(index) = rules.get(&rule) {
+            return Some(*index);
+        }
+        let index = u16::try_from(rules.len()).ok()?;
+        if let Err(err) = maps.write_rule(index, rule) {
+            failed.get_or_insert(err);
+            return None;
+        }
+        rules.insert(rule, index);
+        Some(index)
+    }
+
+    /// Loads the table of `rows` as `key`, evicting the least recently used tables (never one of
+    /// `keep`) when the budget is short.
     pub(crate) fn load(
         &mut self,
         key: K,
-        layout: &Layout,
+        rows: &[UnwindRow],
         keep: &[K],
-    ) -> Result<(u32, Vec<K>), StoreError> {
+    ) -> Result<LoadedTable<K>, StoreError> {
+        let mut failed = None;
+        let (rules, maps) = (&mut self.rules, &mut self.maps);
+        let laid_out = layout(rows, &mut |rule| {
+            Self::intern(rules, maps, rule, &mut failed)
+        });
+        self.stats.rules = self.rules.len() as u64;
+        if let Some(err) = failed {
+            return Err(err.into());
+        }
+        let laid_out = laid_out?;
+        let (id, evicted) = self.place(key, &laid_out, keep)?;
+        Ok(LoadedTable {
+            id,
+            evicted,
+            blocks: laid_out.blocks.len(),
+        })
+    }
+
+    fn place(&mut self, key: K, layout: &Layout, keep: &[K]) -> Result<(u32, Vec<K>), StoreError> {
         let needed = layout.blocks.len() as u32;
         if needed > self.capacity {
             return Err(StoreError::TooLarge {
@@ -157,7 +224,7 @@ impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
         let id = self.next_id;
         self.next_id += 1;
         let mut image = Box::new(RowBlock {
-            rows: [UnwindRow::default(); ROWS_PER_BLOCK],
+            rows: [PackedRow::default(); ROWS_PER_BLOCK],
         });
         let mut pages = Vec::with_capacity(layout.pages.len());
         let result = (|| {
@@ -254,17 +321,21 @@ mod tests {
     use sonde_abi::unwind::cfa;
 
     use super::*;
-    use crate::unwind::layout::layout;
 
     #[derive(Default)]
     struct FakeMaps {
-        blocks: BTreeMap<u32, Vec<UnwindRow>>,
+        blocks: BTreeMap<u32, Vec<PackedRow>>,
+        rules: BTreeMap<u16, UnwindRule>,
         pages: BTreeMap<(u32, u32), PageEntry>,
     }
 
     impl TableMaps for FakeMaps {
         fn write_block(&mut self, index: u32, block: &RowBlock) -> Result<(), BpfError> {
             self.blocks.insert(index, block.rows.to_vec());
+            Ok(())
+        }
+        fn write_rule(&mut self, index: u16, rule: UnwindRule) -> Result<(), BpfError> {
+            self.rules.insert(index, rule);
             Ok(())
         }
         fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError> {
@@ -277,65 +348,75 @@ mod tests {
         }
     }
 
-    /// A table whose rows fill `blocks` blocks (one full page of rows per 4096 rows).
-    fn table(blocks: u32, tag: u16) -> Layout {
-        let rows: Vec<UnwindRow> = (0..blocks * 4096)
+    /// Rows filling `blocks` blocks exactly (one full 4 KiB page of rows twice per block).
+    fn table(blocks: u32, tag: u16) -> Vec<UnwindRow> {
+        (0..blocks * 8192)
             .map(|i| UnwindRow {
                 pc: i,
                 cfa_offset: tag,
                 rbp_offset: 0,
                 kind: cfa::RSP,
             })
-            .collect();
-        layout(&rows)
+            .collect()
     }
 
-    fn row_at(store: &TableStore<&str, FakeMaps>, id: u32, pc: u32) -> Option<UnwindRow> {
+    /// What the kernel finds at `pc` in table `id`.
+    fn rule_at(store: &TableStore<&str, FakeMaps>, id: u32, pc: u32) -> Option<UnwindRule> {
         let e = store.maps.pages.get(&(id, pc >> 12))?;
         let rows = &store.maps.blocks[&e.block];
-        rows[e.first as usize..(e.first + e.count) as usize]
+        let low = (pc & 0xfff) as u16;
+        let row = rows[e.first as usize..(e.first + e.count) as usize]
             .iter()
             .rev()
-            .find(|r| r.pc <= pc)
-            .copied()
+            .find(|r| r.pc_low <= low)?;
+        store.maps.rules.get(&row.rule).copied()
     }
 
     #[test]
-    fn loads_tables_and_finds_their_rows() {
+    fn loads_tables_and_finds_their_rules() {
         let mut store = TableStore::new(FakeMaps::default(), 4);
-        let (a, _) = store.load("a", &table(1, 8), &[]).unwrap();
-        let (b, _) = store.load("b", &table(2, 16), &[]).unwrap();
-        assert_ne!(a, b);
-        assert_eq!(row_at(&store, a, 100).unwrap().cfa_offset, 8);
-        assert_eq!(row_at(&store, b, 5000).unwrap().cfa_offset, 16);
+        let a = store.load("a", &table(1, 8), &[]).unwrap().id;
+        let b = store.load("b", &table(2, 16), &[]).unwrap();
+        assert_ne!(a, b.id);
+        assert_eq!(b.blocks, 2);
+        assert_eq!(rule_at(&store, a, 100).unwrap().cfa_offset, 8);
+        assert_eq!(rule_at(&store, b.id, 5000).unwrap().cfa_offset, 16);
         assert_eq!(store.stats().blocks_used, 3);
+        // Two distinct rules, each written once.
+        assert_eq!((store.stats().rules, store.maps.rules.len()), (2, 2));
         assert_eq!(store.get(&"a"), Some(a));
     }
 
     #[test]
     fn evicts_the_least_recently_used_but_never_a_kept_one() {
         let mut store = TableStore::new(FakeMaps::default(), 4);
-        let (a, _) = store.load("a", &table(2, 8), &[]).unwrap();
+        let a = store.load("a", &table(2, 8), &[]).unwrap().id;
         store.load("b", &table(2, 16), &[]).unwrap();
         store.get(&"a"); // b is now the least recently used
-        let (c, evicted) = store.load("c", &table(2, 24), &[]).unwrap();
-        assert_eq!(evicted, vec!["b"]);
+        let c = store.load("c", &table(2, 24), &[]).unwrap();
+        assert_eq!(c.evicted, vec!["b"]);
         assert!(store.get(&"b").is_none());
-        assert_eq!(row_at(&store, a, 10).unwrap().cfa_offset, 8);
-        assert_eq!(row_at(&store, c, 10).unwrap().cfa_offset, 24);
+        assert_eq!(rule_at(&store, a, 10).unwrap().cfa_offset, 8);
+        assert_eq!(rule_at(&store, c.id, 10).unwrap().cfa_offset, 24);
         assert_eq!(store.stats().evictions, 1);
         // "a" is older now, but kept: "c" goes instead.
-        let (_, evicted) = store.load("d", &table(2, 32), &["a"]).unwrap();
-        assert_eq!(evicted, vec!["c"]);
+        let d = store.load("d", &table(2, 32), &["a"]).unwrap();
+        assert_eq!(d.evicted, vec!["c"]);
         // No page of an evicted table is left behind.
-        assert!(store.maps.pages.keys().all(|(id, _)| *id == a || *id == 4));
+        assert!(
+            store
+                .maps
+                .pages
+                .keys()
+                .all(|(id, _)| *id == a || *id == d.id)
+        );
     }
 
     #[test]
     fn a_table_larger_than_the_budget_is_refused_without_evicting() {
         let mut store = TableStore::new(FakeMaps::default(), 2);
         store.load("a", &table(1, 8), &[]).unwrap();
-        let err = store.load("big", &table(3, 8), &[]).unwrap_err();
+        let err = store.load("big", &table(3, 8), &[]).err().unwrap();
         assert!(err.to_string().contains("--max-unwind-table-mib"), "{err}");
         assert!(store.get(&"a").is_some());
         assert_eq!(store.stats().evictions, 0);

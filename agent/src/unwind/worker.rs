@@ -14,11 +14,10 @@ use std::{
 };
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
-use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, names};
+use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names};
 
 use super::{
     UnwindStats,
-    layout::layout,
     mappings::{self, Segment, Unwinding},
     store::{BLOCK_BYTES, StoreError, TableMaps, TableStore},
     table,
@@ -55,6 +54,8 @@ enum Request {
 pub(crate) struct UnwindMaps {
     /// `UNWIND_ROWS`.
     pub(crate) rows: Array<MapData, RowBlock>,
+    /// `UNWIND_RULES`.
+    pub(crate) rules: Array<MapData, UnwindRule>,
     /// `UNWIND_PAGES`.
     pub(crate) pages: BpfHashMap<MapData, PageKey, PageEntry>,
     /// `PROC_MAPPINGS`.
@@ -65,6 +66,7 @@ pub(crate) struct UnwindMaps {
 
 struct AyaTableMaps {
     rows: Array<MapData, RowBlock>,
+    rules: Array<MapData, UnwindRule>,
     pages: BpfHashMap<MapData, PageKey, PageEntry>,
 }
 
@@ -73,6 +75,11 @@ impl TableMaps for AyaTableMaps {
         self.rows
             .set(index, block, 0)
             .map_err(map_err(names::UNWIND_ROWS))
+    }
+    fn write_rule(&mut self, index: u16, rule: UnwindRule) -> Result<(), BpfError> {
+        self.rules
+            .set(u32::from(index), rule, 0)
+            .map_err(map_err(names::UNWIND_RULES))
     }
     fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError> {
         self.pages
@@ -138,6 +145,7 @@ impl Unwinder {
             store: TableStore::new(
                 AyaTableMaps {
                     rows: maps.rows,
+                    rules: maps.rules,
                     pages: maps.pages,
                 },
                 maps.capacity,
@@ -216,6 +224,7 @@ impl Worker {
             let mut stats = self.stats.lock().expect("unwind stats lock");
             stats.table_bytes = store.blocks_used * BLOCK_BYTES;
             stats.pages = store.pages;
+            stats.rules = store.rules;
             stats.evictions = store.evictions;
             stats.processes = self.procs.len() as u64;
         }
@@ -289,12 +298,10 @@ impl Worker {
             }
         };
         let rows = built.rows.len();
-        let laid_out = layout(&built.rows);
-        drop(built);
-        match self.store.load(key.clone(), &laid_out, keep) {
-            Ok((id, evicted)) => {
+        match self.store.load(key.clone(), &built.rows, keep) {
+            Ok(loaded) => {
                 let elapsed = started.elapsed();
-                tracing::debug!(path = %mapping.module.path, id, rows, blocks = laid_out.blocks.len(), ms = elapsed.as_millis() as u64, "unwind table loaded");
+                tracing::debug!(path = %mapping.module.path, id = loaded.id, rows, blocks = loaded.blocks, ms = elapsed.as_millis() as u64, "unwind table loaded");
                 let mut stats = self.stats.lock().expect("unwind stats lock");
                 stats.tables_built += 1;
                 stats.rows += rows as u64;
@@ -302,7 +309,7 @@ impl Worker {
                 drop(stats);
                 self.binaries
                     .insert(key.clone(), BinaryState::Usable(segments));
-                self.evicted(&evicted);
+                self.evicted(&loaded.evicted);
             }
             Err(StoreError::TooLarge {
                 needed_mib,
@@ -312,7 +319,7 @@ impl Worker {
                 self.stats.lock().expect("unwind stats lock").build_failures += 1;
                 self.binaries.insert(key.clone(), BinaryState::Unusable);
             }
-            Err(StoreError::Map(err)) => {
+            Err(err @ (StoreError::Map(_) | StoreError::RulesFull)) => {
                 tracing::warn!(path = %mapping.module.path, %err, "loading an unwind table failed");
                 self.stats.lock().expect("unwind stats lock").build_failures += 1;
             }
