@@ -11,11 +11,7 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{
-    Control, OffCpuKind, names,
-    names::globals,
-    unwind::{MAX_RULES, ROWS_PER_BLOCK},
-};
+use sonde_abi::{Control, OffCpuKind, names, names::globals, unwind::MAX_RULES};
 
 use super::{
     BpfError,
@@ -23,14 +19,10 @@ use super::{
     maps::{AyaMaps, map_err, take_map},
     tracefs,
 };
-use crate::unwind::{UnwindMaps, UnwindMode};
+use crate::unwind::{PAGES_PER_BLOCK, UnwindMaps, UnwindMode, blocks_for_budget};
 
 /// Processes with unwind mapping entries at once (each 8 KiB, allocated only when used).
 const MAX_UNWIND_PROCESSES: u32 = 8192;
-/// Page entries allowed per block of rows: 4 KiB of code holds about 80 rows on average, so about 100
-/// pages fill an 8192-row block; 256 leaves room for sparse tables (entries are allocated only when
-/// used).
-const PAGES_PER_BLOCK: u32 = 256;
 /// Minimum time between two requests to re-read one process's mappings.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -129,7 +121,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     }
     let blocks = match options.unwind {
         UnwindMode::Fp => 1,
-        _ => unwind_blocks(options.max_unwind_table_mib),
+        _ => blocks_for_budget(u64::from(options.max_unwind_table_mib) << 20),
     };
     loader.map_max_entries(names::UNWIND_ROWS, blocks);
     loader.map_max_entries(
@@ -177,6 +169,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             pages: take_map(&mut ebpf, names::UNWIND_PAGES)?,
             procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
             capacity: blocks,
+            budget_bytes: u64::from(options.max_unwind_table_mib) << 20,
         }),
     };
     let maps = AyaMaps::new(&mut ebpf)?;
@@ -197,12 +190,6 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         events,
         unwind,
     })
-}
-
-/// Blocks of rows in `mib` MiB (at least one).
-fn unwind_blocks(mib: u32) -> u32 {
-    let block_bytes = (ROWS_PER_BLOCK * size_of::<sonde_abi::PackedRow>()) as u64;
-    ((u64::from(mib) << 20) / block_bytes).max(1) as u32
 }
 
 /// Settings fixed while the programs run, loaded as read-only globals (see agent-ebpf `globals`).

@@ -5,7 +5,11 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::Context as _;
 
-use super::{layout::layout, store::BLOCK_BYTES, table};
+use super::{
+    layout::layout,
+    store::{BLOCK_BYTES, PAGE_ENTRY_BYTES},
+    table,
+};
 
 /// Distinct rules as the store numbers them (one numbering for every binary printed).
 #[derive(Default)]
@@ -19,8 +23,8 @@ pub struct InspectArgs {
     pub files: Vec<PathBuf>,
 }
 
-/// Prints one line per binary: its CFI, rows by kind, kernel bytes (whole blocks), page entries and
-/// build milliseconds.
+/// Prints one line per binary: its CFI, rows by kind, kernel bytes (whole blocks of rows and the page
+/// entries), page entries, rules and build milliseconds.
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let mut rules = Rules::default();
     for path in &args.files {
@@ -48,7 +52,8 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             stats.plt_rows,
             stats.signal_rows,
             stats.end_rows,
-            laid_out.blocks.len() as u64 * BLOCK_BYTES,
+            laid_out.blocks.len() as u64 * BLOCK_BYTES
+                + laid_out.pages.len() as u64 * PAGE_ENTRY_BYTES,
             laid_out.pages.len(),
             laid_out
                 .blocks

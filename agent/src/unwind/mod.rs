@@ -12,6 +12,7 @@ mod store;
 pub(crate) mod table;
 mod worker;
 
+pub(crate) use store::{PAGES_PER_BLOCK, blocks_for_budget};
 pub(crate) use worker::{UnwindHandle, UnwindMaps, Unwinder};
 
 /// How user stacks are walked (`--unwind`).
@@ -65,7 +66,7 @@ pub struct UnwindStats {
     pub build_seconds: f64,
     /// Tables evicted to stay within the budget.
     pub evictions: u64,
-    /// Bytes of rows in the kernel now.
+    /// Kernel bytes of the tables loaded now: their rows and page entries.
     pub table_bytes: u64,
     /// Page entries in the kernel now.
     pub pages: u64,

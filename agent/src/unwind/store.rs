@@ -25,6 +25,24 @@ const REUSE_GRACE: Duration = Duration::from_millis(50);
 
 /// Bytes of one block of rows.
 pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<PackedRow>()) as u64;
+/// Kernel bytes of one page entry: a non-preallocated hash element with an 8-byte key and value is
+/// a 64-byte slab object.
+pub(crate) const PAGE_ENTRY_BYTES: u64 = 64;
+/// Kernel bytes of one hash bucket of `UNWIND_PAGES`, allocated for every possible entry at load.
+const PAGE_BUCKET_BYTES: u64 = 16;
+/// Page entries allowed per block of rows: 4 KiB of code holds about 80 rows on average, so about 100
+/// pages fill an 8192-row block (libc 98, python3 88, libLLVM 103); 128 leaves room for sparse tables.
+pub(crate) const PAGES_PER_BLOCK: u32 = 128;
+/// Bytes of the rule array, allocated in full at load.
+const RULES_BYTES: u64 = (MAX_RULES * size_of::<UnwindRule>()) as u64;
+
+/// Blocks of rows for a budget of `bytes` of kernel memory covering everything the tables use: the
+/// rules, and per block its rows, its share of page entries and of the page hash's buckets.
+pub(crate) fn blocks_for_budget(bytes: u64) -> u32 {
+    let per_block =
+        BLOCK_BYTES + u64::from(PAGES_PER_BLOCK) * (PAGE_ENTRY_BYTES + PAGE_BUCKET_BYTES);
+    (bytes.saturating_sub(RULES_BYTES) / per_block).max(1) as u32
+}
 
 /// The kernel maps behind the store (a fake in tests).
 pub(crate) trait TableMaps {
@@ -41,9 +59,9 @@ pub(crate) trait TableMaps {
 /// Why a table could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
-    /// Larger than the whole budget.
+    /// Larger than the rows the whole budget holds.
     #[error(
-        "its unwind table needs {needed_mib:.1} MiB, more than --max-unwind-table-mib ({budget_mib:.1} MiB): raise the flag to unwind it"
+        "its unwind table needs {needed_mib:.1} MiB of rows, more than the {budget_mib:.1} MiB of rows --max-unwind-table-mib leaves: raise the flag to unwind it"
     )]
     TooLarge {
         /// Size of the table's blocks.
@@ -317,6 +335,19 @@ impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    #[test]
+    fn the_budget_covers_rows_page_entries_buckets_and_rules() {
+        let budget = 64u64 << 20;
+        let blocks = u64::from(blocks_for_budget(budget));
+        let used = RULES_BYTES
+            + blocks * BLOCK_BYTES
+            + blocks * u64::from(PAGES_PER_BLOCK) * (PAGE_ENTRY_BYTES + PAGE_BUCKET_BYTES);
+        assert!(used <= budget, "{used} > {budget}");
+        // Most of it goes to rows.
+        assert!(blocks * BLOCK_BYTES > budget * 3 / 4, "{blocks} blocks");
+        assert_eq!(blocks_for_budget(1), 1, "at least one block");
+    }
 
     use sonde_abi::unwind::cfa;
 

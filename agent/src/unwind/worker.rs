@@ -19,7 +19,7 @@ use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names};
 use super::{
     UnwindStats,
     mappings::{self, Segment, Unwinding},
-    store::{BLOCK_BYTES, StoreError, TableMaps, TableStore},
+    store::{BLOCK_BYTES, PAGE_ENTRY_BYTES, StoreError, TableMaps, TableStore},
     table,
 };
 use crate::{
@@ -62,6 +62,8 @@ pub(crate) struct UnwindMaps {
     pub(crate) procs: BpfHashMap<MapData, u32, ProcMappings>,
     /// Blocks in `rows`.
     pub(crate) capacity: u32,
+    /// `--max-unwind-table-mib`, in bytes.
+    pub(crate) budget_bytes: u64,
 }
 
 struct AyaTableMaps {
@@ -138,7 +140,7 @@ impl Unwinder {
     pub(crate) fn start(maps: UnwindMaps) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let stats = Arc::new(Mutex::new(UnwindStats {
-            budget_bytes: u64::from(maps.capacity) * BLOCK_BYTES,
+            budget_bytes: maps.budget_bytes,
             ..Default::default()
         }));
         let mut worker = Worker {
@@ -222,7 +224,7 @@ impl Worker {
             }
             let store = self.store.stats();
             let mut stats = self.stats.lock().expect("unwind stats lock");
-            stats.table_bytes = store.blocks_used * BLOCK_BYTES;
+            stats.table_bytes = store.blocks_used * BLOCK_BYTES + store.pages * PAGE_ENTRY_BYTES;
             stats.pages = store.pages;
             stats.rules = store.rules;
             stats.evictions = store.evictions;
