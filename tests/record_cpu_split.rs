@@ -32,25 +32,10 @@ fn finds_the_three_functions_with_their_split_and_the_expected_sample_count() {
 
     let profile = read_pprof(&out);
     let samples = resolve(&profile);
-    let all = total(&samples, pid, 0) as f64;
-    let share = |f: &str| 100.0 * inclusive(&samples, pid, f, 0) as f64 / all;
-    let (a, b, c) = (
-        share("burn_fifty"),
-        share("burn_thirty"),
-        share("burn_twenty"),
-    );
-    eprintln!("samples={all} cpu_used={cpu_used:.2}s shares={a:.1}/{b:.1}/{c:.1}\n{summary}");
-    assert!(
-        (a - 50.0).abs() <= 5.0,
-        "burn_fifty share {a:.1}% not within 50±5"
-    );
-    assert!(
-        (b - 30.0).abs() <= 5.0,
-        "burn_thirty share {b:.1}% not within 30±5"
-    );
-    assert!(
-        (c - 20.0).abs() <= 5.0,
-        "burn_twenty share {c:.1}% not within 20±5"
+    let all = assert_cpu_split(
+        &samples,
+        pid,
+        &format!("cpu_used={cpu_used:.2}s\n{summary}"),
     );
 
     // One busy thread: expect CPU-seconds x 99 samples (= duration x 99 when the CPU is not contended).

@@ -92,6 +92,49 @@ pub fn build_library(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
     build_workload(name, out_name, &all)
 }
 
+/// Asserts `cpu_split`'s 50/30/20 split of `pid`'s samples within ±5 points; returns the sample count.
+pub fn assert_cpu_split(samples: &[Resolved], pid: u32, context: &str) -> f64 {
+    let all = total(samples, pid, 0) as f64;
+    let share = |f: &str| 100.0 * inclusive(samples, pid, f, 0) as f64 / all;
+    let shares = [
+        ("burn_fifty", 50.0),
+        ("burn_thirty", 30.0),
+        ("burn_twenty", 20.0),
+    ]
+    .map(|(f, want)| (f, want, share(f)));
+    eprintln!("samples={all} shares={shares:?}\n{context}");
+    for (f, want, got) in shares {
+        assert!(
+            (got - want).abs() <= 5.0,
+            "{f} share {got:.1}% not within {want}±5"
+        );
+    }
+    all
+}
+
+/// Asserts `offcpu_sleep`'s 2:1 split (±10%) of `pid`'s off-CPU time between `sleep_twenty` and
+/// `sleep_ten`, and more than 3 s of it in a 4 s recording.
+pub fn assert_sleep_split(samples: &[Resolved], pid: u32, context: &str) {
+    let twenty = inclusive(samples, pid, "sleep_twenty", 0) as f64;
+    let ten = inclusive(samples, pid, "sleep_ten", 0) as f64;
+    eprintln!(
+        "sleep_twenty={:.0}ms sleep_ten={:.0}ms\n{context}",
+        twenty / 1e6,
+        ten / 1e6
+    );
+    let ratio = twenty / ten;
+    assert!(
+        (ratio - 2.0).abs() <= 0.2,
+        "off-CPU split {ratio:.2}, expected 2 ±10%"
+    );
+    // The thread is off-CPU nearly all the time.
+    assert!(
+        twenty + ten > 3.0e9,
+        "only {:.2} s off-CPU",
+        (twenty + ten) / 1e9
+    );
+}
+
 /// Share of `pid`'s samples (by value `index`) whose stack contains `function`, among the samples
 /// whose stack contains `within` (all samples when `within` is empty).
 pub fn share_reaching(

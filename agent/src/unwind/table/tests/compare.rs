@@ -314,17 +314,7 @@ fn debug_frame_binary_matches_readelf_compressed_or_not() {
         // crt1.o's `_start` and the linker's PLT bring a small `.eh_frame` even without unwind
         // tables; without it `.debug_frame` is used.
         let binary = dir.path().join(format!("{name}-no-eh"));
-        fixture::run(
-            "objcopy",
-            &[
-                "--remove-section",
-                ".eh_frame",
-                "--remove-section",
-                ".eh_frame_hdr",
-                compiled.to_str().expect("UTF-8 path"),
-                binary.to_str().expect("UTF-8 path"),
-            ],
-        );
+        fixture::without_eh_frame(&compiled, &binary);
         let elf = std::fs::read(&binary).expect("read the binary");
         assert!(
             !fixture::has_section(&elf, ".eh_frame"),

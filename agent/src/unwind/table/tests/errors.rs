@@ -48,17 +48,7 @@ fn no_unwind_information() {
     let dir = fixture::temp_dir();
     let binary = fixture::compile(dir.path(), "frames", fixture::EH_FRAME_FLAGS);
     let stripped = dir.path().join("frames-no-cfi");
-    fixture::run(
-        "objcopy",
-        &[
-            "--remove-section",
-            ".eh_frame",
-            "--remove-section",
-            ".eh_frame_hdr",
-            binary.to_str().expect("UTF-8 path"),
-            stripped.to_str().expect("UTF-8 path"),
-        ],
-    );
+    fixture::without_eh_frame(&binary, &stripped);
     let elf = std::fs::read(&stripped).expect("read the stripped binary");
     for section in [".eh_frame", ".debug_frame"] {
         assert!(

@@ -69,6 +69,21 @@ pub(super) fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
     binary
 }
 
+/// A copy of `binary` at `out` without `.eh_frame` and `.eh_frame_hdr` (objcopy).
+pub(super) fn without_eh_frame(binary: &Path, out: &Path) {
+    run(
+        "objcopy",
+        &[
+            "--remove-section",
+            ".eh_frame",
+            "--remove-section",
+            ".eh_frame_hdr",
+            binary.to_str().expect("UTF-8 path"),
+            out.to_str().expect("UTF-8 path"),
+        ],
+    );
+}
+
 /// A fresh temporary directory.
 pub(super) fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("create a temp dir")
