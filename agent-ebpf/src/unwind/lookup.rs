@@ -62,7 +62,7 @@ fn last_at_or_below(count: u32, target: u64, key: impl Fn(u32) -> u64) -> Option
 /// Rows remembered per CPU: a return address seen once is usually seen again in the next samples of
 /// the process (only the innermost frames change), and a hit costs one cache line instead of a page
 /// lookup and a search in memory the previous 10 ms of work have evicted.
-pub const ROW_CACHE_SLOTS: usize = 512;
+pub const ROW_CACHE_SLOTS: usize = 256;
 
 /// One remembered lookup. A (table id, address) pair always has the same rule: tables are never
 /// changed in place, ids and rule indices are never reused, so entries never go stale.
@@ -85,7 +85,7 @@ pub fn rule_cached(
 ) -> Option<UnwindRule> {
     let pc = u32::try_from(table_pc).ok()?;
     let key = u64::from(table_id) << 32 | u64::from(pc);
-    let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize & (ROW_CACHE_SLOTS - 1);
+    let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize & (ROW_CACHE_SLOTS - 1);
     let entry = cache.get_mut(slot)?;
     if entry.key == key {
         return Some(entry.rule);
