@@ -9,6 +9,7 @@
 mod lookup;
 pub mod regs;
 mod step;
+mod window;
 
 use core::ffi::c_void;
 
@@ -43,6 +44,8 @@ pub struct Scratch {
     /// Running hashes of the frames: the map key, and an independent check of it.
     hash: u64,
     check: u64,
+    /// The user stack, read a window at a time.
+    window: window::Window,
     /// The stack being built; stored as is.
     stack: UserStack,
     /// Stacks this CPU stored or found in the current generation's map: the same stack again needs
@@ -105,6 +108,7 @@ pub fn walk_and_store(tgid: u32, regs: UserRegs, generation: u64, scratch_slot: 
     s.exact = 1;
     s.bp_lost = 0;
     s.mapping_hint = 0;
+    s.window.reset();
     s.hash = 0x6a09_e667_f3bc_c908;
     s.check = 0xbb67_ae85_84ca_a73b;
 

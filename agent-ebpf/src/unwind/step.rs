@@ -50,19 +50,6 @@ fn stop(s: &mut Scratch, why: u32) -> Flow {
     Flow::Stop
 }
 
-#[inline(always)]
-fn read_u64(addr: u64) -> Option<u64> {
-    // SAFETY: a user address; a fault makes the helper fail, which is handled.
-    unsafe { bpf_probe_read_user(addr as *const u64).ok() }
-}
-
-/// Reads the two words at `addr`: `[saved rbp, return address]` of a frame-pointer record.
-#[inline(always)]
-fn read_pair(addr: u64) -> Option<[u64; 2]> {
-    // SAFETY: as `read_u64`.
-    unsafe { bpf_probe_read_user(addr as *const [u64; 2]).ok() }
-}
-
 /// One frame with the process's tables (modes `auto` and `tables`).
 #[inline(always)]
 pub fn with_tables(s: &mut Scratch, procs: &mut ProcMappings, tgid: u32) -> Flow {
@@ -120,7 +107,7 @@ fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
     let return_address = match row.rbp_rule() {
         // The usual `push rbp` layout: rbp right below the return address, one read for both.
         rbp::AT_CFA if row.rbp_offset == -2 => {
-            let Some([bp, ra]) = read_pair(cfa.wrapping_sub(16)) else {
+            let Some([bp, ra]) = s.window.pair(cfa.wrapping_sub(16)) else {
                 return stop(s, outcome::READ_FAULT);
             };
             s.regs.bp = bp;
@@ -128,12 +115,12 @@ fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
             ra
         }
         rule => {
-            let Some(ra) = read_u64(cfa.wrapping_sub(8)) else {
+            let Some(ra) = s.window.word(cfa.wrapping_sub(8)) else {
                 return stop(s, outcome::READ_FAULT);
             };
             if rule == rbp::AT_CFA {
                 let at = cfa.wrapping_add((i64::from(row.rbp_offset) * 8) as u64);
-                let Some(bp) = read_u64(at) else {
+                let Some(bp) = s.window.word(at) else {
                     return stop(s, outcome::READ_FAULT);
                 };
                 s.regs.bp = bp;
@@ -169,7 +156,7 @@ fn signal_frame(s: &mut Scratch) -> Flow {
     if let Some(frame) = s.stack.frames.get_mut(last) {
         *frame |= FRAME_EXACT;
     }
-    // SAFETY: as `read_u64`.
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
     let Ok(saved) = (unsafe { bpf_probe_read_user((s.regs.sp + SIGFRAME_RBP) as *const SigRegs) })
     else {
         return stop(s, outcome::READ_FAULT);
@@ -197,7 +184,7 @@ pub fn frame_pointer(s: &mut Scratch) -> Flow {
     if bp < s.regs.sp {
         return stop(s, outcome::BAD_FRAME);
     }
-    let Some([saved_bp, return_address]) = read_pair(bp) else {
+    let Some([saved_bp, return_address]) = s.window.pair(bp) else {
         return stop(s, outcome::READ_FAULT);
     };
     if return_address == 0 {
