@@ -369,7 +369,7 @@ impl Worker {
                 (m.module.start, m.module.limit, how)
             })
             .collect();
-        let (value, dropped) = mappings::proc_mappings(&entries);
+        let (value, dropped) = mappings::proc_mappings(&entries, monotonic_ns());
         if dropped > 0 {
             self.stats
                 .lock()
@@ -399,4 +399,15 @@ fn file_segments(file: &std::fs::File) -> Result<Vec<Segment>, String> {
     // SAFETY: the file is a binary mapped executable by a process; mapped read-only and only read.
     let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?;
     Ok(mappings::load_segments(&map))
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC is always available.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
