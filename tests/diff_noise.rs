@@ -90,3 +90,32 @@ fn without_a_count_type_samples_are_estimated_from_the_period() {
         "same sample counts, same noise: {noise:?}"
     );
 }
+
+/// A sampled off-CPU profile: 1,000 tracked episodes standing for 100,000 events. Its noise is that of
+/// 1,000 episodes (the `tracked` count), so a tenth of a point is noise although the estimated event
+/// counts are as large as those of the profile above that makes it signal.
+#[test]
+fn a_sampled_off_cpu_profile_is_as_noisy_as_its_tracked_episodes() {
+    let dir = scratch("noise_sampled");
+    let one_in = 100;
+    let (total, f, bump) = (1_000, 100, 1);
+    let side = |name: &str, f: i64| {
+        write(
+            &dir.join(name),
+            &profile(
+                Kind::OffCpuSampled { one_in },
+                10.0,
+                &[stack("main;f", f), stack("main;g", total - f)],
+            ),
+        )
+    };
+    let (base, new) = (side("b.pb.gz", f), side("n.pb.gz", f + bump));
+    let (json, _) = diff_json(["--base".into(), base, "--new".into(), new]);
+    let (_, row_f) = row(&json, "f");
+    assert!((num(row_f, "delta_self_pct") - 0.1).abs() < 1e-9, "{row_f}");
+    assert_eq!(row_f["within_noise"], true, "{row_f}");
+    assert!(
+        (num(row_f, "noise_self_pct") - 2.0 * (2.0 * 0.09 / 1000.0f64).sqrt() * 100.0).abs() < 0.01,
+        "noise sized on 1,000 tracked episodes, not 100,000 events: {row_f}"
+    );
+}

@@ -40,7 +40,14 @@ fn sleeps_split_two_to_one_with_the_kernel_sleep_path() {
             )
         })
         .collect();
-    assert_eq!(types, [("offcpu", "nanoseconds"), ("events", "count")]);
+    assert_eq!(
+        types,
+        [
+            ("offcpu", "nanoseconds"),
+            ("events", "count"),
+            ("tracked", "count")
+        ]
+    );
     let samples = resolve(&profile);
     assert_sleep_split(&samples, s.id(), &summary);
     let kernel_sleep = samples.iter().any(|x| {

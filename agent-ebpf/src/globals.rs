@@ -12,6 +12,10 @@ static OFFCPU_KIND: u32 = 0;
 #[unsafe(no_mangle)]
 static MIN_BLOCK_NS: u64 = 0;
 #[unsafe(no_mangle)]
+static STANDARD_LAYOUT: u32 = 0;
+#[unsafe(no_mangle)]
+static RECORD_BASE: u32 = 0;
+#[unsafe(no_mangle)]
 static PREV_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static PREV_STATE_OFFSET: u32 = 0;
@@ -46,6 +50,14 @@ getter!(
 getter!(
     /// Shortest off-CPU episode aggregated.
     min_block_ns, MIN_BLOCK_NS, u64
+);
+getter!(
+    /// `sched_switch` has the layout of every kernel since 4.x (fields read at constant offsets).
+    standard_layout, STANDARD_LAYOUT, u32
+);
+getter!(
+    /// Offset of the first of the `sched_switch` fields read; all lie within `RECORD_SPAN` of it.
+    record_base, RECORD_BASE, u32
 );
 getter!(
     /// Offset of `prev_pid` in the `sched_switch` record.

@@ -12,8 +12,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
 use sonde_abi::{
-    Control, OffCpuStart, OffCpuValue, PageEntry, PageKey, ProcEvent, ProcMappings, RowBlock,
-    SampleKey, UnwindRule, UserStack, stat, unwind::SCRATCH_SLOTS,
+    Control, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS, PageEntry, PageKey,
+    ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey, THREAD_SLOTS, ThreadSlot,
+    UnwindRule, UserStack, stat, unwind::SCRATCH_SLOTS,
 };
 
 use crate::unwind::Scratch;
@@ -33,9 +34,24 @@ pub static SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(16384, 0);
 /// Process lifecycle events for userspace.
 #[map]
 static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
-/// Threads currently off-CPU, by thread id.
+/// Threads currently off-CPU (tracked episodes), by thread id.
 #[map]
 pub static OFFCPU_START: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(16384, 0);
+/// Off-CPU sampling settings of each CPU, written by userspace.
+#[map]
+pub static OFFCPU_SAMPLING: PerCpuArray<OffCpuSampling> = PerCpuArray::with_max_entries(1, 0);
+/// Counted switch-outs by `tgid % PROCESS_SLOTS`, per CPU (a storm's threads on two CPUs would
+/// otherwise fight over one cache line at every switch).
+#[map]
+pub static OFFCPU_PROCESS_SWITCHES: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(PROCESS_SLOTS, 0);
+/// Sampling probability by `tgid % PROCESS_SLOTS`, written by userspace.
+#[map]
+pub static OFFCPU_PROCESS_SAMPLING: Array<ProcessSampling> =
+    Array::with_max_entries(PROCESS_SLOTS, 0);
+/// Per-thread off-CPU state by `tid % THREAD_SLOTS`.
+#[map]
+pub static OFFCPU_THREADS: Array<ThreadSlot> = Array::with_max_entries(THREAD_SLOTS, 0);
 
 /// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 1 KiB).
 #[map]
@@ -162,6 +178,16 @@ pub unsafe fn atomic_add(ptr: *mut u64, delta: u64) {
     // SAFETY: guaranteed by the caller. The BPF target has no `AtomicU64::fetch_add`; the intrinsic
     // lowers to the BPF atomic add.
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
+}
+
+/// Adds `delta` (wrapping: `u32::MAX` subtracts one) to the 32-bit value at `ptr` atomically.
+///
+/// # Safety
+/// `ptr` must point into a live map value, 4-byte aligned.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(ptr: *mut u32, delta: u32) {
+    // SAFETY: guaranteed by the caller; lowers to the BPF 32-bit atomic add.
+    unsafe { atomic_xadd::<u32, u32, { AtomicOrdering::Relaxed }>(ptr, delta) };
 }
 
 /// The map is full: the entry could not be created.

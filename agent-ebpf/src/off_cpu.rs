@@ -7,16 +7,30 @@
 //!
 //! Tasks leaving in other states (stopped, traced, parked, idle kernel threads, exiting) are not counted.
 //! Field offsets of the tracepoint record come from tracefs at load time, as globals.
+//!
+//! Sampling (see `sonde_abi::OffCpuSampling`): a counted switch-out is tracked with the probability
+//! userspace set for its process (a fair share of the budget), or for sure when the thread's last
+//! tracked episode was long; the inverse probability goes into the key as the episode's weight. A
+//! switch that is not tracked costs a random draw and three cache lines (the process's counter and
+//! probability, the thread's slot); a switch-in of a thread with nothing pending costs one line.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    EbpfContext as _,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_ktime_get_ns},
     programs::TracePointContext,
 };
-use sonde_abi::{OffCpuKind, OffCpuStart, SLOTS, STACK_STALE, stat};
+use sonde_abi::{
+    OffCpuKind, OffCpuStart, PROCESS_SLOTS, RECORD_SPAN, SLOTS, STACK_STALE, THREAD_SLOTS,
+    ThreadSlot, stat,
+};
 
 use crate::{
     Failed, globals,
-    maps::{OFFCPU_START, add_episode, bump, generation, off_cpu_counts, pid_listed},
+    maps::{
+        OFFCPU_PROCESS_SAMPLING, OFFCPU_PROCESS_SWITCHES, OFFCPU_SAMPLING, OFFCPU_START,
+        OFFCPU_THREADS, add, add_episode, atomic_add_u32, bump, generation, off_cpu_counts,
+        pid_listed,
+    },
     process, stack,
     unwind::regs,
 };
@@ -32,27 +46,69 @@ const STATE_KNOWN: u64 = 0xff; // every reported state bit, below the "preempted
 /// Handles one context switch.
 #[inline(always)]
 pub fn switch(ctx: &TracePointContext) -> Result<(), Failed> {
-    // SAFETY: offsets come from the tracepoint's format file and are within the record.
-    let (prev_pid, prev_state, next_pid) = unsafe {
-        (
-            ctx.read_at::<i32>(globals::prev_pid_offset() as usize)
-                .map_err(|_| Failed)?,
-            ctx.read_at::<u64>(globals::prev_state_offset() as usize)
-                .map_err(|_| Failed)?,
-            ctx.read_at::<i32>(globals::next_pid_offset() as usize)
-                .map_err(|_| Failed)?,
-        )
+    let (prev_pid, prev_state, next_pid) = if globals::standard_layout() != 0 {
+        standard_fields(ctx)
+    } else {
+        read_fields(ctx)?
     };
-    let generation = generation().ok_or(Failed)?;
-    // SAFETY: no preconditions; the helper reads the monotonic clock.
-    let now = unsafe { bpf_ktime_get_ns() };
     if prev_pid > 0 && counted(prev_state) {
-        switch_out(ctx, prev_pid as u32, generation, now);
+        switch_out(ctx, prev_pid as u32)?;
     }
     if next_pid > 0 {
-        switch_in(next_pid as u32, generation, now);
+        switch_in(next_pid as u32)?;
     }
     Ok(())
+}
+
+/// `sched_switch`'s `prev_pid`, `prev_state` and `next_pid` where every kernel since 4.x has them:
+/// loaded straight from the context (one instruction each; the verifier wants constant offsets).
+#[inline(always)]
+fn standard_fields(ctx: &TracePointContext) -> (i32, u64, i32) {
+    let record = ctx.as_ptr().cast::<u8>();
+    // SAFETY: the agent selects this path only when the format file shows these offsets and sizes,
+    // all within the record.
+    unsafe {
+        (
+            *record.add(24).cast::<i32>(),
+            *record.add(32).cast::<u64>(),
+            *record.add(56).cast::<i32>(),
+        )
+    }
+}
+
+/// The three fields at the offsets the format file gave, in one read of the span holding them
+/// (checked at load to lie within `RECORD_SPAN` bytes).
+#[inline(always)]
+fn read_fields(ctx: &TracePointContext) -> Result<(i32, u64, i32), Failed> {
+    // SAFETY: the span lies within the tracepoint record.
+    let span: [u8; RECORD_SPAN] = unsafe {
+        ctx.read_at(globals::record_base() as usize)
+            .map_err(|_| Failed)?
+    };
+    let field = |offset: u32, size: usize| {
+        let at = offset.wrapping_sub(globals::record_base()) as usize;
+        span.get(at..at + size)
+    };
+    Ok((
+        i32::from_ne_bytes(
+            field(globals::prev_pid_offset(), 4)
+                .ok_or(Failed)?
+                .try_into()
+                .map_err(|_| Failed)?,
+        ),
+        u64::from_ne_bytes(
+            field(globals::prev_state_offset(), 8)
+                .ok_or(Failed)?
+                .try_into()
+                .map_err(|_| Failed)?,
+        ),
+        i32::from_ne_bytes(
+            field(globals::next_pid_offset(), 4)
+                .ok_or(Failed)?
+                .try_into()
+                .map_err(|_| Failed)?,
+        ),
+    ))
 }
 
 /// Whether a thread leaving in `state` starts an episode of the configured kind.
@@ -66,16 +122,63 @@ fn counted(state: u64) -> bool {
     }
 }
 
+/// The per-thread state slot of `tid`.
 #[inline(always)]
-fn switch_out(ctx: &TracePointContext, tid: u32, generation: u64, now: u64) {
+fn thread_slot(tid: u32) -> Result<*mut ThreadSlot, Failed> {
+    OFFCPU_THREADS.get_ptr_mut(tid % THREAD_SLOTS).ok_or(Failed)
+}
+
+#[inline(always)]
+fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
     // The tracepoint runs in the context of the task leaving the CPU, so current == prev.
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if globals::filter_pids() != 0 && !pid_listed(tgid) {
-        return;
+        return Ok(());
     }
+    bump(stat::OFFCPU_ELIGIBLE);
+    let process = tgid % PROCESS_SLOTS;
+    if let Some(switches) = OFFCPU_PROCESS_SWITCHES.get_ptr_mut(process) {
+        // SAFETY: this CPU's slot of a live per-CPU array.
+        unsafe { *switches += 1 };
+    }
+    let slot = thread_slot(tid)?;
+    let sampling = OFFCPU_SAMPLING.get_ptr_mut(0).ok_or(Failed)?;
+    // SAFETY: pointers from successful lookups; the per-CPU settings are this CPU's alone while the
+    // program runs (userspace replaces them whole between steps); the process's are copied.
+    let (long, settings, own) = unsafe {
+        (
+            (*slot).long_tid == tid,
+            *sampling,
+            OFFCPU_PROCESS_SAMPLING
+                .get(process)
+                .copied()
+                .unwrap_or_default(),
+        )
+    };
+    let weight = if long {
+        1
+    } else {
+        // The process's fair share of the budget; past this CPU's cap for the step (a storm that
+        // began since userspace last looked), the CPU's rarer overflow draw.
+        let (threshold, one_in) = if settings.tracked >= settings.cap {
+            (settings.overflow_threshold, settings.overflow_one_in)
+        } else if own.one_in > 0 {
+            (own.threshold, own.one_in)
+        } else {
+            (settings.threshold, settings.one_in)
+        };
+        // SAFETY: no preconditions.
+        if one_in > 1 && unsafe { bpf_get_prandom_u32() } > threshold {
+            return Ok(());
+        }
+        // SAFETY: as above.
+        unsafe { (*sampling).tracked = settings.tracked.wrapping_add(1) };
+        one_in
+    };
+    let generation = generation().ok_or(Failed)?;
     // sched_switch runs in the kernel: the kernel stack is here, the user registers were saved when
     // the task entered the kernel.
-    let captured = stack::capture(
+    let mut captured = stack::capture(
         ctx,
         tgid,
         generation,
@@ -83,36 +186,68 @@ fn switch_out(ctx: &TracePointContext, tid: u32, generation: u64, now: u64) {
         true,
         SCRATCH_SLOT,
     );
-    let start = OffCpuStart {
-        start_ns: now,
-        generation,
-        key: captured.key,
-    };
+    captured.key.weight = weight.min(u32::from(u16::MAX)) as u16;
     if !captured.known_process {
         process::announce(tgid);
     }
+    let start = OffCpuStart {
+        // SAFETY: no preconditions; the helper reads the monotonic clock.
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        generation,
+        key: captured.key,
+    };
     match OFFCPU_START.insert(tid, start, 0) {
-        Ok(()) => bump(stat::OFFCPU_SWITCH_OUT),
+        Ok(()) => {
+            // SAFETY: a pointer into the live array.
+            unsafe { atomic_add_u32(&raw mut (*slot).pending, 1) };
+            bump(stat::OFFCPU_SWITCH_OUT);
+            add(stat::OFFCPU_WEIGHT, u64::from(captured.key.weight));
+            if long {
+                bump(stat::OFFCPU_TRACKED_LONG);
+            }
+        }
         Err(_) => bump(stat::OFFCPU_START_FULL),
     }
+    Ok(())
 }
 
 #[inline(always)]
-fn switch_in(tid: u32, generation: u64, now: u64) {
+fn switch_in(tid: u32) -> Result<(), Failed> {
+    let slot = thread_slot(tid)?;
+    // SAFETY: a pointer into the live array; a stale read only costs a lookup or skips one that a
+    // concurrent switch-out of another thread of the slot is about to need, never a tracked episode
+    // of this thread (its switch-out happened before this switch-in).
+    if unsafe { (*slot).pending } == 0 {
+        return Ok(());
+    }
     let Some(start) = OFFCPU_START.get_ptr(tid) else {
-        return;
+        return Ok(());
     };
     // SAFETY: pointer from a successful lookup; copied before the entry is removed.
     let start = unsafe { *start };
     // The entry may already be gone if the thread exited meanwhile; nothing else to do then.
     if OFFCPU_START.remove(tid).is_err() {
-        return;
+        return Ok(());
     }
-    let blocked = now.saturating_sub(start.start_ns);
+    // SAFETY: as above; wrapping add of u32::MAX takes one off.
+    unsafe { atomic_add_u32(&raw mut (*slot).pending, u32::MAX) };
+    // SAFETY: no preconditions; the helper reads the monotonic clock.
+    let blocked = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
+    // SAFETY: as above.
+    let long_ns = unsafe { (*OFFCPU_SAMPLING.get_ptr(0).ok_or(Failed)?).long_ns };
+    // SAFETY: as above; the mark is a hint (another thread of the slot may overwrite it).
+    unsafe {
+        if long_ns > 0 && blocked >= long_ns {
+            (*slot).long_tid = tid;
+        } else if (*slot).long_tid == tid {
+            (*slot).long_tid = 0;
+        }
+    }
     if blocked < globals::min_block_ns() {
         bump(stat::OFFCPU_SHORT);
-        return;
+        return Ok(());
     }
+    let generation = generation().ok_or(Failed)?;
     let mut key = start.key;
     // Stack maps are recycled SLOTS-1 generations later; an episode older than that keeps its time only.
     if generation.wrapping_sub(start.generation) >= SLOTS - 1 {
@@ -124,5 +259,18 @@ fn switch_in(tid: u32, generation: u64, now: u64) {
     match add_episode(off_cpu_counts(generation % SLOTS), &key, blocked) {
         Ok(()) => bump(stat::OFFCPU_EPISODES),
         Err(_) => bump(stat::OFFCPU_MAP_FULL),
+    }
+    Ok(())
+}
+
+/// An exiting thread's tracked episode is dropped (counted): it never switches in again.
+#[inline(always)]
+pub fn forget(tid: u32) {
+    if OFFCPU_START.remove(tid).is_ok() {
+        bump(stat::OFFCPU_UNMATCHED_EXIT);
+        if let Ok(slot) = thread_slot(tid) {
+            // SAFETY: a pointer into the live array.
+            unsafe { atomic_add_u32(&raw mut (*slot).pending, u32::MAX) };
+        }
     }
 }

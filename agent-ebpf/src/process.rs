@@ -6,9 +6,9 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
 };
-use sonde_abi::{ProcEvent, proc_event, stat};
+use sonde_abi::{ProcEvent, proc_event};
 
-use crate::maps::{OFFCPU_START, PROC_MAPPINGS, SEEN, bump, send_proc_event};
+use crate::maps::{PROC_MAPPINGS, SEEN, send_proc_event};
 
 /// Announces `tgid` to userspace the first time it is sampled.
 #[inline(always)]
@@ -44,9 +44,7 @@ pub fn exit() {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    if OFFCPU_START.remove(tid).is_ok() {
-        bump(stat::OFFCPU_UNMATCHED_EXIT);
-    }
+    crate::off_cpu::forget(tid);
     // The leader's exit is reported; userspace checks whether other threads live on (a process whose
     // main thread exited keeps running) before it forgets the process and its mappings.
     if tid == tgid && SEEN.remove(tgid).is_ok() {

@@ -41,6 +41,10 @@ pub struct DaemonArgs {
     /// Also record off-CPU time (voluntary blocking, from sched_switch).
     #[arg(long)]
     pub offcpu: bool,
+    /// Off-CPU: stack walks per CPU per second; above it episodes are sampled, weighted so totals
+    /// stay unbiased (0: every episode, exact counts).
+    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET)]
+    pub offcpu_budget: u32,
     /// Benchmark aid: log each window's size as one OTLP request and as one gzip pprof per process
     /// (encodes every window twice, so it adds CPU).
     #[arg(long, hide = true)]
@@ -62,6 +66,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         off_cpu: args.offcpu.then_some(OffCpuOptions {
             kind: sonde_abi::OffCpuKind::Voluntary,
             min_block: Duration::from_micros(1),
+            budget: args.offcpu_budget,
         }),
         unwind: args.unwind.unwind,
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,

@@ -64,6 +64,10 @@ pub struct RecordArgs {
     /// Off-CPU: voluntary blocking (default) or involuntary preemption.
     #[arg(long, value_enum, default_value = "voluntary")]
     pub offcpu_kind: OffCpuChoice,
+    /// Off-CPU: stack walks per CPU per second; above it episodes are sampled, weighted so totals
+    /// stay unbiased (0: every episode, exact counts).
+    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET)]
+    pub offcpu_budget: u32,
     /// Output file (gzip pprof).
     #[arg(long)]
     pub output: PathBuf,
@@ -136,6 +140,7 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
                     OffCpuChoice::Involuntary => OffCpuKind::Involuntary,
                 },
                 min_block: Duration::from_micros(args.min_block_us),
+                budget: args.offcpu_budget,
             });
         }
     }
@@ -275,6 +280,7 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
             k[stat::OFFCPU_STALE_STACK as usize].to_string(),
         );
         line("offcpu_pending:", window.stats.off_cpu_pending.to_string());
+        offcpu_sampling_summary(&mut line, k, profile);
     } else {
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
     }
@@ -355,4 +361,43 @@ fn unwind_summary(
             (t.mappings_dropped + t.processes_dropped + t.requests_dropped).to_string(),
         );
     }
+}
+
+/// How off-CPU episodes were sampled: switches seen, episodes tracked (and why), walks per CPU per
+/// second against the budget, and the inverse probabilities used.
+fn offcpu_sampling_summary(
+    line: &mut impl FnMut(&str, String),
+    k: &[u64; stat::COUNT as usize],
+    profile: &Profile,
+) {
+    let note = |key: &str| {
+        profile
+            .notes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or_else(|| "-".to_owned(), |(_, v)| v.clone())
+    };
+    let tracked = k[stat::OFFCPU_SWITCH_OUT as usize];
+    line(
+        "offcpu_switches_seen:",
+        k[stat::OFFCPU_ELIGIBLE as usize].to_string(),
+    );
+    line("offcpu_tracked:", tracked.to_string());
+    line(
+        "offcpu_tracked_long:",
+        k[stat::OFFCPU_TRACKED_LONG as usize].to_string(),
+    );
+    line(
+        "offcpu_estimated_switches:",
+        k[stat::OFFCPU_WEIGHT as usize].to_string(),
+    );
+    let cpus = aya::util::online_cpus().map_or(1, |c| c.len().max(1));
+    let seconds = (profile.duration_nanos as f64 / 1e9).max(1e-3);
+    line(
+        "offcpu_walks_per_cpu_s:",
+        format!("{:.0}", tracked as f64 / seconds / cpus as f64),
+    );
+    line("offcpu_budget:", note("sonde.offcpu.budget"));
+    line("offcpu_one_in_min:", note("sonde.offcpu.one_in_min"));
+    line("offcpu_one_in_max:", note("sonde.offcpu.one_in_max"));
 }

@@ -13,6 +13,7 @@ use crate::{
         drain::{Drainer, RawWindow, WindowStats},
         loader::{self, LoadOptions, Loaded},
         maps::AyaMaps,
+        sampling::{Controller, SamplingWindow},
     },
     process::{ProcessTable, events::EventThread},
     profile::{Profile, ProfileKind},
@@ -46,6 +47,7 @@ pub struct Sampler {
     procs: Arc<Mutex<ProcessTable>>,
     events: Option<EventThread>,
     unwinder: Option<Unwinder>,
+    offcpu_sampling: Option<Controller>,
     symbolizer: Symbolizer,
     window_start: (SystemTime, Instant),
 }
@@ -58,7 +60,12 @@ impl Sampler {
             drainer,
             events,
             unwind,
+            sampling,
         } = loader::load(&options)?;
+        let offcpu_sampling = match (sampling, options.off_cpu) {
+            (Some(maps), Some(off)) => Some(Controller::start(maps, off.budget)?),
+            _ => None,
+        };
         let procs = Arc::new(Mutex::new(ProcessTable::default()));
         let unwinder = unwind.map(Unwinder::start);
         let events = Some(EventThread::spawn(
@@ -73,6 +80,7 @@ impl Sampler {
             procs,
             events,
             unwinder,
+            offcpu_sampling,
             symbolizer: Symbolizer::new(),
             window_start: (SystemTime::now(), Instant::now()),
         };
@@ -132,22 +140,34 @@ impl Sampler {
             .unwrap_or_default()
             .as_nanos() as i64;
         let mut procs = self.procs.lock().expect("process table lock");
-        let mut make =
-            |kind: ProfileKind, period: i64, samples: &[crate::bpf::drain::RawSample]| Profile {
-                kind,
-                time_nanos,
-                duration_nanos: duration.as_nanos() as i64,
-                period,
-                samples: self.symbolizer.symbolize(kind, samples, &mut procs, period),
-            };
-        let on_cpu = self
-            .options
-            .frequency_hz
-            .map(|hz| make(ProfileKind::Cpu, 1_000_000_000 / hz as i64, &raw.on_cpu));
-        let off_cpu = self
-            .options
-            .off_cpu
-            .map(|_| make(ProfileKind::OffCpu, 1, &raw.off_cpu));
+        let mut make = |kind: ProfileKind,
+                        period: i64,
+                        samples: &[crate::bpf::drain::RawSample],
+                        notes: Vec<(String, String)>| Profile {
+            kind,
+            time_nanos,
+            duration_nanos: duration.as_nanos() as i64,
+            period,
+            samples: self.symbolizer.symbolize(kind, samples, &mut procs, period),
+            notes,
+        };
+        let on_cpu = self.options.frequency_hz.map(|hz| {
+            make(
+                ProfileKind::Cpu,
+                1_000_000_000 / hz as i64,
+                &raw.on_cpu,
+                Vec::new(),
+            )
+        });
+        let sampling = self.offcpu_sampling.as_ref().map(Controller::take_window);
+        let off_cpu = self.options.off_cpu.map(|off| {
+            make(
+                ProfileKind::OffCpu,
+                1,
+                &raw.off_cpu,
+                sampling_notes(off.budget, sampling, &raw.stats),
+            )
+        });
         Window {
             on_cpu,
             off_cpu,
@@ -212,5 +232,40 @@ impl Sampler {
         if let Some(unwinder) = self.unwinder.take() {
             unwinder.stop();
         }
+        if let Some(controller) = self.offcpu_sampling.take() {
+            controller.stop();
+        }
     }
+}
+
+/// The notes an off-CPU profile carries about how it was sampled: the budget, the inverse
+/// probabilities used, and the episodes tracked out of those seen.
+fn sampling_notes(
+    budget: u32,
+    window: Option<SamplingWindow>,
+    stats: &WindowStats,
+) -> Vec<(String, String)> {
+    let k = &stats.kernel;
+    let mut notes = vec![
+        ("sonde.offcpu.budget".to_owned(), budget.to_string()),
+        (
+            "sonde.offcpu.switches".to_owned(),
+            k[sonde_abi::stat::OFFCPU_ELIGIBLE as usize].to_string(),
+        ),
+        (
+            "sonde.offcpu.tracked".to_owned(),
+            k[sonde_abi::stat::OFFCPU_SWITCH_OUT as usize].to_string(),
+        ),
+    ];
+    if let Some(w) = window {
+        notes.push((
+            "sonde.offcpu.one_in_min".to_owned(),
+            w.one_in_min.to_string(),
+        ));
+        notes.push((
+            "sonde.offcpu.one_in_max".to_owned(),
+            w.one_in_max.to_string(),
+        ));
+    }
+    notes
 }

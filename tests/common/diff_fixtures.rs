@@ -57,6 +57,10 @@ pub enum Kind {
     OffCpu,
     /// `cpu/nanoseconds` only: the sample count must be estimated as value / period.
     CpuNanosOnly,
+    /// A sampled off-CPU profile as `sonde record` writes it: `offcpu/nanoseconds` and `events/count`
+    /// estimated from tracked episodes weighted by the inverse probability (here the same for all),
+    /// `tracked/count` the episodes behind them. A stack's `samples` are the tracked episodes.
+    OffCpuSampled { one_in: i64 },
 }
 
 /// A `ValueType`; `type` is set through its field number because its Rust name (`ty` here, `r#type` with
@@ -98,6 +102,15 @@ pub fn profile(kind: Kind, duration_secs: f64, stacks: &[Stack]) -> proto::Profi
         Kind::Cpu => &[("samples", "count"), ("cpu", "nanoseconds")],
         Kind::OffCpu => &[("offcpu", "nanoseconds"), ("events", "count")],
         Kind::CpuNanosOnly => &[("cpu", "nanoseconds")],
+        Kind::OffCpuSampled { .. } => &[
+            ("offcpu", "nanoseconds"),
+            ("events", "count"),
+            ("tracked", "count"),
+        ],
+    };
+    let weight = match kind {
+        Kind::OffCpuSampled { one_in } => one_in,
+        _ => 1,
     };
     p.sample_type = types
         .iter()
@@ -164,12 +177,10 @@ pub fn profile(kind: Kind, duration_secs: f64, stacks: &[Stack]) -> proto::Profi
         }
         let values = types
             .iter()
-            .map(|(_, u)| {
-                if *u == "count" {
-                    st.samples
-                } else {
-                    st.samples * PERIOD
-                }
+            .map(|&(t, u)| match (t, u) {
+                ("tracked", _) => st.samples,
+                (_, "count") => st.samples * weight,
+                _ => st.samples * PERIOD * weight,
             })
             .collect();
         let label = if st.truncated {

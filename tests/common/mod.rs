@@ -320,3 +320,85 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
+
+/// `sonde` running in the background (killed when dropped).
+pub struct Background {
+    child: Child,
+    log: Option<std::thread::JoinHandle<String>>,
+}
+
+/// Starts `sonde ARGS` and returns once it logs that it is recording (panics with its log if it exits
+/// first).
+pub fn start_recording(args: &[&str]) -> Background {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sonde"))
+        .args(args)
+        .env("SONDE_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running sonde");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.wait();
+            panic!("sonde {args:?} exited before recording:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("recording") {
+            break;
+        }
+    }
+    let log = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        seen + &rest
+    });
+    Background {
+        child,
+        log: Some(log),
+    }
+}
+
+impl Background {
+    /// Waits for sonde to finish; panics with its log unless it succeeded. Returns its stdout.
+    pub fn finish(mut self) -> String {
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut out).unwrap();
+        let status = self.child.wait().unwrap();
+        let log = self
+            .log
+            .take()
+            .map(|l| l.join().unwrap())
+            .unwrap_or_default();
+        assert!(status.success(), "sonde failed ({status}):\n{log}");
+        out
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends SIGUSR1 to `pid` (the workloads' "start now" signal).
+pub fn start_signal(pid: u32) {
+    // SAFETY: signalling a child of this test.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+}
+
+/// Waits for a workload that prints one line of `key value` pairs and exits; returns the values.
+pub fn workload_report(child: Child) -> HashMap<String, f64> {
+    let out = child.wait_with_output().expect("waiting for the workload");
+    assert!(out.status.success(), "workload failed: {:?}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    fields
+        .chunks(2)
+        .filter_map(|kv| Some((kv[0].to_owned(), kv.get(1)?.parse().ok()?)))
+        .collect()
+}

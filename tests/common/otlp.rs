@@ -74,6 +74,7 @@ pub fn synthetic_profile() -> Profile {
                 truncated: false,
             },
         ],
+        notes: Vec::new(),
     }
 }
 

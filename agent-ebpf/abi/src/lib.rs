@@ -45,7 +45,11 @@ pub struct SampleKey {
     /// [`STACK_OK`], or why there is no user stack (`STACK_*` or a negative errno).
     pub user_stack_status: i32,
     /// Which slot's stack maps the ids refer to (off-CPU episodes can span a slot change).
-    pub stack_slot: u32,
+    pub stack_slot: u16,
+    /// How many events each aggregated one stands for: the inverse of the probability it was
+    /// tracked with (off-CPU sampling, see [`OffCpuSampling`]); 1 for on-CPU samples and for
+    /// episodes tracked for sure.
+    pub weight: u16,
     /// Thread name at sampling time, NUL padded.
     pub comm: [u8; TASK_COMM_LEN],
 }
@@ -74,6 +78,74 @@ pub struct OffCpuStart {
     pub key: SampleKey,
 }
 const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 56);
+
+/// Per-CPU off-CPU sampling settings, rewritten by userspace every step (100 ms) as the switch rate
+/// changes so that stack walks stay within the budget (`--offcpu-budget`).
+///
+/// An episode is tracked (timestamped and its stacks walked) with probability 1/`one_in`, drawn at
+/// switch-out, or for sure when the thread's last tracked episode lasted at least `long_ns` (what was
+/// long is likely long again, and rare long blocks must not be starved by storms of short ones). Once
+/// the CPU has tracked `cap` episodes in the current step (a storm that began since userspace last
+/// looked), the draw uses `overflow_one_in` instead until the next step. Every episode's key carries
+/// the inverse probability it was drawn with, fixed before its length is known, so totals weighted by
+/// it are unbiased estimates (Horvitz-Thompson).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct OffCpuSampling {
+    /// Track when `bpf_get_prandom_u32() <= threshold`: `u32::MAX / one_in`, `u32::MAX` for 1.
+    pub threshold: u32,
+    /// The inverse probability (1 tracks every episode).
+    pub one_in: u32,
+    /// Episodes at least this long mark their thread as a long sleeper.
+    pub long_ns: u64,
+    /// Episodes this CPU may track in the current step before `overflow_one_in` applies.
+    pub cap: u32,
+    /// `u32::MAX / overflow_one_in`.
+    pub overflow_threshold: u32,
+    /// The inverse probability once `cap` is reached.
+    pub overflow_one_in: u32,
+    /// Written by the kernel: episodes tracked by random draw in the current step (userspace resets
+    /// it with every write).
+    pub tracked: u32,
+}
+const _: () = assert!(core::mem::size_of::<OffCpuSampling>() == 32);
+
+/// Bytes of the `sched_switch` record read at once, from the first field the off-CPU program needs
+/// (`prev_pid`, `prev_state`, `next_pid` lie within 40 bytes on every layout seen).
+pub const RECORD_SPAN: usize = 64;
+
+/// Slots of the per-process off-CPU arrays (`OFFCPU_PROCESS_SWITCHES`, `OFFCPU_PROCESS_SAMPLING`,
+/// indexed by `tgid % PROCESS_SLOTS`; processes sharing a slot share a budget). 16 KiB each: in the
+/// kernel's direct map.
+pub const PROCESS_SLOTS: u32 = 2048;
+
+/// The off-CPU sampling probability of the processes of one slot, written by userspace from their
+/// switch rate: each process gets a fair share of the budget, so a storm in one process does not
+/// lower the probability of another's rare blocks.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ProcessSampling {
+    /// `u32::MAX / one_in`.
+    pub threshold: u32,
+    /// The inverse probability; 0 until userspace has set it (the CPU's settings apply).
+    pub one_in: u32,
+}
+const _: () = assert!(core::mem::size_of::<ProcessSampling>() == 8);
+
+/// Slots of the per-thread off-CPU state array (`OFFCPU_THREADS`, indexed by `tid % THREAD_SLOTS`):
+/// 32 KiB, small enough to be allocated in the kernel's direct map (no page-table walk when cold).
+pub const THREAD_SLOTS: u32 = 4096;
+
+/// Per-thread off-CPU state, shared by the threads whose ids fall in one slot.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ThreadSlot {
+    /// The thread whose last tracked episode was long (its next one is tracked for sure), or 0.
+    pub long_tid: u32,
+    /// Tracked episodes of the slot's threads not yet ended: 0 means a switch-in needs no lookup.
+    pub pending: u32,
+}
+const _: () = assert!(core::mem::size_of::<ThreadSlot>() == 8);
 
 /// Which off-CPU episodes are counted.
 #[repr(u32)]
@@ -144,7 +216,7 @@ pub mod stat {
     pub const KERNEL_STACK_ERROR: u32 = 6;
     /// Process events lost because the ring buffer was full.
     pub const PROC_EVENTS_LOST: u32 = 7;
-    /// Off-CPU switch-outs remembered.
+    /// Off-CPU episodes tracked (timestamped, stacks walked).
     pub const OFFCPU_SWITCH_OUT: u32 = 8;
     /// Off-CPU episodes aggregated.
     pub const OFFCPU_EPISODES: u32 = 9;
@@ -187,8 +259,14 @@ pub mod stat {
     pub const MAPPINGS_REFRESH: u32 = 26;
     /// Program invocations that failed before doing their job (a map or context read failed).
     pub const PROGRAM_ERRORS: u32 = 27;
+    /// Switch-outs of the counted kind (voluntary or involuntary) seen, tracked or not.
+    pub const OFFCPU_ELIGIBLE: u32 = 28;
+    /// Of the tracked episodes, those tracked for sure because the thread's last one was long.
+    pub const OFFCPU_TRACKED_LONG: u32 = 29;
+    /// Sum of the weights of tracked episodes (the switches they stand for).
+    pub const OFFCPU_WEIGHT: u32 = 30;
     /// Number of counters.
-    pub const COUNT: u32 = 28;
+    pub const COUNT: u32 = 31;
 }
 
 #[cfg(feature = "user")]
@@ -208,4 +286,7 @@ mod pod {
     unsafe impl aya::Pod for super::ExecMapping {}
     unsafe impl aya::Pod for super::ProcMappings {}
     unsafe impl aya::Pod for super::UserStack {}
+    unsafe impl aya::Pod for super::OffCpuSampling {}
+    unsafe impl aya::Pod for super::ThreadSlot {}
+    unsafe impl aya::Pod for super::ProcessSampling {}
 }

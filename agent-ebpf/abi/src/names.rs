@@ -14,6 +14,14 @@ pub const SEEN: &str = "SEEN";
 pub const PROC_EVENTS: &str = "PROC_EVENTS";
 /// Threads currently off-CPU.
 pub const OFFCPU_START: &str = "OFFCPU_START";
+/// Off-CPU sampling settings, per CPU ([`crate::OffCpuSampling`]).
+pub const OFFCPU_SAMPLING: &str = "OFFCPU_SAMPLING";
+/// Per-thread off-CPU state ([`crate::ThreadSlot`]).
+pub const OFFCPU_THREADS: &str = "OFFCPU_THREADS";
+/// Counted switch-outs per process slot, per CPU (`u64`, written by the kernel).
+pub const OFFCPU_PROCESS_SWITCHES: &str = "OFFCPU_PROCESS_SWITCHES";
+/// Sampling probability per process slot ([`crate::ProcessSampling`], written by userspace).
+pub const OFFCPU_PROCESS_SAMPLING: &str = "OFFCPU_PROCESS_SAMPLING";
 /// Per-CPU scratch space of the user-stack walk.
 pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
 /// Unwind rows, in blocks ([`crate::RowBlock`]).
@@ -35,13 +43,17 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 23] = [
+pub const ALL_MAPS: [&str; 27] = [
     CONTROL,
     PIDS,
     STATS,
     SEEN,
     PROC_EVENTS,
     OFFCPU_START,
+    OFFCPU_SAMPLING,
+    OFFCPU_THREADS,
+    OFFCPU_PROCESS_SWITCHES,
+    OFFCPU_PROCESS_SAMPLING,
     UNWIND_SCRATCH,
     UNWIND_ROWS,
     UNWIND_PAGES,
@@ -70,6 +82,12 @@ pub mod globals {
     pub const OFFCPU_KIND: &str = "OFFCPU_KIND";
     /// `u64`: off-CPU episodes shorter than this are counted as short and dropped.
     pub const MIN_BLOCK_NS: &str = "MIN_BLOCK_NS";
+    /// `u32`: non-zero when `sched_switch` has `prev_pid`, `prev_state` and `next_pid` at offsets 24,
+    /// 32 and 56 (every kernel since 4.x): the program loads them at those constant offsets.
+    pub const STANDARD_LAYOUT: &str = "STANDARD_LAYOUT";
+    /// `u32`: byte offset of the first `sched_switch` field read; the others lie within
+    /// [`crate::RECORD_SPAN`] bytes of it.
+    pub const RECORD_BASE: &str = "RECORD_BASE";
     /// `u32`: byte offset of `prev_pid` in the `sched_switch` record (from tracefs).
     pub const PREV_PID_OFFSET: &str = "PREV_PID_OFFSET";
     /// `u32`: byte offset of `prev_state`.

@@ -354,7 +354,7 @@ mod tests {
     }
 
     /// A key; `user` is a stack id when non-negative, else a status.
-    fn key(tgid: u32, user: i64, kernel: i32, slot: u32) -> SampleKey {
+    fn key(tgid: u32, user: i64, kernel: i32, slot: u16) -> SampleKey {
         let (user_stack_id, user_stack_status) = match u64::try_from(user) {
             Ok(id) => (id, STACK_OK),
             Err(_) => (0, user as i32),
@@ -365,6 +365,7 @@ mod tests {
             user_stack_status,
             kernel_stack_id: kernel,
             stack_slot: slot,
+            weight: 1,
             comm: [0; 16],
         }
     }

@@ -5,18 +5,19 @@ use std::time::Duration;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, RingBuf},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, RingBuf},
     programs::{
         PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{Control, OffCpuKind, names, names::globals, unwind::MAX_RULES};
+use sonde_abi::{Control, OffCpuKind, OffCpuSampling, names, names::globals, unwind::MAX_RULES};
 
 use super::{
     BpfError,
     drain::Drainer,
     maps::{AyaMaps, map_err, take_map},
+    sampling::{LONG_NS_MIN, SamplingMaps, track_all},
     tracefs,
 };
 use crate::unwind::{PAGES_PER_BLOCK, UnwindMaps, UnwindMode, blocks_for_budget};
@@ -36,7 +37,12 @@ pub struct OffCpuOptions {
     pub kind: OffCpuKind,
     /// Shorter episodes are counted as short and dropped.
     pub min_block: Duration,
+    /// Stack walks per CPU per second (0: every episode is tracked).
+    pub budget: u32,
 }
+
+/// Default `--offcpu-budget`, walks per CPU per second.
+pub const DEFAULT_OFFCPU_BUDGET: u32 = 500;
 
 /// Default `--max-unwind-table-mib`: the tables of about 200 distinct binaries of a busy node.
 pub const DEFAULT_UNWIND_TABLE_MIB: u32 = 64;
@@ -85,6 +91,8 @@ pub struct Loaded {
     pub events: RingBuf<MapData>,
     /// The unwind tables' maps, unless unwinding by frame pointer only.
     pub(crate) unwind: Option<UnwindMaps>,
+    /// The off-CPU sampling maps, when off-CPU time is tracked.
+    pub sampling: Option<SamplingMaps>,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first.
@@ -172,8 +180,12 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             budget_bytes: u64::from(options.max_unwind_table_mib) << 20,
         }),
     };
+    let sampling = match options.off_cpu {
+        Some(_) => Some(sampling_maps(&mut ebpf)?),
+        None => None,
+    };
     let maps = AyaMaps::new(&mut ebpf)?;
-    // The control block is written before any program is attached.
+    // The control block and the sampling settings are written before any program is attached.
     let drainer = Drainer::new(maps, Control::default())?;
 
     attach_tracepoint(&mut ebpf, "sonde_exec", "sched_process_exec")?;
@@ -189,6 +201,38 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         drainer,
         events,
         unwind,
+        sampling,
+    })
+}
+
+/// Takes the sampling settings map, starting every CPU at "track everything", and notes the id of the
+/// counters the controller reads.
+fn sampling_maps(ebpf: &mut Ebpf) -> Result<SamplingMaps, BpfError> {
+    let stats_id = match ebpf.map(names::STATS) {
+        Some(aya::maps::Map::PerCpuArray(data)) => data.info().map_err(map_err(names::STATS))?.id(),
+        _ => {
+            return Err(BpfError::Map {
+                map: names::STATS.into(),
+                source: aya::maps::MapError::InvalidName {
+                    name: names::STATS.into(),
+                },
+            });
+        }
+    };
+    let mut sampling: PerCpuArray<MapData, OffCpuSampling> =
+        take_map(ebpf, names::OFFCPU_SAMPLING)?;
+    let cpus = aya::util::nr_cpus().map_err(|(path, _)| BpfError::OnlineCpus(path.to_owned()))?;
+    let all = vec![track_all(LONG_NS_MIN); cpus];
+    // One value per possible CPU: the conversion cannot fail.
+    let values = PerCpuValues::try_from(all).expect("one value per possible CPU");
+    sampling
+        .set(0, values, 0)
+        .map_err(map_err(names::OFFCPU_SAMPLING))?;
+    Ok(SamplingMaps {
+        sampling,
+        process_switches: take_map(ebpf, names::OFFCPU_PROCESS_SWITCHES)?,
+        process_sampling: take_map(ebpf, names::OFFCPU_PROCESS_SAMPLING)?,
+        stats_id,
     })
 }
 
@@ -199,6 +243,8 @@ struct Globals {
     refresh_interval_ns: u64,
     min_block_ns: u64,
     offcpu_kind: u32,
+    standard_layout: u32,
+    record_base: u32,
     prev_pid_offset: u32,
     prev_state_offset: u32,
     next_pid_offset: u32,
@@ -214,6 +260,10 @@ impl Globals {
             refresh_interval_ns: REFRESH_INTERVAL.as_nanos() as u64,
             min_block_ns: off.map_or(0, |(o, _)| o.min_block.as_nanos() as u64),
             offcpu_kind: off.map_or(0, |(o, _)| o.kind as u32),
+            record_base: off.map_or(0, |(_, l)| l.read_base),
+            standard_layout: off.map_or(0, |(_, l)| {
+                u32::from((l.prev_pid, l.prev_state, l.next_pid) == (24, 32, 56))
+            }),
             prev_pid_offset: off.map_or(0, |(_, l)| l.prev_pid),
             prev_state_offset: off.map_or(0, |(_, l)| l.prev_state),
             next_pid_offset: off.map_or(0, |(_, l)| l.next_pid),
@@ -232,6 +282,8 @@ impl Globals {
             )
             .override_global(globals::MIN_BLOCK_NS, &self.min_block_ns, true)
             .override_global(globals::OFFCPU_KIND, &self.offcpu_kind, true)
+            .override_global(globals::STANDARD_LAYOUT, &self.standard_layout, true)
+            .override_global(globals::RECORD_BASE, &self.record_base, true)
             .override_global(globals::PREV_PID_OFFSET, &self.prev_pid_offset, true)
             .override_global(globals::PREV_STATE_OFFSET, &self.prev_state_offset, true)
             .override_global(globals::NEXT_PID_OFFSET, &self.next_pid_offset, true)
@@ -354,6 +406,8 @@ mod tests {
             names::globals::FILTER_PIDS,
             names::globals::OFFCPU_KIND,
             names::globals::MIN_BLOCK_NS,
+            names::globals::STANDARD_LAYOUT,
+            names::globals::RECORD_BASE,
             names::globals::PREV_PID_OFFSET,
             names::globals::PREV_STATE_OFFSET,
             names::globals::NEXT_PID_OFFSET,

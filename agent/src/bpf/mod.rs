@@ -2,10 +2,12 @@
 //! programs, and reading their maps behind the [`maps::KernelMaps`] trait (so the drain logic is testable
 //! without root).
 
+pub(crate) mod batch;
 pub mod drain;
 pub mod loader;
 pub mod maps;
 pub mod privileges;
+pub mod sampling;
 pub mod tracefs;
 
 use std::path::PathBuf;
@@ -72,6 +74,15 @@ pub enum BpfError {
     UnwindUnsupported {
         /// The architecture sonde was built for.
         arch: &'static str,
+    },
+    /// A whole-array read or write failed.
+    #[error("map {map}: batch operation failed ({source}); sonde needs Linux 5.6 or later")]
+    Batch {
+        /// Map name.
+        map: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
     /// Listing online CPUs failed.
     #[error("cannot list online CPUs from {0}")]

@@ -294,9 +294,16 @@ fn load_file(
         .map(|t| Ok((string(t.name)?, string(t.unit)?)))
         .collect::<Result<Vec<_>, DiffError>>()?;
     let value_index = pick_sample_type(path, &types, options.sample_type, chosen)?;
+    // The samples behind the values: for sampled off-CPU profiles the episodes actually tracked
+    // (`tracked`), not the estimated events they stand for, or the noise would look smaller than it is.
     let count_index = types
         .iter()
-        .position(|&(t, u)| matches!(t, "samples" | "events") && u == "count");
+        .position(|&(t, u)| t == "tracked" && u == "count")
+        .or_else(|| {
+            types
+                .iter()
+                .position(|&(t, u)| matches!(t, "samples" | "events") && u == "count")
+        });
     let header_read = started.elapsed();
     let tables = Tables::build(path, &header, names, inlined, &string)?;
 

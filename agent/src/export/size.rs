@@ -99,6 +99,7 @@ mod tests {
                     duration_nanos: 1,
                     period: 1,
                     samples,
+                    notes: Vec::new(),
                 };
                 (tags, profile)
             })

@@ -34,6 +34,7 @@ impl Profile {
             duration_nanos: self.duration_nanos,
             period: self.period,
             samples: Vec::new(),
+            notes: self.notes.clone(),
         }
     }
 }
@@ -61,6 +62,7 @@ mod tests {
             duration_nanos: 7,
             period: 10,
             samples: vec![sample(2, 1), sample(1, 3), sample(2, 4)],
+            notes: Vec::new(),
         };
         let groups = by_process(&p);
         assert_eq!(groups.len(), 2);

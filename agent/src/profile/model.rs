@@ -107,7 +107,13 @@ impl ProfileKind {
     pub fn sample_types(self) -> &'static [(&'static str, &'static str)] {
         match self {
             ProfileKind::Cpu => &[("samples", "count"), ("cpu", "nanoseconds")],
-            ProfileKind::OffCpu => &[("offcpu", "nanoseconds"), ("events", "count")],
+            // Time and events are estimates (sampled episodes weighted by their inverse probability);
+            // `tracked` counts the episodes behind them, what their precision depends on.
+            ProfileKind::OffCpu => &[
+                ("offcpu", "nanoseconds"),
+                ("events", "count"),
+                ("tracked", "count"),
+            ],
         }
     }
 
@@ -141,4 +147,7 @@ pub struct Profile {
     pub period: i64,
     /// The stacks.
     pub samples: Vec<StackSample>,
+    /// How the window was taken, as `key=value` notes (off-CPU sampling probabilities); written into
+    /// pprof comments.
+    pub notes: Vec<(String, String)>,
 }

@@ -186,6 +186,9 @@ pub fn encode_gzip_tagged<'a>(
     for (key, value) in tags {
         builder.comment(&format!("{key}={value}"));
     }
+    for (key, value) in &profile.notes {
+        builder.comment(&format!("{key}={value}"));
+    }
     let message = builder.build(profile);
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     // Writing into a Vec cannot fail.

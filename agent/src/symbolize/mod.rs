@@ -252,7 +252,15 @@ impl Symbolizer {
         self.stats.symbolized += named * weight;
         let values = match kind {
             ProfileKind::Cpu => vec![s.count as i64, s.count as i64 * period],
-            ProfileKind::OffCpu => vec![s.total_ns as i64, s.count as i64],
+            // Each tracked episode stands for `weight` (its inverse probability): unbiased totals.
+            ProfileKind::OffCpu => {
+                let weight = i64::from(s.key.weight.max(1));
+                vec![
+                    (s.total_ns as i64).saturating_mul(weight),
+                    (s.count as i64).saturating_mul(weight),
+                    s.count as i64,
+                ]
+            }
         };
         StackSample {
             pid: s.key.tgid,
