@@ -259,6 +259,14 @@ fn ship(
     let usage = stats.sample();
     let walk = &window.stats;
     let tables = window.unwind.unwrap_or_default();
+    let note = |key: &str| {
+        window
+            .off_cpu
+            .iter()
+            .flat_map(|p| &p.notes)
+            .find(|(k, _)| k == key)
+            .map_or_else(String::new, |(_, v)| v.clone())
+    };
     tracing::info!(
         samples,
         processes,
@@ -270,6 +278,9 @@ fn ship(
         unwind_fallbacks = walk.fallbacks(),
         unwind_table_mib = format!("{:.1}", tables.table_bytes as f64 / 1048576.0),
         unwind_evictions = tables.evictions,
+        offcpu_switches = note("sonde.offcpu.switches"),
+        offcpu_tracked = note("sonde.offcpu.tracked"),
+        offcpu_one_in_max = note("sonde.offcpu.one_in_max"),
         cpu_percent = format!("{:.2}", usage.cpu_percent),
         rss_mib = format!("{:.1}", usage.rss_mib),
         queued = exporter.queued(),
