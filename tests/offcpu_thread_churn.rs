@@ -1,4 +1,5 @@
 //! Off-CPU: thousands of threads that start, sleep and exit do not leave remembered state behind.
+//! Every episode is tracked (`--offcpu-budget 0`), so each thread leaves state to be cleaned.
 
 mod common;
 use common::*;
@@ -15,6 +16,8 @@ fn remembered_state_does_not_grow_with_exited_threads() {
                 "record",
                 "--profile",
                 "offcpu",
+                "--offcpu-budget",
+                "0",
                 "--duration",
                 "5",
                 "--output",
