@@ -1,9 +1,11 @@
 //! `cargo xtask bench`: one run on one machine measuring a fixed CPU-bound workload alone and under each
-//! profiler (sonde, `perf record -a -g`, bpftrace), plus a context-switch-heavy workload for off-CPU.
-//! Reported: workload slowdown versus alone, profiler CPU seconds per wall second, peak RSS, and for
-//! sonde the BPF run time per program invocation and BPF map memory. The unwinding comparison (stack
-//! completeness without frame pointers, against perf's DWARF mode) lives in [`unwind`].
+//! profiler (sonde, `perf record -a -g`, bpftrace). Reported: workload slowdown versus alone, profiler
+//! CPU seconds per wall second, peak RSS, and for sonde the BPF run time per program invocation and BPF
+//! map memory. Off-CPU profiling under a context-switch storm lives in [`offcpu`], the unwinding
+//! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`];
+//! this file holds what they share: starting, stopping and measuring a profiler.
 
+mod offcpu;
 mod unwind;
 
 use std::{
@@ -22,14 +24,22 @@ pub struct BenchArgs {
     /// Target wall time of the CPU-bound workload alone, seconds.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
-    /// Iterations of `perf bench sched pipe` for the off-CPU part.
-    #[arg(long, default_value_t = 100_000)]
+    /// Iterations of `perf bench sched pipe` for the off-CPU part: about 15 s alone, so a profiler's
+    /// start and its final drain weigh on its cost no more than they do over a long recording.
+    #[arg(long, default_value_t = 400_000)]
     pipe_loops: u64,
+    /// Interleaved rounds of the context-switch section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 3)]
+    offcpu_rounds: usize,
+    /// Only the off-CPU sections: the context-switch workload and the CPU-bound one under sonde
+    /// offcpu (the CPU-bound workload is still calibrated and timed alone once).
+    #[arg(long, conflicts_with = "unwind_only")]
+    offcpu_only: bool,
     /// Instead: the daemon benchmark (50 busy processes, `sonde run`) for this many minutes.
     #[arg(long)]
     daemon_minutes: Option<u64>,
     /// Only the unwinding comparison (skips the CPU-bound and off-CPU sections).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "offcpu_only")]
     unwind_only: bool,
     /// Window each profiler records in the unwinding comparison, seconds.
     #[arg(long, default_value_t = 20)]
@@ -71,6 +81,8 @@ pub(crate) struct BpfUsage {
 struct Profiler {
     name: &'static str,
     cmd: Vec<String>,
+    /// Where its stderr goes (discarded when `None`).
+    stderr: Option<PathBuf>,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -87,27 +99,64 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.unwind_only {
         return unwind::run(&sonde, &dir, &unwind);
     }
-    let busy = compile(
-        &root().join("tests/workloads/busy_threads.c"),
-        &dir.join("busy_threads"),
-    )?;
+    let busy = Busy::calibrate(&dir, args.seconds)?;
+    let offcpu = offcpu::Options {
+        pipe_loops: args.pipe_loops,
+        rounds: args.offcpu_rounds,
+    };
+    if args.offcpu_only {
+        // The CPU-bound rows under sonde offcpu are read against the workload alone, which the
+        // skipped CPU-bound section would otherwise have timed.
+        let alone = time_workload(&mut busy.command())?;
+        return offcpu::run(&sonde, &dir, &offcpu, &busy, alone);
+    }
+    let alone = cpu_bound(&sonde, &dir, &busy)?;
+    offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
+    unwind::run(&sonde, &dir, &unwind)
+}
 
-    // Calibrate the fixed amount of work to about `seconds` of wall time alone.
-    let probe = 200_000_000u64;
-    let t = time_workload(Command::new(&busy).arg(probe.to_string()))?;
-    let iterations = (probe as f64 * args.seconds / t.as_secs_f64()) as u64;
-    println!(
-        "workload: 2 threads x {iterations} iterations (calibrated to {:.0} s alone)",
-        args.seconds
-    );
+/// The CPU-bound workload: busy_threads (frame pointers) with a fixed amount of work.
+struct Busy {
+    program: PathBuf,
+    iterations: u64,
+}
 
+impl Busy {
+    /// Builds busy_threads and sizes its work to about `seconds` of wall time alone on this machine.
+    fn calibrate(dir: &Path, seconds: f64) -> anyhow::Result<Self> {
+        let program = compile(
+            &root().join("tests/workloads/busy_threads.c"),
+            &dir.join("busy_threads"),
+        )?;
+        let probe = 200_000_000u64;
+        let t = time_workload(Command::new(&program).arg(probe.to_string()))?;
+        let iterations = (probe as f64 * seconds / t.as_secs_f64()) as u64;
+        println!(
+            "workload: 2 threads x {iterations} iterations (calibrated to {seconds:.0} s alone)"
+        );
+        Ok(Self {
+            program,
+            iterations,
+        })
+    }
+
+    /// One run of the fixed work.
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.arg(self.iterations.to_string());
+        c
+    }
+}
+
+/// `## CPU-bound workload`: busy_threads alone (before and after) and under each sampling profiler.
+/// Returns its time alone (the mean of both runs), the baseline of later CPU-bound rows.
+fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy) -> anyhow::Result<Duration> {
     let s = |x: &str| x.to_owned();
-    let sonde_path = sonde.display().to_string();
-    let cpu_profilers = [
+    let profilers = [
         Profiler {
             name: "sonde record -F 99",
             cmd: vec![
-                sonde_path.clone(),
+                sonde.display().to_string(),
                 s("record"),
                 s("--duration"),
                 s("86400"),
@@ -116,6 +165,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 s("--output"),
                 dir.join("sonde.pb.gz").display().to_string(),
             ],
+            stderr: None,
         },
         Profiler {
             name: "perf record -F 99 -a -g",
@@ -130,6 +180,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 s("-o"),
                 dir.join("perf.data").display().to_string(),
             ],
+            stderr: None,
         },
         Profiler {
             name: "bpftrace profile:hz:99",
@@ -138,19 +189,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 s("-e"),
                 s("profile:hz:99 { @[ustack, kstack] = count(); }"),
             ],
+            stderr: None,
         },
     ];
-    let workload = || {
-        let mut c = Command::new(&busy);
-        c.arg(iterations.to_string());
-        c
-    };
-    let alone_before = time_workload(&mut workload())?;
-    let mut rows = Vec::new();
-    for p in &cpu_profilers {
-        rows.push((p.name, measure(p, &mut workload())?));
+    let alone_before = time_workload(&mut busy.command())?;
+    let mut measured = Vec::new();
+    for p in &profilers {
+        measured.push(measure(p, &mut busy.command())?);
     }
-    let alone_after = time_workload(&mut workload())?;
+    let alone_after = time_workload(&mut busy.command())?;
     let alone = (alone_before + alone_after) / 2;
     println!("\n## CPU-bound workload ({} CPUs)", cpus());
     println!(
@@ -159,82 +206,25 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         alone_before.as_secs_f64(),
         alone_after.as_secs_f64()
     );
+    let rows: Vec<(&str, &Measured)> = profilers.iter().map(|p| p.name).zip(&measured).collect();
     print_rows(&rows, alone);
-
-    // Off-CPU: a context-switch-heavy workload, and the CPU-bound one, under sonde offcpu and bpftrace.
-    let offcpu_profilers = [
-        Profiler {
-            name: "sonde record --profile offcpu",
-            cmd: vec![
-                sonde_path,
-                s("record"),
-                s("--profile"),
-                s("offcpu"),
-                s("--duration"),
-                s("86400"),
-                s("--output"),
-                dir.join("sonde-offcpu.pb.gz").display().to_string(),
-            ],
-        },
-        Profiler {
-            name: "bpftrace sched_switch off-CPU",
-            cmd: vec![s("bpftrace"), s("-e"), s(BPFTRACE_OFFCPU)],
-        },
-    ];
-    let pipe = || {
-        let mut c = Command::new("perf");
-        c.args(["bench", "sched", "pipe", "-l", &args.pipe_loops.to_string()])
-            .stdout(Stdio::null());
-        c
-    };
-    // The pipe benchmark is noisy: three interleaved rounds, the median of each.
-    let mut alone_runs = Vec::new();
-    let mut rounds: Vec<Vec<Measured>> = offcpu_profilers.iter().map(|_| Vec::new()).collect();
-    for _ in 0..3 {
-        alone_runs.push(time_workload(&mut pipe())?);
-        for (i, p) in offcpu_profilers.iter().enumerate() {
-            rounds[i].push(measure(p, &mut pipe())?);
-        }
-    }
-    alone_runs.sort();
-    let pipe_alone = alone_runs[1];
-    let pipe_rows: Vec<(&str, Measured)> = offcpu_profilers
-        .iter()
-        .zip(rounds)
-        .map(|(p, mut runs)| {
-            runs.sort_by_key(|m| m.wall);
-            (p.name, runs.swap_remove(1))
-        })
-        .collect();
-    println!(
-        "\n## Context-switch workload: perf bench sched pipe -l {}",
-        args.pipe_loops
-    );
-    println!(
-        "alone: {:.2} s (median of 3: {:?})",
-        pipe_alone.as_secs_f64(),
-        alone_runs
-    );
-    print_rows(&pipe_rows, pipe_alone);
-    let busy_offcpu = measure(&offcpu_profilers[0], &mut workload())?;
-    println!("\n## CPU-bound workload under sonde offcpu");
-    print_rows(&[(offcpu_profilers[0].name, busy_offcpu)], alone);
-    unwind::run(&sonde, &dir, &unwind)
+    Ok(alone)
 }
 
-const BPFTRACE_OFFCPU: &str = "tracepoint:sched:sched_switch { \
-  if (args->prev_state & 3) { @start[args->prev_pid] = nsecs; @ks[args->prev_pid] = kstack; @us[args->prev_pid] = ustack; } \
-  $s = @start[args->next_pid]; \
-  if ($s) { @off[@ks[args->next_pid], @us[args->next_pid]] = sum(nsecs - $s); \
-            delete(@start[args->next_pid]); delete(@ks[args->next_pid]); delete(@us[args->next_pid]); } }";
-
+/// One profiler run around one workload run.
 struct Measured {
+    /// The workload's wall time.
     wall: Duration,
+    /// The profiler's lifetime, from its start to its exit.
     window: Duration,
     usage: Usage,
+    /// Context switches of the whole machine (`/proc/stat`) from the profiler's start to the read of
+    /// its BPF run time: the switches its sched_switch programs had to handle, if it has any.
+    switches: u64,
 }
 
-fn print_rows(rows: &[(&str, Measured)], alone: Duration) {
+/// Prints one table row per profiler: workload time against `alone`, the profiler's CPU, BPF and memory.
+fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
     println!(
         "| profiler | workload s | slowdown | profiler CPU s/s | % of machine | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB |"
     );
@@ -301,16 +291,31 @@ fn time_workload(cmd: &mut Command) -> anyhow::Result<Duration> {
 fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
     // Per-program run time accounting for every BPF-based profiler (off again afterwards).
     std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")?;
+    let stderr = match &p.stderr {
+        Some(path) => std::fs::File::create(path)
+            .with_context(|| format!("creating {}", path.display()))?
+            .into(),
+        None => Stdio::null(),
+    };
+    let switches_before = context_switches()?;
     let started = Instant::now();
     let child = Command::new(&p.cmd[0])
         .args(&p.cmd[1..])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .with_context(|| format!("starting {}", p.name))?;
     std::thread::sleep(Duration::from_secs(3));
-    let wall = time_workload(workload)?;
+    let wall = match time_workload(workload) {
+        Ok(wall) => wall,
+        Err(e) => {
+            // Not left running (and holding its BPF programs) when the workload fails.
+            let _ = stop(child);
+            return Err(e);
+        }
+    };
     let bpf = bpf_usage(child.id());
+    let switches = context_switches()?.saturating_sub(switches_before);
     let mut usage = stop(child)?;
     usage.bpf = bpf;
     let window = started.elapsed();
@@ -319,7 +324,43 @@ fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
         wall,
         window,
         usage,
+        switches,
     })
+}
+
+/// Context switches of the whole machine since boot (the `ctxt` line of /proc/stat).
+fn context_switches() -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("ctxt "))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no ctxt line in /proc/stat")
+}
+
+/// Median of the values present (the mean of the middle two for an even count).
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len().is_multiple_of(2) {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
+    })
+}
+
+/// sonde's printed summary (`key:   value` lines), in its order: key (with its colon), value.
+pub(crate) fn sonde_summary(stdout: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            (!key.contains(' ')).then(|| (format!("{key}:"), value.trim().to_owned()))
+        })
+        .collect()
 }
 
 /// `prog_type` of perf-event programs in fdinfo (`BPF_PROG_TYPE_PERF_EVENT` in linux/bpf.h).
@@ -484,4 +525,28 @@ fn daemon(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> {
     );
     println!("(CPU includes encoding every window a second time for this size report.)");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{median, sonde_summary};
+
+    #[test]
+    fn median_of_even_counts_is_the_middle_mean() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+
+    #[test]
+    fn summary_keys_keep_their_colon_even_without_a_space_after_it() {
+        let text = "profile:                offcpu -> x.pb.gz\noffcpu_estimated_switches:672\nnot a summary: line\n";
+        assert_eq!(
+            sonde_summary(text),
+            vec![
+                ("profile:".to_owned(), "offcpu -> x.pb.gz".to_owned()),
+                ("offcpu_estimated_switches:".to_owned(), "672".to_owned()),
+            ]
+        );
+    }
 }

@@ -115,9 +115,9 @@ const _: () = assert!(core::mem::size_of::<OffCpuSampling>() == 32);
 pub const RECORD_SPAN: usize = 64;
 
 /// Slots of the per-process off-CPU arrays (`OFFCPU_PROCESS_SWITCHES`, `OFFCPU_PROCESS_SAMPLING`,
-/// indexed by `tgid % PROCESS_SLOTS`; processes sharing a slot share a budget). 16 KiB each: in the
-/// kernel's direct map.
-pub const PROCESS_SLOTS: u32 = 2048;
+/// indexed by `tgid % PROCESS_SLOTS`; processes sharing a slot share a budget). Small enough to sit in
+/// the kernel's direct map and to be read whole four times a second for little.
+pub const PROCESS_SLOTS: u32 = 1024;
 
 /// The off-CPU sampling probability of the processes of one slot, written by userspace from their
 /// switch rate: each process gets a fair share of the budget, so a storm in one process does not

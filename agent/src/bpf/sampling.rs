@@ -47,9 +47,17 @@ const OVERFLOW_FACTOR: u32 = 64;
 /// must not be walked in full, and the weights keep the estimates unbiased whatever the start.
 const START_ONE_IN: u32 = 32;
 /// Delays between steps: fast at first, so the starting guess is corrected within milliseconds,
-/// then ten times a second (a step costs four map syscalls).
-const STEPS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(50)];
-const STEADY_STEP: Duration = Duration::from_millis(100);
+/// then four times a second (a step reads every process slot; a storm that starts between steps is
+/// held by the kernel's per-step cap).
+const STEPS: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+];
+const STEADY_STEP: Duration = Duration::from_millis(250);
+/// A process slot's probability is rewritten only when its inverse moves by more than this factor
+/// (rates wobble from step to step; rewriting every slot every step cost most of the controller's time).
+const HYSTERESIS: f64 = 1.2;
 
 /// The settings that track everything (the unlimited budget, and the start).
 pub fn track_all(long_ns: u64) -> OffCpuSampling {
@@ -133,6 +141,16 @@ pub fn process_shares(rates: &[f64], total: f64) -> Vec<u32> {
     out
 }
 
+/// Whether a slot's inverse probability must be rewritten: never written, or moved by more than
+/// [`HYSTERESIS`] either way (every change to or from 1 counts: tracking all is exact).
+fn moved(written: u32, wanted: u32) -> bool {
+    if written == 0 || (written == 1) != (wanted == 1) {
+        return true;
+    }
+    let ratio = f64::from(wanted) / f64::from(written);
+    !(1.0 / HYSTERESIS..=HYSTERESIS).contains(&ratio)
+}
+
 /// Settings for a fixed inverse probability and per-step cap.
 fn with_one_in(one_in: u32, long_ns: u64, cap: u32) -> OffCpuSampling {
     let one_in = one_in.clamp(1, MAX_ONE_IN);
@@ -204,6 +222,7 @@ impl Controller {
             process_switches: maps.process_switches,
             process_sampling: maps.process_sampling,
             last_processes: None,
+            written: Vec::new(),
             stats,
             budget,
             online: aya::util::online_cpus().map_or(1, |c| c.len()),
@@ -271,6 +290,8 @@ struct Stepper {
     process_sampling: Array<MapData, ProcessSampling>,
     /// Each process slot's switch counter at the last step.
     last_processes: Option<Vec<u64>>,
+    /// Each process slot's inverse probability as written last.
+    written: Vec<u32>,
     stats: PerCpuArray<MapData, u64>,
     budget: u32,
     /// Online CPUs (the counters have a value for every possible one).
@@ -325,18 +346,31 @@ impl Stepper {
             .map(|(now, then)| now.saturating_sub(*then) as f64 / seconds)
             .collect();
         let shares = process_shares(&rates, total);
-        let values: Vec<ProcessSampling> = shares
-            .iter()
-            .map(|one_in| ProcessSampling {
-                threshold: u32::MAX / one_in,
-                one_in: *one_in,
-            })
-            .collect();
-        batch::write_all(
-            self.process_sampling.map(),
-            &values,
-            names::OFFCPU_PROCESS_SAMPLING,
-        )?;
+        if self.written.len() != shares.len() {
+            self.written = vec![0; shares.len()];
+        }
+        let mut changed = false;
+        for (written, wanted) in self.written.iter_mut().zip(&shares) {
+            if moved(*written, *wanted) {
+                *written = *wanted;
+                changed = true;
+            }
+        }
+        if changed {
+            let values: Vec<ProcessSampling> = self
+                .written
+                .iter()
+                .map(|one_in| ProcessSampling {
+                    threshold: u32::MAX / one_in,
+                    one_in: *one_in,
+                })
+                .collect();
+            batch::write_all(
+                self.process_sampling.map(),
+                &values,
+                names::OFFCPU_PROCESS_SAMPLING,
+            )?;
+        }
         let used = shares
             .iter()
             .zip(&rates)
@@ -423,7 +457,7 @@ mod tests {
         assert_eq!(s.threshold, u32::MAX / 64);
         assert!(30_000 / s.one_in <= 475, "within 95% of the budget");
         // The cap is the step's share of the budget, with 20% to spare.
-        assert_eq!(s.cap, 60);
+        assert_eq!(s.cap, 150);
         assert_eq!(s.overflow_one_in, 64 * OVERFLOW_FACTOR);
     }
 
@@ -449,7 +483,7 @@ mod tests {
             STEP,
         );
         assert_eq!((s.one_in, s.threshold), (1, u32::MAX));
-        assert_eq!((s.cap, s.overflow_one_in), (60, OVERFLOW_FACTOR));
+        assert_eq!((s.cap, s.overflow_one_in), (150, OVERFLOW_FACTOR));
         assert_eq!(s.overflow_threshold, u32::MAX / OVERFLOW_FACTOR);
     }
 
@@ -477,6 +511,16 @@ mod tests {
         assert_eq!(process_shares(&[10_000.0, 10_000.0], 1_000.0), vec![20, 20]);
         // Nothing to share: the largest probability the key can carry.
         assert_eq!(process_shares(&[5.0], 0.0), vec![MAX_ONE_IN]);
+    }
+
+    #[test]
+    fn small_moves_are_not_written() {
+        assert!(moved(0, 1), "never written");
+        assert!(!moved(50, 55));
+        assert!(moved(50, 70));
+        assert!(moved(50, 40));
+        assert!(moved(2, 1), "back to exact counts");
+        assert!(moved(1, 2), "from exact counts");
     }
 
     #[test]

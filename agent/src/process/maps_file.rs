@@ -25,6 +25,10 @@ pub struct MapsLine {
     pub offset: u64,
     /// Path, `[vdso]`, or empty for anonymous memory. ` (deleted)` is stripped.
     pub path: String,
+    /// Device of the mapped file (`makedev(major, minor)`), 0 for anonymous memory.
+    pub dev: u64,
+    /// Inode of the mapped file, 0 for anonymous memory.
+    pub inode: u64,
 }
 
 /// The process's name (`comm`) and executable mappings; None when it is gone.
@@ -73,6 +77,8 @@ pub(crate) fn executable(maps: Vec<MemoryMap>) -> Vec<MapsLine> {
             start: m.address.0,
             end: m.address.1,
             offset: m.offset,
+            dev: libc::makedev(m.dev.0 as u32, m.dev.1 as u32),
+            inode: m.inode,
             path: match m.pathname {
                 MMapPath::Path(p) => {
                     let p = p.to_string_lossy();
@@ -111,7 +117,9 @@ mod tests {
                 start: 0x55d0c8a01000,
                 end: 0x55d0c8a05000,
                 offset: 0x1000,
-                path: "/usr/bin/cat".into()
+                path: "/usr/bin/cat".into(),
+                dev: libc::makedev(0xfe, 1),
+                inode: 1234,
             }
         );
         assert_eq!(lines[1].path, "");

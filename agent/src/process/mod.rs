@@ -6,6 +6,7 @@
 //! by device and inode. Anonymous executable mappings (JIT code) and the vDSO are kept too: the
 //! unwinder needs to know that code is there.
 
+pub mod elf_info;
 pub mod events;
 mod maps_file;
 mod vdso;
@@ -15,6 +16,7 @@ use std::{
     time::Instant,
 };
 
+pub use elf_info::{ElfInfo, Segment};
 pub use maps_file::MapsLine;
 pub(crate) use maps_file::{has_live_threads, is_gone};
 
@@ -29,11 +31,19 @@ pub struct Binary {
     pub path: String,
     /// Open handle; symbolized through `/proc/self/fd/N` so it works after the process exits.
     pub file: File,
-    /// GNU build id, lowercase hex.
-    pub build_id: Option<String>,
+    /// Segments, build id and symbol sections.
+    pub elf: ElfInfo,
+    /// The root directory of the first process seen mapping it (`/proc/PID/root`): debug files are
+    /// looked up inside it, as that process sees the file system (containers).
+    pub root: PathBuf,
 }
 
 impl Binary {
+    /// GNU build id, lowercase hex.
+    pub fn build_id(&self) -> Option<&str> {
+        self.elf.build_id.as_deref()
+    }
+
     /// A path this process can open the binary at, even if the owner exited or the file was deleted.
     pub fn open_path(&self) -> PathBuf {
         use std::os::fd::AsRawFd as _;
@@ -92,16 +102,6 @@ pub struct ProcessTable {
     vdso: Option<Option<Arc<Binary>>>,
     /// Capture counters.
     pub stats: CaptureStats,
-}
-
-/// The GNU build id of an open ELF file, lowercase hex.
-fn read_build_id(file: &File) -> Option<String> {
-    use std::os::fd::AsRawFd as _;
-    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    blazesym::helper::read_elf_build_id(&fd_path)
-        .ok()
-        .flatten()
-        .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 impl ProcessTable {
@@ -227,7 +227,7 @@ impl ProcessTable {
         };
         let module = Module {
             path: line.path.clone(),
-            build_id: binary.as_ref().and_then(|b| b.build_id.clone()),
+            build_id: binary.as_ref().and_then(|b| b.elf.build_id.clone()),
             start: line.start,
             limit: line.end,
             file_offset: line.offset,
@@ -239,29 +239,46 @@ impl ProcessTable {
     }
 
     fn binary(&mut self, pid: u32, line: &MapsLine) -> Option<Arc<Binary>> {
-        let file = match File::open(
-            maps_file::proc_dir(pid).join(format!("map_files/{:x}-{:x}", line.start, line.end)),
-        ) {
-            Ok(f) => f,
-            Err(err) => {
-                tracing::debug!(pid, path = %line.path, %err, "cannot open mapped file");
-                self.stats.unopenable_files += 1;
-                return None;
-            }
-        };
+        let file = self.open_mapped(pid, line)?;
         let meta = file.metadata().ok()?;
         let id = (meta.dev(), meta.ino());
         if let Some(existing) = self.binaries.get(&id).and_then(std::sync::Weak::upgrade) {
             return Some(existing);
         }
-        let build_id = read_build_id(&file);
         let binary = Arc::new(Binary {
             id,
             path: line.path.clone(),
+            elf: ElfInfo::read(&file),
             file,
-            build_id,
+            root: maps_file::proc_dir(pid).join("root"),
         });
         self.binaries.insert(id, Arc::downgrade(&binary));
         Some(binary)
+    }
+
+    /// Opens the file of a mapping: through `/proc/PID/map_files` (works for deleted files and other
+    /// mount namespaces, but needs CAP_SYS_ADMIN), else by its path inside the process's root, kept
+    /// only if device and inode are the mapping's (the path may name another file by now).
+    fn open_mapped(&mut self, pid: u32, line: &MapsLine) -> Option<File> {
+        let dir = maps_file::proc_dir(pid);
+        let mapped = dir.join(format!("map_files/{:x}-{:x}", line.start, line.end));
+        let by_path = dir.join("root").join(line.path.trim_start_matches('/'));
+        let opened = File::open(&mapped).or_else(|_| {
+            let file = File::open(&by_path)?;
+            let meta = file.metadata()?;
+            if (meta.dev(), meta.ino()) == (line.dev, line.inode) {
+                Ok(file)
+            } else {
+                Err(std::io::Error::other("the path now names another file"))
+            }
+        });
+        match opened {
+            Ok(file) => Some(file),
+            Err(err) => {
+                tracing::debug!(pid, path = %line.path, %err, "cannot open mapped file");
+                self.stats.unopenable_files += 1;
+                None
+            }
+        }
     }
 }

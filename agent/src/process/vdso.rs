@@ -6,7 +6,7 @@ use std::{
     fs::File, io::Write as _, os::fd::FromRawFd as _, os::unix::fs::MetadataExt as _, sync::Arc,
 };
 
-use super::{Binary, maps_file};
+use super::{Binary, ElfInfo, maps_file};
 
 /// The `[vdso]` pseudo path of `/proc/PID/maps`.
 pub(crate) const VDSO_PATH: &str = "[vdso]";
@@ -23,12 +23,12 @@ pub(crate) fn binary() -> std::io::Result<Arc<Binary>> {
     let mut file = unsafe { File::from_raw_fd(fd) };
     file.write_all(&image)?;
     let meta = file.metadata()?;
-    let build_id = super::read_build_id(&file);
     Ok(Arc::new(Binary {
         id: (meta.dev(), meta.ino()),
         path: VDSO_PATH.to_owned(),
+        elf: ElfInfo::parse(&image),
         file,
-        build_id,
+        root: "/".into(),
     }))
 }
 
@@ -54,6 +54,6 @@ mod tests {
         let vdso = super::binary().expect("this process has a vDSO");
         let bytes = std::fs::read(vdso.open_path()).unwrap();
         assert_eq!(&bytes[..4], b"\x7fELF");
-        assert!(vdso.build_id.is_some(), "the vDSO has a build id");
+        assert!(vdso.build_id().is_some(), "the vDSO has a build id");
     }
 }

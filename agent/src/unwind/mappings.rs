@@ -1,39 +1,11 @@
 //! A process's executable mappings as the kernel's unwinder needs them ([`ProcMappings`]): address
 //! range, table id and the load bias that turns a runtime address into the table's ELF address.
 
+use crate::process::Segment;
 use sonde_abi::{
     ExecMapping, ProcMappings,
     unwind::{MAPPING_NO_UNWIND_INFO, MAX_EXEC_MAPPINGS},
 };
-
-/// A loadable segment of an ELF file: where its bytes are in the file and where they go in memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Segment {
-    /// `p_offset`.
-    pub(crate) offset: u64,
-    /// `p_vaddr`.
-    pub(crate) vaddr: u64,
-    /// `p_filesz`.
-    pub(crate) size: u64,
-}
-
-/// The `PT_LOAD` segments of an ELF image.
-pub(crate) fn load_segments(elf: &[u8]) -> Vec<Segment> {
-    use object::{Object as _, ObjectSegment as _};
-    let Ok(file) = object::File::parse(elf) else {
-        return Vec::new();
-    };
-    file.segments()
-        .map(|s| {
-            let (offset, size) = s.file_range();
-            Segment {
-                offset,
-                vaddr: s.address(),
-                size,
-            }
-        })
-        .collect()
-}
 
 /// `table_pc = pc - bias` for a mapping of `file_offset` at `start`: the segment the mapping maps
 /// says which ELF address the offset has (p_vaddr - p_offset is 0 for most binaries, not all).

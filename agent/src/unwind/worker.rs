@@ -18,7 +18,7 @@ use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names};
 
 use super::{
     UnwindStats,
-    mappings::{self, Segment, Unwinding},
+    mappings::{self, Unwinding},
     store::{BLOCK_BYTES, PAGE_ENTRY_BYTES, StoreError, TableMaps, TableStore},
     table,
 };
@@ -197,7 +197,7 @@ impl Unwinder {
 /// What is known of one binary's unwind information.
 enum BinaryState {
     /// Buildable: its segments (the table itself may or may not be loaded).
-    Usable(Vec<Segment>),
+    Usable(Vec<crate::process::Segment>),
     /// Never buildable (no CFI, another architecture, larger than the budget).
     Unusable,
 }
@@ -285,11 +285,9 @@ impl Worker {
         let Some(binary) = &mapping.binary else {
             return;
         };
-        let built = file_segments(&binary.file).and_then(|segments| {
-            table::build_file(&binary.file)
-                .map(|t| (t, segments))
-                .map_err(|e| e.to_string())
-        });
+        let built = table::build_file(&binary.file)
+            .map(|t| (t, binary.elf.segments.clone()))
+            .map_err(|e| e.to_string());
         let (built, segments) = match built {
             Ok(ok) => ok,
             Err(reason) => {
@@ -389,16 +387,10 @@ impl Worker {
 /// The table a mapping uses, if any can exist (the vDSO is a binary like the others).
 fn key_of(m: &Mapping) -> Option<TableKey> {
     let binary = m.binary.as_ref()?;
-    Some(match &binary.build_id {
-        Some(id) => TableKey::BuildId(id.clone()),
+    Some(match binary.build_id() {
+        Some(id) => TableKey::BuildId(id.to_owned()),
         None => TableKey::File(binary.id.0, binary.id.1),
     })
-}
-
-fn file_segments(file: &std::fs::File) -> Result<Vec<Segment>, String> {
-    // SAFETY: the file is a binary mapped executable by a process; mapped read-only and only read.
-    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?;
-    Ok(mappings::load_segments(&map))
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's `bpf_ktime_get_ns`.

@@ -18,7 +18,7 @@ use super::{
     tables,
     workloads::Workloads,
 };
-use crate::bench::{Usage, bpf_usage, stop, wait_usage};
+use crate::bench::{Usage, bpf_usage, sonde_summary, stop, wait_usage};
 
 /// Time a profiler gets to attach before its window starts. A fixed wait rather than a readiness
 /// line: perf prints none, and the lifetime (attach included) is what the CPU share is measured over.
@@ -204,7 +204,7 @@ fn tally(
             let folded = std::fs::read_to_string(path("folded"))
                 .with_context(|| format!("reading {}", path("folded").display()))?;
             let shares = stacks::from_folded(&folded, n, |c| workloads.by_comm(c));
-            (shares, summary(&usage.stdout), None)
+            (shares, sonde_summary(&usage.stdout), None)
         }
         Kind::PerfDwarf => {
             let (text, post) = perf_script(&path("data"), &path("script.stderr"), notes)?;
@@ -312,17 +312,6 @@ fn perf_script(
     }
     let text = std::mem::take(&mut usage.stdout);
     Ok((text, usage))
-}
-
-/// sonde's summary lines (`key:   value`).
-fn summary(stdout: &str) -> Vec<(String, String)> {
-    stdout
-        .lines()
-        .filter_map(|l| {
-            let (key, value) = l.split_once(':')?;
-            (!key.contains(' ')).then(|| (format!("{key}:"), value.trim().to_owned()))
-        })
-        .collect()
 }
 
 /// `kernel.bpf_stats_enabled=1` for the duration of one recording, then the previous value again

@@ -11,7 +11,7 @@ use super::{
     tables::{BUDGET_BYTES, Sweep, TARGET_BINARIES, Table, Tables},
     workloads::{FP_BUILD, Workloads},
 };
-use crate::bench::cpus;
+use crate::bench::{cpus, median};
 
 /// The target for sonde's BPF time per sample on the table path (median), ns.
 const TARGET_NS_PER_SAMPLE: f64 = 5000.0;
@@ -111,21 +111,6 @@ fn share_cell(s: Share) -> String {
         Some(p) => format!("{p:.1}% of {}", s.samples),
         None => "no samples".into(),
     }
-}
-
-/// Median of the values present (the mean of the middle two for an even count).
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len().is_multiple_of(2) {
-        (v[m - 1] + v[m]) / 2.0
-    } else {
-        v[m]
-    })
 }
 
 fn opt(v: Option<f64>, precision: usize) -> String {
@@ -436,17 +421,5 @@ fn verdicts(all: &[Runs], tables: &Tables) {
         println!(
             "- (context) sonde --unwind fp on the frame-pointer build reaches a root in {root:.1}% of samples"
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_even_counts_is_the_middle_mean() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
-        assert_eq!(median(vec![]), None);
     }
 }
