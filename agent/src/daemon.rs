@@ -23,6 +23,7 @@ use crate::{
     profile::group,
     sampler::{Sampler, Window},
     self_stats::SelfStats,
+    symbolize::{SymbolArgs, Symbolizer, debuginfo::DebugInfo, offenders},
     unwind::UnwindArgs,
 };
 
@@ -55,6 +56,9 @@ pub struct DaemonArgs {
     /// Stack unwinding.
     #[command(flatten)]
     pub unwind: UnwindArgs,
+    /// Symbols of stripped binaries.
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
 }
 
 /// Runs `sonde run` until SIGTERM/SIGINT.
@@ -72,6 +76,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,
         ..Default::default()
     };
+    let debug = DebugInfo::new(args.symbols.config()?)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("sonde-export")
@@ -81,6 +86,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(serve(
         config,
         options,
+        debug,
         args.duration.map(Duration::from_secs),
         args.report_wire_bytes,
     ))
@@ -89,6 +95,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
 async fn serve(
     config: DaemonConfig,
     options: LoadOptions,
+    debug: DebugInfo,
     duration: Option<Duration>,
     report_wire_bytes: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -98,7 +105,7 @@ async fn serve(
     let resolver = MetadataResolver::start(config.metadata.clone()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::channel::<Window>(2);
-    let sampling = spawn_sampling(options, config.export_interval, stop.clone(), tx)?;
+    let sampling = spawn_sampling(options, debug, config.export_interval, stop.clone(), tx)?;
     tracing::info!(
         interval_s = config.export_interval.as_secs(),
         destination = config
@@ -159,6 +166,7 @@ async fn stop_signal(duration: Option<Duration>) {
 /// sampler lives on this thread (blazesym's symbolizer is not `Send`); a load failure is returned here.
 fn spawn_sampling(
     options: LoadOptions,
+    debug: DebugInfo,
     interval: Duration,
     stop: Arc<AtomicBool>,
     tx: mpsc::Sender<Window>,
@@ -167,7 +175,7 @@ fn spawn_sampling(
     let handle = std::thread::Builder::new()
         .name("sonde-sampler".into())
         .spawn(move || {
-            let mut sampler = match Sampler::start(options) {
+            let mut sampler = match Sampler::start(options, Symbolizer::new(debug, None)) {
                 Ok(sampler) => {
                     let _ = started_tx.send(Ok(()));
                     sampler
@@ -281,6 +289,9 @@ fn ship(
         offcpu_switches = note("sonde.offcpu.switches"),
         offcpu_tracked = note("sonde.offcpu.tracked"),
         offcpu_one_in_max = note("sonde.offcpu.one_in_max"),
+        unsymbolized_top = offenders::describe(&window.unsymbolized),
+        debuginfod_fetched = window.debug.client.fetched,
+        debuginfod_failures = window.debug.client.failures,
         cpu_percent = format!("{:.2}", usage.cpu_percent),
         rss_mib = format!("{:.1}", usage.rss_mib),
         queued = exporter.queued(),

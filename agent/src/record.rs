@@ -19,6 +19,7 @@ use crate::{
     },
     profile::{Profile, folded, pprof},
     sampler::{Sampler, Window},
+    symbolize::{SymbolArgs, Symbolizer, debuginfo::DebugInfo, offenders},
     unwind::UnwindArgs,
 };
 
@@ -80,6 +81,9 @@ pub struct RecordArgs {
     /// Stack unwinding.
     #[command(flatten)]
     pub unwind: UnwindArgs,
+    /// Symbols of stripped binaries.
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
 }
 
 /// Runs `sonde record`.
@@ -87,7 +91,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let options = validate(&args)?;
     // Every output is opened before sampling starts, so a bad path costs nothing.
     let outputs = Outputs::open(&args)?;
-    let mut sampler = Sampler::start(options)?;
+    let debug = DebugInfo::new(args.symbols.config()?)?;
+    // One window only: debug files still being fetched when it ends are waited for (one request's
+    // timeout and a little more, so a timed-out fetch is reported as failed, not pending), or the
+    // recording would keep addresses the cache is about to name.
+    let wait = Duration::from_secs(args.symbols.debuginfod_timeout) + Duration::from_millis(500);
+    let mut sampler = Sampler::start(options, Symbolizer::new(debug, Some(wait)))?;
     crate::stop_signal::install();
     tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording (Ctrl-C ends early)");
     if crate::stop_signal::sleep(Duration::from_secs(args.duration)) {
@@ -221,7 +230,7 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     let processes: std::collections::HashSet<u32> = profile.samples.iter().map(|s| s.pid).collect();
     let (map_bytes, runs, run_time) = sampler.kernel_cost();
     let mut out = String::new();
-    let mut line = |key: &str, value: String| out.push_str(&format!("{key:<24}{value}\n"));
+    let mut line = |key: &str, value: String| out.push_str(&format!("{key:<28}{value}\n"));
     line(
         "profile:",
         format!("{} -> {}", profile.kind.name(), output.display()),
@@ -285,6 +294,7 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
     }
     unwind_summary(&mut line, &window.stats, sampler.unwind_stats());
+    symbol_summary(&mut line, sampler, window);
     line(
         "program_errors:",
         k[stat::PROGRAM_ERRORS as usize].to_string(),
@@ -310,6 +320,35 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
         );
     }
     print!("{out}");
+}
+
+/// Where symbols came from, what debuginfod did, and the binaries left unnamed.
+fn symbol_summary(line: &mut impl FnMut(&str, String), sampler: &Sampler, window: &Window) {
+    let debug = sampler.debug_stats();
+    let d = &debug.client;
+    line(
+        "unsymbolized_top:",
+        offenders::describe(&window.unsymbolized),
+    );
+    line("debug_files_local:", debug.local.to_string());
+    line(
+        "debug_files_minidebuginfo:",
+        debug.minidebuginfo.to_string(),
+    );
+    line("debug_files_debuginfod:", debug.debuginfod.to_string());
+    line(
+        "debug_build_id_mismatches:",
+        (debug.mismatches + d.mismatches).to_string(),
+    );
+    line("debuginfod_requests:", d.requests.to_string());
+    line("debuginfod_fetched:", d.fetched.to_string());
+    line("debuginfod_cache_hits:", d.cache_hits.to_string());
+    line("debuginfod_misses:", d.misses.to_string());
+    line("debuginfod_failures:", d.failures.to_string());
+    line("debuginfod_bytes:", d.bytes.to_string());
+    let perf = sampler.perf_map_stats();
+    line("perf_map_entries:", perf.entries.to_string());
+    line("perf_map_bad_lines:", perf.bad_lines.to_string());
 }
 
 /// How user stacks were walked: completeness, depth, every cut and fallback by reason, and the tables.

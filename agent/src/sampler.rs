@@ -17,7 +17,7 @@ use crate::{
     },
     process::{ProcessTable, events::EventThread},
     profile::{Profile, ProfileKind},
-    symbolize::Symbolizer,
+    symbolize::{DebugInfoStats, Offender, PerfMapStats, Symbolizer},
     unwind::{UnwindStats, Unwinder},
 };
 
@@ -37,7 +37,14 @@ pub struct Window {
     pub exited: Vec<u32>,
     /// Unwind tables at the end of the window (None when walking by frame pointer only).
     pub unwind: Option<UnwindStats>,
+    /// The binaries with the most samples having unnamed frames in this window, and why.
+    pub unsymbolized: Vec<Offender>,
+    /// Debug file discovery and debuginfod counters so far.
+    pub debug: DebugInfoStats,
 }
+
+/// How many binaries with unnamed frames a window names.
+const TOP_OFFENDERS: usize = 5;
 
 /// A running sampling session.
 pub struct Sampler {
@@ -53,8 +60,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Loads, attaches and starts consuming process events.
-    pub fn start(options: LoadOptions) -> Result<Self, BpfError> {
+    /// Loads, attaches and starts consuming process events; `symbolizer` names the frames.
+    pub fn start(options: LoadOptions, symbolizer: Symbolizer) -> Result<Self, BpfError> {
         let Loaded {
             ebpf,
             drainer,
@@ -81,7 +88,7 @@ impl Sampler {
             events,
             unwinder,
             offcpu_sampling,
-            symbolizer: Symbolizer::new(),
+            symbolizer,
             window_start: (SystemTime::now(), Instant::now()),
         };
         sampler.prepare();
@@ -174,6 +181,8 @@ impl Sampler {
             stats: raw.stats,
             exited: Vec::new(),
             unwind: self.unwinder.as_ref().map(Unwinder::stats),
+            unsymbolized: self.symbolizer.take_offenders(TOP_OFFENDERS),
+            debug: self.symbolizer.debug_stats(),
         }
     }
 
@@ -193,7 +202,8 @@ impl Sampler {
         let gone = procs.evict_exited_before(cutoff);
         if !gone.is_empty() {
             let live: HashSet<(u64, u64)> = procs.live_binaries();
-            self.symbolizer.retain_binaries(&live);
+            let live_pids: HashSet<u32> = procs.live_pids().into_iter().collect();
+            self.symbolizer.retain(&live, &live_pids);
         }
         gone
     }
@@ -205,7 +215,17 @@ impl Sampler {
 
     /// Symbolization counters so far.
     pub fn symbolize_stats(&self) -> crate::symbolize::SymbolizeStats {
-        self.symbolizer.stats
+        self.symbolizer.stats()
+    }
+
+    /// Debug file discovery and debuginfod counters so far.
+    pub fn debug_stats(&self) -> DebugInfoStats {
+        self.symbolizer.debug_stats()
+    }
+
+    /// Perf map counters so far.
+    pub fn perf_map_stats(&self) -> PerfMapStats {
+        self.symbolizer.perf_map_stats()
     }
 
     /// Unwind table counters so far (None when unwinding by frame pointer only).

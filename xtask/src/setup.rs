@@ -68,7 +68,8 @@ pub fn peers_python() -> std::path::PathBuf {
 
 /// Test and benchmark peers: Python decoders/receivers, gcc for workloads, perf and bpftrace, readelf
 /// (the unwind table tests compare with it), Debian's xz and libc's debug file (the unwinding tests
-/// profile Debian's own binaries and name libc's internal functions).
+/// profile Debian's own binaries and name libc's internal functions), elfutils' debuginfod server (the
+/// symbol tests fetch debug files from a real one on loopback).
 pub fn peers() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
@@ -76,6 +77,7 @@ pub fn peers() -> anyhow::Result<()> {
         ("gcc", "gcc"),
         ("readelf", "binutils"),
         ("xz", "xz-utils"),
+        ("debuginfod", "debuginfod"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
@@ -87,7 +89,7 @@ pub fn peers() -> anyhow::Result<()> {
     if !missing.is_empty() {
         apt_install(
             &missing,
-            "tests build C workloads, profile Debian's binaries and compare with perf, bpftrace and readelf",
+            "tests build C workloads, profile Debian's binaries, compare with perf, bpftrace and readelf, and fetch from debuginfod",
         )?;
     }
     // A virtual environment, not the system interpreter: Debian marks its Python externally managed.

@@ -9,6 +9,7 @@
 pub mod elf_info;
 pub mod events;
 mod maps_file;
+pub(crate) mod memfd;
 mod vdso;
 
 use std::{
@@ -18,7 +19,10 @@ use std::{
 
 pub use elf_info::{ElfInfo, Segment};
 pub use maps_file::MapsLine;
-pub(crate) use maps_file::{has_live_threads, is_gone};
+pub(crate) use maps_file::{has_live_threads, is_gone, proc_dir};
+
+/// The module path of anonymous executable memory: code a JIT compiler generated.
+pub const JIT_PATH: &str = "[jit]";
 
 use crate::profile::Module;
 
@@ -226,7 +230,11 @@ impl ProcessTable {
                 .flatten()
         };
         let module = Module {
-            path: line.path.clone(),
+            path: if line.path.is_empty() {
+                JIT_PATH.to_owned()
+            } else {
+                line.path.clone()
+            },
             build_id: binary.as_ref().and_then(|b| b.elf.build_id.clone()),
             start: line.start,
             limit: line.end,

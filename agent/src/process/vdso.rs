@@ -2,11 +2,9 @@
 //! copy, put in a memfd, stands for all of them. Symbolization and unwind tables then read it like any
 //! other file.
 
-use std::{
-    fs::File, io::Write as _, os::fd::FromRawFd as _, os::unix::fs::MetadataExt as _, sync::Arc,
-};
+use std::{os::unix::fs::MetadataExt as _, sync::Arc};
 
-use super::{Binary, ElfInfo, maps_file};
+use super::{Binary, ElfInfo, maps_file, memfd};
 
 /// The `[vdso]` pseudo path of `/proc/PID/maps`.
 pub(crate) const VDSO_PATH: &str = "[vdso]";
@@ -14,14 +12,7 @@ pub(crate) const VDSO_PATH: &str = "[vdso]";
 /// This process's vDSO image in a memfd, as a [`Binary`].
 pub(crate) fn binary() -> std::io::Result<Arc<Binary>> {
     let image = image()?;
-    // SAFETY: a NUL-terminated name and no flags that need more arguments.
-    let fd = unsafe { libc::memfd_create(c"sonde-vdso".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor this function owns.
-    let mut file = unsafe { File::from_raw_fd(fd) };
-    file.write_all(&image)?;
+    let file = memfd::with_bytes(c"sonde-vdso", &image)?;
     let meta = file.metadata()?;
     Ok(Arc::new(Binary {
         id: (meta.dev(), meta.ino()),

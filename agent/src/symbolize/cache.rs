@@ -18,7 +18,8 @@ type Offsets = HashMap<u64, Arc<[Symbol]>>;
 pub struct SymbolCache {
     user: HashMap<BinaryId, Offsets>,
     kernel: HashMap<u64, Arc<[Symbol]>>,
-    paths: HashMap<BinaryId, PathBuf>,
+    /// The paths blazesym read each binary's symbols from (the binary, its debug file).
+    paths: HashMap<BinaryId, Vec<PathBuf>>,
 }
 
 impl SymbolCache {
@@ -55,9 +56,16 @@ impl SymbolCache {
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()))
     }
-    /// Remembers the path blazesym knows `binary` by.
+    /// Remembers a path blazesym read `binary`'s symbols from.
     pub fn note_path(&mut self, binary: BinaryId, path: PathBuf) {
-        self.paths.insert(binary, path);
+        let paths = self.paths.entry(binary).or_default();
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    /// Drops the results of `binary` (it gained a debug file: they are asked again).
+    pub fn forget_binary(&mut self, binary: BinaryId) {
+        self.user.remove(&binary);
     }
     /// Keeps only the binaries in `live`; returns the blazesym paths of the others.
     pub fn retain_binaries(&mut self, live: &HashSet<BinaryId>) -> Vec<PathBuf> {
@@ -68,7 +76,10 @@ impl SymbolCache {
             .filter(|id| !live.contains(id))
             .copied()
             .collect();
-        dead.iter().filter_map(|id| self.paths.remove(id)).collect()
+        dead.iter()
+            .filter_map(|id| self.paths.remove(id))
+            .flatten()
+            .collect()
     }
     /// Keeps memory bounded over days of uptime: when the user or kernel side holds more than `max`
     /// entries, that side starts over (hot addresses come back within a window). Call between windows,

@@ -1,27 +1,45 @@
 //! Turns drained kernel stacks into symbolized [`StackSample`]s with blazesym.
 //!
-//! User frames: address -> the process's captured mapping -> file offset -> ELF symbols and DWARF (names
-//! demangled, inlined frames, file and line). Kernel frames: kallsyms. Results are cached per
-//! (binary device+inode, file offset) and per kernel address, so a stack seen again costs hash lookups.
-//! A frame that cannot be symbolized is kept with its module and address and counted.
+//! User frames: address -> the process's captured mapping -> file offset -> symbols of the binary, or
+//! of its separate debug file (`debuginfo`: debug links, build-id directories, MiniDebugInfo,
+//! debuginfod) -> names demangled, inlined frames, file and line. JIT code: the process's perf map.
+//! Kernel frames: kallsyms. Results are cached per (binary device+inode, file offset) and per kernel
+//! address, so a stack seen again costs hash lookups. A frame that cannot be symbolized is kept with
+//! its module, address and build id, counted, and its binary is listed with the reason.
 
+mod args;
 mod cache;
+pub mod debuginfo;
+mod lookup;
+pub mod offenders;
+mod perfmap;
 mod roots;
+mod sources;
 
-use std::{collections::HashMap, sync::Arc};
-
-use blazesym::symbolize::{
-    Symbolizer as Blaze,
-    source::{Elf, Kernel, Source},
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
 };
 
+pub use args::SymbolArgs;
 pub use cache::SymbolCache;
+pub use debuginfo::{DebugInfoStats, Reason};
+pub use offenders::Offender;
+pub use perfmap::PerfMapStats;
 
 use sonde_abi::unwind::FRAME_EXACT;
 
+use self::{
+    debuginfo::{DebugInfo, Resolved},
+    lookup::{Lookup, empty},
+    offenders::Offenders,
+    perfmap::PerfMaps,
+    sources::Sources,
+};
 use crate::{
     bpf::drain::{RawSample, RawStack},
-    process::{ProcessInfo, ProcessTable},
+    process::{Binary, JIT_PATH, ProcessInfo, ProcessTable},
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
 };
 
@@ -54,33 +72,28 @@ impl SymbolizeStats {
 /// Cached addresses per side (user, kernel) before that side starts over: a few tens of MiB at most.
 const MAX_CACHED_ADDRESSES: usize = 200_000;
 
+/// Pseudo path of frames outside any mapping the process had when it was captured.
+const UNMAPPED: &str = "[unmapped]";
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
 /// The symbolizer with its caches.
 pub struct Symbolizer {
-    blaze: Blaze,
+    lookup: Lookup,
     cache: SymbolCache,
+    sources: Sources,
+    perf_maps: PerfMaps,
+    offenders: Offenders,
     kernel_module: Arc<Module>,
-    /// Counters.
-    pub stats: SymbolizeStats,
-}
-
-impl Default for Symbolizer {
-    fn default() -> Self {
-        Self::new()
-    }
+    stats: SymbolizeStats,
 }
 
 impl Symbolizer {
-    /// A symbolizer with empty caches.
-    pub fn new() -> Self {
-        let blaze = Blaze::builder()
-            .enable_code_info(true)
-            .enable_inlined_fns(true)
-            .enable_demangling(true)
-            .build();
+    /// A symbolizer with empty caches, finding debug files with `debug`. With `wait` (`record`'s one
+    /// window), pending debuginfod fetches are waited for up to that long before symbolizing.
+    pub(crate) fn new(debug: DebugInfo, wait: Option<Duration>) -> Self {
         let kernel_module = Arc::new(Module {
             path: "[kernel.kallsyms]".into(),
             build_id: None,
@@ -89,23 +102,47 @@ impl Symbolizer {
             file_offset: 0,
         });
         Self {
-            blaze,
+            lookup: Lookup::new(),
             cache: SymbolCache::default(),
+            sources: Sources::new(debug, wait),
+            perf_maps: PerfMaps::default(),
+            offenders: Offenders::default(),
             kernel_module,
             stats: SymbolizeStats::default(),
         }
     }
 
-    /// Drops cached symbols, and blazesym's parsed copy, of binaries no longer mapped by any known
-    /// process, so memory tracks the live processes over hours.
-    pub fn retain_binaries(&mut self, live: &std::collections::HashSet<(u64, u64)>) {
-        for path in self.cache.retain_binaries(live) {
-            let evict =
-                blazesym::symbolize::evict::Evict::Elf(blazesym::symbolize::evict::Elf::new(path));
-            if let Err(err) = self.blaze.evict(&evict) {
-                tracing::debug!(%err, "evicting a symbolizer cache entry failed");
-            }
+    /// Counters so far.
+    pub fn stats(&self) -> SymbolizeStats {
+        SymbolizeStats {
+            errors: self.lookup.errors,
+            ..self.stats
         }
+    }
+
+    /// Debug file discovery and debuginfod counters so far.
+    pub fn debug_stats(&self) -> DebugInfoStats {
+        self.sources.stats()
+    }
+
+    /// Perf map counters so far.
+    pub fn perf_map_stats(&self) -> PerfMapStats {
+        self.perf_maps.stats()
+    }
+
+    /// The `n` binaries with the most samples having unnamed frames since the last call, and why.
+    pub fn take_offenders(&mut self, n: usize) -> Vec<Offender> {
+        self.offenders.take_top(n)
+    }
+
+    /// Drops cached symbols, debug files and blazesym's parsed copies of binaries no longer mapped by
+    /// any known process, and perf maps of processes gone, so memory tracks the live processes.
+    pub fn retain(&mut self, live: &HashSet<(u64, u64)>, live_pids: &HashSet<u32>) {
+        for path in self.cache.retain_binaries(live) {
+            self.lookup.evict(path);
+        }
+        self.sources.retain(live);
+        self.perf_maps.retain(live_pids);
     }
 
     /// Symbolizes `samples` of `kind`. Processes not yet captured are captured now if still alive.
@@ -122,6 +159,7 @@ impl Symbolizer {
             .map(|pid| (pid, procs.ensure(pid)))
             .collect();
         self.cache.trim(MAX_CACHED_ADDRESSES);
+        self.refresh_sources(samples, &infos);
         self.resolve_missing(samples, &infos);
         samples
             .iter()
@@ -132,14 +170,51 @@ impl Symbolizer {
             .collect()
     }
 
+    /// Brings the symbol sources of the binaries in `samples` up to date (a debug file may have
+    /// arrived), and the perf maps of processes with frames in JIT code.
+    fn refresh_sources(
+        &mut self,
+        samples: &[RawSample],
+        infos: &HashMap<u32, Option<Arc<ProcessInfo>>>,
+    ) {
+        let mut binaries: HashMap<(u64, u64), Arc<Binary>> = HashMap::new();
+        let mut jit_pids: HashSet<u32> = HashSet::new();
+        for s in samples {
+            let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid))
+            else {
+                continue;
+            };
+            for (i, &ip) in ips.iter().enumerate() {
+                let Some(m) = info.mapping_for(user_lookup_address(ip, i)) else {
+                    continue;
+                };
+                match &m.binary {
+                    Some(b) => {
+                        binaries.entry(b.id).or_insert_with(|| b.clone());
+                    }
+                    None if m.module.path == JIT_PATH => {
+                        jit_pids.insert(s.key.tgid);
+                    }
+                    None => {}
+                }
+            }
+        }
+        let binaries: Vec<Arc<Binary>> = binaries.into_values().collect();
+        for id in self.sources.update(&binaries) {
+            self.cache.forget_binary(id);
+        }
+        for pid in jit_pids {
+            self.perf_maps.refresh(pid);
+        }
+    }
+
     /// Fills the caches for every frame of `samples` not cached yet, one blazesym call per binary.
     fn resolve_missing(
         &mut self,
         samples: &[RawSample],
         infos: &HashMap<u32, Option<Arc<ProcessInfo>>>,
     ) {
-        let mut per_binary: HashMap<(u64, u64), (Arc<crate::process::Binary>, Vec<u64>)> =
-            HashMap::new();
+        let mut per_binary: HashMap<(u64, u64), (Arc<Binary>, Vec<u64>)> = HashMap::new();
         let mut kernel: Vec<u64> = Vec::new();
         for s in samples {
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
@@ -171,50 +246,22 @@ impl Symbolizer {
         for (id, (binary, mut offsets)) in per_binary {
             offsets.sort_unstable();
             offsets.dedup();
+            let source = self.sources.get(id);
             self.cache.note_path(id, binary.open_path());
-            let src = Source::Elf(Elf::new(binary.open_path()));
-            match self
-                .blaze
-                .symbolize(&src, blazesym::symbolize::Input::FileOffset(&offsets))
-            {
-                Ok(results) => {
-                    for (offset, r) in offsets.iter().zip(results) {
-                        self.cache.insert_user(id, *offset, convert(&r));
-                    }
-                }
-                Err(err) => {
-                    tracing::debug!(path = %binary.path, %err, "symbolization failed");
-                    self.stats.errors += 1;
-                    for offset in offsets {
-                        self.cache.insert_user(id, offset, Arc::from(Vec::new()));
-                    }
-                }
+            if let Some(Resolved::Debug(debug)) = source {
+                self.cache.note_path(id, debug.open_path());
+            }
+            let chains = self.lookup.user(&binary, source, &offsets);
+            for (offset, chain) in offsets.into_iter().zip(chains) {
+                self.cache.insert_user(id, offset, chain);
             }
         }
         kernel.sort_unstable();
         kernel.dedup();
         if !kernel.is_empty() {
-            let src = Source::Kernel(Kernel {
-                vmlinux: blazesym::MaybeDefault::None,
-                debug_syms: false,
-                ..Default::default()
-            });
-            match self
-                .blaze
-                .symbolize(&src, blazesym::symbolize::Input::AbsAddr(&kernel))
-            {
-                Ok(results) => {
-                    for (addr, r) in kernel.iter().zip(results) {
-                        self.cache.insert_kernel(*addr, convert(&r));
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(%err, "kernel symbolization failed; is /proc/kallsyms readable?");
-                    self.stats.errors += 1;
-                    for addr in kernel {
-                        self.cache.insert_kernel(addr, Arc::from(Vec::new()));
-                    }
-                }
+            let chains = self.lookup.kernel(&kernel);
+            for (addr, chain) in kernel.into_iter().zip(chains) {
+                self.cache.insert_kernel(addr, chain);
             }
         }
     }
@@ -229,7 +276,10 @@ impl Symbolizer {
         let mut frames = Vec::new();
         self.push_kernel(&s.kernel, &mut frames);
         let user_start = frames.len();
-        self.push_user(&s.user, info, &mut frames);
+        let mut unnamed = Vec::new();
+        self.push_user(s, info, &mut frames, &mut unnamed);
+        let weight = s.count;
+        self.offenders.add_sample(&mut unnamed, weight);
         let user = &frames[user_start..];
         // Complete when the kernel's walk reached a thread root, or (frame-pointer walks cannot tell)
         // when the outermost frame is a known thread entry point.
@@ -239,7 +289,6 @@ impl Symbolizer {
             }
             _ => false,
         };
-        let weight = s.count;
         if matches!(s.user, RawStack::Frames(_)) {
             self.stats.with_user_stack += weight;
             self.stats.truncated += weight * u64::from(truncated);
@@ -283,27 +332,55 @@ impl Symbolizer {
         }
     }
 
-    fn push_user(&self, stack: &RawStack, info: Option<&ProcessInfo>, frames: &mut Vec<Frame>) {
-        let RawStack::Frames(ips) = stack else {
-            frames.extend(marker(stack, "user"));
+    /// The user frames of `s`; each unnamed one adds its binary and the reason to `unnamed`.
+    fn push_user<'a>(
+        &self,
+        s: &RawSample,
+        info: Option<&'a ProcessInfo>,
+        frames: &mut Vec<Frame>,
+        unnamed: &mut Vec<(&'a str, Reason)>,
+    ) {
+        let RawStack::Frames(ips) = &s.user else {
+            frames.extend(marker(&s.user, "user"));
             return;
         };
         for (i, &ip) in ips.iter().enumerate() {
             let addr = user_lookup_address(ip, i);
             let mapping = info.and_then(|p| p.mapping_for(addr));
-            let symbols = mapping
-                .and_then(|m| {
-                    m.binary
-                        .as_ref()
-                        .map(|b| self.cache.user(b.id, file_offset(&m.module, addr)))
-                })
-                .unwrap_or_else(|| Arc::from(Vec::new()));
+            let symbols = match mapping {
+                Some(m) => match &m.binary {
+                    Some(b) => self.cache.user(b.id, file_offset(&m.module, addr)),
+                    None => self
+                        .perf_maps
+                        .lookup(s.key.tgid, addr)
+                        .unwrap_or_else(empty),
+                },
+                None => empty(),
+            };
+            if symbols.is_empty() {
+                unnamed.push(match mapping {
+                    Some(m) => (m.module.path.as_str(), self.reason(m)),
+                    None => (UNMAPPED, Reason::NoSymbols),
+                });
+            }
             frames.push(Frame {
                 address: ip & !FRAME_EXACT,
                 kind: FrameKind::User,
                 module: mapping.map(|m| m.module.clone()),
                 symbols,
             });
+        }
+    }
+
+    /// Why a frame in `mapping` has no name.
+    fn reason(&self, mapping: &crate::process::Mapping) -> Reason {
+        match &mapping.binary {
+            None if mapping.module.path == JIT_PATH => Reason::NoPerfMap,
+            None => Reason::Unreadable,
+            Some(b) => match self.sources.get(b.id) {
+                Some(Resolved::Missing(reason)) => *reason,
+                _ => Reason::NoSymbols,
+            },
         }
     }
 }
@@ -352,38 +429,4 @@ fn marker(stack: &RawStack, which: &str) -> Option<Frame> {
             line: None,
         }]),
     })
-}
-
-/// blazesym result -> inline chain, innermost first, containing function last.
-fn convert(r: &blazesym::symbolize::Symbolized<'_>) -> Arc<[Symbol]> {
-    let blazesym::symbolize::Symbolized::Sym(sym) = r else {
-        return Arc::from(Vec::new());
-    };
-    // Past the end of the nearest symbol (e.g. a PLT stub after `_init`): not really in it.
-    if sym.size.is_some_and(|size| sym.offset >= size) {
-        return Arc::from(Vec::new());
-    }
-    let file_line = |ci: Option<&blazesym::symbolize::CodeInfo<'_>>| {
-        (
-            ci.map(|c| c.to_path().display().to_string()),
-            ci.and_then(|c| c.line),
-        )
-    };
-    // blazesym lists the containing function, then inlined functions outer to inner, each with its own
-    // position (the innermost holds the address's position); pprof wants innermost first.
-    let outer = std::iter::once((sym.name.as_ref(), file_line(sym.code_info.as_deref())));
-    let inlined = sym
-        .inlined
-        .iter()
-        .map(|f| (f.name.as_ref(), file_line(f.code_info.as_ref())));
-    let mut chain: Vec<Symbol> = outer
-        .chain(inlined)
-        .map(|(name, (file, line))| Symbol {
-            name: name.to_owned(),
-            file,
-            line,
-        })
-        .collect();
-    chain.reverse();
-    Arc::from(chain)
 }

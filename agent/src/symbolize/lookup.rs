@@ -1,0 +1,142 @@
+//! The blazesym calls: user addresses of one binary (from its own file or a separate debug file),
+//! kernel addresses from kallsyms, and the conversion of blazesym's answer to an inline chain.
+
+use std::{path::PathBuf, sync::Arc};
+
+use blazesym::symbolize::{
+    Input, Symbolizer as Blaze,
+    source::{Elf, Kernel, Source},
+};
+
+use super::debuginfo::Resolved;
+use crate::{process::Binary, profile::Symbol};
+
+/// Inline chain, innermost first; empty when the address has no symbol.
+pub(crate) type Chain = Arc<[Symbol]>;
+
+pub(crate) struct Lookup {
+    blaze: Blaze,
+    /// blazesym calls that failed outright (their frames stay unsymbolized).
+    pub errors: u64,
+}
+
+impl Lookup {
+    pub fn new() -> Self {
+        // blazesym's own debug directories stay on: they resolve dwz supplementary files and the
+        // debug links of binaries that have a `.symtab` (adding file and line). Stripped binaries get
+        // their debug file from `debuginfo` first, inside the process's root.
+        let blaze = Blaze::builder()
+            .enable_code_info(true)
+            .enable_inlined_fns(true)
+            .enable_demangling(true)
+            .build();
+        Self { blaze, errors: 0 }
+    }
+
+    /// Symbolizes file `offsets` of `binary`, from `source`: a debug file by ELF address, then
+    /// the binary itself for what the debug file lacks (MiniDebugInfo leaves exported functions to
+    /// `.dynsym`); or the binary alone.
+    pub fn user(
+        &mut self,
+        binary: &Binary,
+        source: Option<&Resolved>,
+        offsets: &[u64],
+    ) -> Vec<Chain> {
+        let mut chains = match source {
+            Some(Resolved::Debug(debug)) => {
+                let vaddrs: Vec<u64> = offsets.iter().map(|o| binary.elf.vaddr_of(*o)).collect();
+                self.elf(debug.open_path(), Input::VirtOffset(&vaddrs))
+            }
+            _ => None,
+        }
+        .unwrap_or_else(|| vec![empty(); offsets.len()]);
+        let unresolved: Vec<usize> = (0..offsets.len())
+            .filter(|&i| chains[i].is_empty())
+            .collect();
+        if !unresolved.is_empty() {
+            let rest: Vec<u64> = unresolved.iter().map(|&i| offsets[i]).collect();
+            if let Some(found) = self.elf(binary.open_path(), Input::FileOffset(&rest)) {
+                for (i, chain) in unresolved.into_iter().zip(found) {
+                    chains[i] = chain;
+                }
+            }
+        }
+        chains
+    }
+
+    fn elf(&mut self, path: PathBuf, input: Input<&[u64]>) -> Option<Vec<Chain>> {
+        let src = Source::Elf(Elf::new(&path));
+        match self.blaze.symbolize(&src, input) {
+            Ok(results) => Some(results.iter().map(convert).collect()),
+            Err(err) => {
+                tracing::debug!(path = %path.display(), %err, "symbolization failed");
+                self.errors += 1;
+                None
+            }
+        }
+    }
+
+    /// Kernel addresses through kallsyms.
+    pub fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
+        let src = Source::Kernel(Kernel {
+            vmlinux: blazesym::MaybeDefault::None,
+            debug_syms: false,
+            ..Default::default()
+        });
+        match self.blaze.symbolize(&src, Input::AbsAddr(addrs)) {
+            Ok(results) => results.iter().map(convert).collect(),
+            Err(err) => {
+                tracing::warn!(%err, "kernel symbolization failed; is /proc/kallsyms readable?");
+                self.errors += 1;
+                vec![empty(); addrs.len()]
+            }
+        }
+    }
+
+    /// Drops blazesym's parsed copy of `path`.
+    pub fn evict(&mut self, path: PathBuf) {
+        let evict =
+            blazesym::symbolize::evict::Evict::Elf(blazesym::symbolize::evict::Elf::new(path));
+        if let Err(err) = self.blaze.evict(&evict) {
+            tracing::debug!(%err, "evicting a symbolizer cache entry failed");
+        }
+    }
+}
+
+pub(crate) fn empty() -> Chain {
+    Arc::from(Vec::new())
+}
+
+/// blazesym result -> inline chain, innermost first, containing function last.
+fn convert(r: &blazesym::symbolize::Symbolized<'_>) -> Chain {
+    let blazesym::symbolize::Symbolized::Sym(sym) = r else {
+        return empty();
+    };
+    // Past the end of the nearest symbol (e.g. a PLT stub after `_init`): not really in it.
+    if sym.size.is_some_and(|size| sym.offset >= size) {
+        return empty();
+    }
+    let file_line = |ci: Option<&blazesym::symbolize::CodeInfo<'_>>| {
+        (
+            ci.map(|c| c.to_path().display().to_string()),
+            ci.and_then(|c| c.line),
+        )
+    };
+    // blazesym lists the containing function, then inlined functions outer to inner, each with its own
+    // position (the innermost holds the address's position); pprof wants innermost first.
+    let outer = std::iter::once((sym.name.as_ref(), file_line(sym.code_info.as_deref())));
+    let inlined = sym
+        .inlined
+        .iter()
+        .map(|f| (f.name.as_ref(), file_line(f.code_info.as_ref())));
+    let mut chain: Vec<Symbol> = outer
+        .chain(inlined)
+        .map(|(name, (file, line))| Symbol {
+            name: name.to_owned(),
+            file,
+            line,
+        })
+        .collect();
+    chain.reverse();
+    Arc::from(chain)
+}
