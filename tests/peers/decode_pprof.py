@@ -11,6 +11,16 @@ import tempfile
 from grpc_tools import protoc
 
 
+def unresolved(loc, mapping, s):
+    """An unnamed location with its mapping's range, offset and build id (None when it has no mapping)."""
+    m = None
+    if mapping is not None:
+        m = {"filename": s[mapping.filename], "build_id": s[mapping.build_id],
+             "memory_start": mapping.memory_start, "memory_limit": mapping.memory_limit,
+             "file_offset": mapping.file_offset}
+    return {"address": loc.address, "mapping": m}
+
+
 def main() -> None:
     proto_root, path = sys.argv[1], sys.argv[2]
     out = tempfile.mkdtemp()
@@ -24,6 +34,7 @@ def main() -> None:
     s = p.string_table
     assert s[0] == "", "string_table[0] must be empty"
     funcs = {f.id: s[f.name] for f in p.function}
+    maps = {m.id: m for m in p.mapping}
     locs = {l.id: l for l in p.location}
     samples = []
     for sample in p.sample:
@@ -42,6 +53,8 @@ def main() -> None:
         "duration_nanos": p.duration_nanos,
         "mappings": [{"filename": s[m.filename], "build_id": s[m.build_id]} for m in p.mapping],
         "samples": samples,
+        # What a symbolizing backend needs for each frame sonde could not name.
+        "unresolved": [unresolved(l, maps.get(l.mapping_id), s) for l in p.location if not l.line],
     }))
 
 

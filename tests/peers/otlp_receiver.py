@@ -52,6 +52,22 @@ def decode(request):
                     "samples": samples,
                 })
         out["resources"].append(res)
+    # What a symbolizing backend needs for each frame sonde could not name: the address, the mapping's
+    # range and file offset, and its attributes (the build id).
+    out["unresolved"] = []
+    for loc in d.location_table:
+        if loc.lines:
+            continue
+        m = d.mapping_table[loc.mapping_index]
+        attrs = {}
+        for ai in m.attribute_indices:
+            a = d.attribute_table[ai]
+            attrs[strings[a.key_strindex]] = any_value(a.value)
+        out["unresolved"].append({
+            "address": loc.address,
+            "mapping": {"filename": strings[m.filename_strindex], "memory_start": m.memory_start,
+                        "memory_limit": m.memory_limit, "file_offset": m.file_offset, "attributes": attrs},
+        })
     return out
 
 
