@@ -18,6 +18,13 @@
 //! region = "eu-west-1"            # when the node has no topology.kubernetes.io/region label
 //! service_name_label = "app.kubernetes.io/name"
 //! service_version_label = "app.kubernetes.io/version"
+//! [symbols]                        # the symbol flags; a flag wins, then this, then $DEBUGINFOD_URLS
+//! debug_dirs = ["/srv/debug"]
+//! debuginfod_urls = "https://debuginfod.debian.net"
+//! debuginfod_cache_dir = "/var/cache/sonde/debuginfod"
+//! debuginfod_cache_mib = 2048
+//! debuginfod_timeout_secs = 10
+//! debuginfod_negative_ttl_secs = 600
 //! ```
 
 use std::{
@@ -29,6 +36,7 @@ use std::{
 use crate::{
     export::otlp::{Compression, OtlpConfig},
     metadata::MetadataConfig,
+    symbolize::SymbolFile,
 };
 
 /// Environment variable read for the bearer token unless `otlp.bearer_token_env` names another.
@@ -113,6 +121,8 @@ struct FileConfig {
     otlp: FileOtlp,
     #[serde(default)]
     metadata: FileMetadata,
+    #[serde(default)]
+    symbols: SymbolFile,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -153,6 +163,8 @@ pub struct DaemonConfig {
     pub queue_capacity: usize,
     /// Metadata settings, static labels included.
     pub metadata: MetadataConfig,
+    /// The `[symbols]` table, completed by the symbol flags (`SymbolArgs::with_file`).
+    pub symbols: SymbolFile,
 }
 
 impl DaemonConfig {
@@ -260,6 +272,7 @@ impl DaemonConfig {
             otlp,
             queue_capacity,
             metadata,
+            symbols: file.symbols,
         })
     }
 }

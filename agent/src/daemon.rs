@@ -76,7 +76,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,
         ..Default::default()
     };
-    let debug = DebugInfo::new(args.symbols.config()?)?;
+    let debug = DebugInfo::new(args.symbols.with_file(&config.symbols).config()?)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("sonde-export")

@@ -91,11 +91,15 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let options = validate(&args)?;
     // Every output is opened before sampling starts, so a bad path costs nothing.
     let outputs = Outputs::open(&args)?;
-    let debug = DebugInfo::new(args.symbols.config()?)?;
+    let symbols = args.symbols.config()?;
     // One window only: debug files still being fetched when it ends are waited for (one request's
     // timeout and a little more, so a timed-out fetch is reported as failed, not pending), or the
     // recording would keep addresses the cache is about to name.
-    let wait = Duration::from_secs(args.symbols.debuginfod_timeout) + Duration::from_millis(500);
+    let wait = symbols
+        .debuginfod
+        .as_ref()
+        .map_or(Duration::ZERO, |d| d.timeout + Duration::from_millis(500));
+    let debug = DebugInfo::new(symbols)?;
     let mut sampler = Sampler::start(options, Symbolizer::new(debug, Some(wait)))?;
     crate::stop_signal::install();
     tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording (Ctrl-C ends early)");

@@ -1,4 +1,6 @@
-//! Symbol settings shared by `record` and `run`: debug directories and the debuginfod client.
+//! Symbol settings shared by `record` and `run`: debug directories and the debuginfod client. `run`
+//! also reads them from its config file's `[symbols]` table; a flag wins over the file, the file over
+//! `$DEBUGINFOD_URLS`.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -9,9 +11,13 @@ pub const DEBUGINFOD_URLS_ENV: &str = "DEBUGINFOD_URLS";
 
 /// Fetch threads of the debuginfod client.
 const DEBUGINFOD_CONCURRENCY: usize = 4;
+const DEFAULT_CACHE_MIB: u64 = 2048;
+const DEFAULT_TIMEOUT_SECS: u64 = 10;
+const MAX_TIMEOUT_SECS: u64 = 3600;
+const DEFAULT_NEGATIVE_TTL_SECS: u64 = 600;
 
 /// Symbols for stripped binaries.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct SymbolArgs {
     /// Directory of debug files, in the `.build-id/xx/rest.debug` layout or by debug-link name
     /// (repeatable; host paths).
@@ -24,17 +30,28 @@ pub struct SymbolArgs {
     /// else `$XDG_CACHE_HOME/sonde/debuginfod` or `~/.cache/sonde/debuginfod`.
     #[arg(long, value_name = "DIR")]
     pub debuginfod_cache_dir: Option<PathBuf>,
-    /// Bound of the debuginfod cache, MiB (least recently used files go first).
-    #[arg(long, default_value_t = 2048, value_name = "MIB",
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub debuginfod_cache_mib: u64,
-    /// Timeout of one debuginfod request (connect to last byte), seconds.
-    #[arg(long, default_value_t = 10, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub debuginfod_timeout: u64,
-    /// How long a build id no server has is not asked for again, seconds.
-    #[arg(long, default_value_t = 600, value_name = "SECS")]
-    pub debuginfod_negative_ttl: u64,
+    /// Bound of the debuginfod cache, MiB (least recently used files go first) [default: 2048].
+    #[arg(long, value_name = "MIB")]
+    pub debuginfod_cache_mib: Option<u64>,
+    /// Timeout of one debuginfod request (connect to last byte), seconds [default: 10].
+    #[arg(long, value_name = "SECS")]
+    pub debuginfod_timeout: Option<u64>,
+    /// How long a build id no server has is not asked for again, seconds [default: 600].
+    #[arg(long, value_name = "SECS")]
+    pub debuginfod_negative_ttl: Option<u64>,
+}
+
+/// The `[symbols]` table of `sonde run`'s config file; the same settings as the flags.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SymbolFile {
+    #[serde(default)]
+    debug_dirs: Vec<PathBuf>,
+    debuginfod_urls: Option<String>,
+    debuginfod_cache_dir: Option<PathBuf>,
+    debuginfod_cache_mib: Option<u64>,
+    debuginfod_timeout_secs: Option<u64>,
+    debuginfod_negative_ttl_secs: Option<u64>,
 }
 
 /// A symbol setting that cannot work.
@@ -53,13 +70,47 @@ pub enum SymbolArgsError {
         /// Its value.
         value: String,
     },
+    /// A number is out of range.
+    #[error("{key} = {value} is out of range: {expected}")]
+    OutOfRange {
+        /// The flag and config key.
+        key: &'static str,
+        /// The value given.
+        value: u64,
+        /// What is accepted.
+        expected: &'static str,
+    },
     /// No cache directory could be derived.
     #[error("no cache directory for debuginfod: set --debuginfod-cache-dir (HOME is not set)")]
     NoCacheDir,
 }
 
 impl SymbolArgs {
-    /// The validated settings; `DEBUGINFOD_URLS` is read when `--debuginfod-urls` is absent.
+    /// These flags, completed by the config file's `[symbols]` table: a flag wins over the file.
+    pub fn with_file(&self, file: &SymbolFile) -> Self {
+        Self {
+            debug_dirs: if self.debug_dirs.is_empty() {
+                file.debug_dirs.clone()
+            } else {
+                self.debug_dirs.clone()
+            },
+            debuginfod_urls: self
+                .debuginfod_urls
+                .clone()
+                .or_else(|| file.debuginfod_urls.clone()),
+            debuginfod_cache_dir: self
+                .debuginfod_cache_dir
+                .clone()
+                .or_else(|| file.debuginfod_cache_dir.clone()),
+            debuginfod_cache_mib: self.debuginfod_cache_mib.or(file.debuginfod_cache_mib),
+            debuginfod_timeout: self.debuginfod_timeout.or(file.debuginfod_timeout_secs),
+            debuginfod_negative_ttl: self
+                .debuginfod_negative_ttl
+                .or(file.debuginfod_negative_ttl_secs),
+        }
+    }
+
+    /// The validated settings; `DEBUGINFOD_URLS` is read when no URLs were given.
     pub fn config(&self) -> Result<DebugInfoConfig, SymbolArgsError> {
         self.config_with(std::env::var(DEBUGINFOD_URLS_ENV).ok(), |k| {
             std::env::var_os(k).map(PathBuf::from)
@@ -85,6 +136,28 @@ impl SymbolArgs {
         if urls.is_empty() && !value.trim().is_empty() {
             return Err(SymbolArgsError::NoUrl { source_name, value });
         }
+        let cache_mib = in_range(
+            "--debuginfod-cache-mib (debuginfod_cache_mib)",
+            self.debuginfod_cache_mib.unwrap_or(DEFAULT_CACHE_MIB),
+            1,
+            u64::MAX >> 20,
+            "at least 1 MiB",
+        )?;
+        let timeout = in_range(
+            "--debuginfod-timeout (debuginfod_timeout_secs)",
+            self.debuginfod_timeout.unwrap_or(DEFAULT_TIMEOUT_SECS),
+            1,
+            MAX_TIMEOUT_SECS,
+            "1 to 3600 seconds",
+        )?;
+        let negative_ttl = in_range(
+            "--debuginfod-negative-ttl (debuginfod_negative_ttl_secs)",
+            self.debuginfod_negative_ttl
+                .unwrap_or(DEFAULT_NEGATIVE_TTL_SECS),
+            0,
+            u32::MAX.into(),
+            "0 to 4294967295 seconds",
+        )?;
         let debuginfod = if urls.is_empty() {
             None
         } else {
@@ -95,15 +168,33 @@ impl SymbolArgs {
             Some(DebuginfodConfig {
                 urls,
                 cache_dir,
-                cache_max_bytes: self.debuginfod_cache_mib << 20,
-                timeout: Duration::from_secs(self.debuginfod_timeout),
-                negative_ttl: Duration::from_secs(self.debuginfod_negative_ttl),
+                cache_max_bytes: cache_mib << 20,
+                timeout: Duration::from_secs(timeout),
+                negative_ttl: Duration::from_secs(negative_ttl),
                 concurrency: DEBUGINFOD_CONCURRENCY,
             })
         };
         Ok(DebugInfoConfig {
             debug_dirs: self.debug_dirs.clone(),
             debuginfod,
+        })
+    }
+}
+
+fn in_range(
+    key: &'static str,
+    value: u64,
+    min: u64,
+    max: u64,
+    expected: &'static str,
+) -> Result<u64, SymbolArgsError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(SymbolArgsError::OutOfRange {
+            key,
+            value,
+            expected,
         })
     }
 }
@@ -168,6 +259,46 @@ mod tests {
             .config_with(None, env)
             .unwrap_err();
         assert!(err.to_string().contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_the_environment() {
+        let file: SymbolFile = toml::from_str(
+            r#"
+            debuginfod_urls = "http://file:8002"
+            debuginfod_timeout_secs = 3
+            debuginfod_cache_mib = 100
+            "#,
+        )
+        .unwrap();
+        let env_urls = Some("http://env:8002".to_owned());
+        let c = args(&[])
+            .with_file(&file)
+            .config_with(env_urls.clone(), env)
+            .unwrap()
+            .debuginfod
+            .unwrap();
+        assert_eq!(c.urls, vec!["http://file:8002"]);
+        assert_eq!(c.timeout, Duration::from_secs(3));
+        assert_eq!(c.cache_max_bytes, 100 << 20);
+        let c = args(&[
+            "--debuginfod-urls",
+            "http://flag:8002",
+            "--debuginfod-timeout",
+            "7",
+        ])
+        .with_file(&file)
+        .config_with(env_urls, env)
+        .unwrap()
+        .debuginfod
+        .unwrap();
+        assert_eq!(c.urls, vec!["http://flag:8002"]);
+        assert_eq!(c.timeout, Duration::from_secs(7));
+        let err = args(&["--debuginfod-timeout", "0"])
+            .config_with(None, env)
+            .unwrap_err();
+        assert!(err.to_string().contains("--debuginfod-timeout"), "{err}");
+        assert!(toml::from_str::<SymbolFile>("debuginfod_url = \"x\"").is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::{
     time::Duration,
 };
 
-pub use args::SymbolArgs;
+pub use args::{SymbolArgs, SymbolFile};
 pub use cache::SymbolCache;
 pub use debuginfo::{DebugInfoStats, Reason};
 pub use offenders::Offender;
