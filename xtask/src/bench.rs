@@ -2,10 +2,12 @@
 //! profiler (sonde, `perf record -a -g`, bpftrace). Reported: workload slowdown versus alone, profiler
 //! CPU seconds per wall second, peak RSS, and for sonde the BPF run time per program invocation and BPF
 //! map memory. Off-CPU profiling under a context-switch storm lives in [`offcpu`], the unwinding
-//! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`];
-//! this file holds what they share: starting, stopping and measuring a profiler.
+//! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`],
+//! symbolization (stripped binaries, debuginfod, its cache) in [`symbols`]; this file holds what
+//! they share: starting, stopping and measuring a profiler.
 
 mod offcpu;
+mod symbols;
 mod unwind;
 
 use std::{
@@ -47,6 +49,15 @@ pub struct BenchArgs {
     /// Interleaved rounds of the unwinding comparison (per-run numbers are medians over rounds).
     #[arg(long, default_value_t = 2)]
     unwind_rounds: usize,
+    /// Only the symbolization section (skips every other section).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only"])]
+    symbols_only: bool,
+    /// Window of each recording in the symbolization section, seconds.
+    #[arg(long, default_value_t = 5)]
+    symbols_seconds: u64,
+    /// Interleaved rounds of the symbolization section (per-row numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    symbols_rounds: usize,
 }
 
 /// What a profiler process cost, from wait4 and its fdinfo.
@@ -99,6 +110,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.unwind_only {
         return unwind::run(&sonde, &dir, &unwind);
     }
+    let symbols = symbols::Options {
+        window: Duration::from_secs(args.symbols_seconds),
+        rounds: args.symbols_rounds,
+    };
+    if args.symbols_only {
+        return symbols::run(&sonde, &dir, &symbols);
+    }
     let busy = Busy::calibrate(&dir, args.seconds)?;
     let offcpu = offcpu::Options {
         pipe_loops: args.pipe_loops,
@@ -112,7 +130,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let alone = cpu_bound(&sonde, &dir, &busy)?;
     offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
-    unwind::run(&sonde, &dir, &unwind)
+    unwind::run(&sonde, &dir, &unwind)?;
+    symbols::run(&sonde, &dir, &symbols)
 }
 
 /// The CPU-bound workload: busy_threads (frame pointers) with a fixed amount of work.
