@@ -35,6 +35,7 @@ fn window(i: i64) -> Batch {
         start_unix_nanos: i,
         end_unix_nanos: i + 1,
         profiles: Vec::new(),
+        ..Default::default()
     }
 }
 

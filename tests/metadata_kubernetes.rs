@@ -4,6 +4,9 @@
 //! pod). The real kube client and watcher consume them; a fake /proc root gives processes cgroups naming
 //! those pods. Asserts the pod, namespace, container, service name/version and region resolve per process.
 
+#[path = "common/fake_proc.rs"]
+mod fake_proc;
+use fake_proc::fake_proc;
 use std::{
     io::{BufRead as _, BufReader, Write as _},
     net::TcpListener,
@@ -76,13 +79,6 @@ fn serve_fixtures() -> (String, Arc<Mutex<Vec<String>>>) {
         }
     });
     (base, seen)
-}
-
-fn fake_proc(root: &Path, pid: u32, cgroup: &str, comm: &str) {
-    let dir = root.join(pid.to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("cgroup"), cgroup).unwrap();
-    std::fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
 }
 
 fn systemd_cgroup(uid: &str, cid: &str) -> String {

@@ -2,16 +2,11 @@
 //! the service identity, other processes fall back to the executable name; the per-pid cache is bounded and
 //! forgets exited pids.
 
-use std::path::Path;
+#[path = "common/fake_proc.rs"]
+mod fake_proc;
+use fake_proc::fake_proc;
 
 use sonde::metadata::{MetadataConfig, MetadataResolver};
-
-fn fake_proc(root: &Path, pid: u32, cgroup: &str, comm: &str) {
-    let dir = root.join(pid.to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("cgroup"), cgroup).unwrap();
-    std::fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
-}
 
 #[tokio::test]
 async fn systemd_units_and_process_names_identify_services() {

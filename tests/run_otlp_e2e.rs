@@ -165,4 +165,23 @@ async fn run_ships_tagged_otlp_profiles_of_a_real_workload() {
         attr("process.executable.name"),
         Some(Value::StringValue("cpu_split_run".into()))
     );
+    // The agent's heartbeat rides on every resource: identity and the window's coverage.
+    assert_eq!(
+        attr("sonde.agent.version"),
+        Some(Value::StringValue(env!("CARGO_PKG_VERSION").into()))
+    );
+    for ratio in [
+        "sonde.coverage.symbolized_frame_ratio",
+        "sonde.coverage.complete_stack_ratio",
+        "sonde.overhead.cpu_ratio",
+    ] {
+        match attr(ratio) {
+            Some(Value::DoubleValue(x)) => assert!((0.0..=1.0).contains(&x), "{ratio} = {x}"),
+            other => panic!("{ratio}: {other:?}"),
+        }
+    }
+    match attr("sonde.window.samples") {
+        Some(Value::IntValue(n)) => assert!(n > 0, "sonde.window.samples = {n}"),
+        other => panic!("sonde.window.samples: {other:?}"),
+    }
 }

@@ -21,6 +21,8 @@ pub enum Command {
     Record(crate::record::RecordArgs),
     /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
     Run(crate::daemon::DaemonArgs),
+    /// Print a running agent's signal table (overhead, coverage, loss, lag) with verdicts.
+    Status(crate::status::StatusArgs),
     /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).
     Diff(crate::diff::DiffArgs),
     /// Build the unwind tables of binaries and print their size and build time (diagnostics).

@@ -36,6 +36,7 @@ use std::{
 use crate::{
     export::otlp::{Compression, OtlpConfig},
     metadata::MetadataConfig,
+    status::Thresholds,
     symbolize::SymbolFile,
 };
 
@@ -123,6 +124,8 @@ struct FileConfig {
     metadata: FileMetadata,
     #[serde(default)]
     symbols: SymbolFile,
+    #[serde(default)]
+    status: Thresholds,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -165,6 +168,8 @@ pub struct DaemonConfig {
     pub metadata: MetadataConfig,
     /// The `[symbols]` table, completed by the symbol flags (`SymbolArgs::with_file`).
     pub symbols: SymbolFile,
+    /// The `[status]` table: thresholds of `sonde status`.
+    pub status: Thresholds,
 }
 
 impl DaemonConfig {
@@ -273,6 +278,7 @@ impl DaemonConfig {
             queue_capacity,
             metadata,
             symbols: file.symbols,
+            status: file.status,
         })
     }
 }

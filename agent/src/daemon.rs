@@ -19,10 +19,10 @@ use crate::{
     bpf::loader::{LoadOptions, OffCpuOptions},
     config::{DaemonConfig, RunArgs},
     export::{self, Batch, ExportMetrics, Exporter},
-    metadata::MetadataResolver,
+    metadata::{MetadataResolver, Tags, keys},
+    metrics::{Health, LastWindow, Metrics},
     profile::group,
     sampler::{Sampler, Window},
-    self_stats::SelfStats,
     symbolize::{SymbolArgs, Symbolizer, debuginfo::DebugInfo, offenders},
     unwind::UnwindArgs,
 };
@@ -59,12 +59,33 @@ pub struct DaemonArgs {
     /// Symbols of stripped binaries.
     #[command(flatten)]
     pub symbols: SymbolArgs,
+    /// Address of /metrics, /healthz and /readyz (`none`: no endpoint).
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR|none", value_parser = parse_metrics_addr)]
+    pub metrics_addr: MetricsAddr,
+    /// Test hook: the sampling thread stops making windows after this many (as if stuck).
+    #[arg(long, hide = true)]
+    pub test_stall_after_windows: Option<u64>,
+}
+
+/// `--metrics-addr`: a socket address, or none.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricsAddr(pub Option<std::net::SocketAddr>);
+
+fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
+    if s == "none" {
+        return Ok(MetricsAddr(None));
+    }
+    s.parse()
+        .map(|a| MetricsAddr(Some(a)))
+        .map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:9464 or [::]:9464) or `none`"))
 }
 
 /// Runs `sonde run` until SIGTERM/SIGINT.
 pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     // Everything is validated before anything starts.
     let config = DaemonConfig::load(&args.config)?;
+    // One proc root for process capture and metadata alike.
+    crate::process::set_proc_root(&config.metadata.proc_root);
     let options = LoadOptions {
         frequency_hz: Some(args.frequency),
         off_cpu: args.offcpu.then_some(OffCpuOptions {
@@ -87,25 +108,56 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         config,
         options,
         debug,
-        args.duration.map(Duration::from_secs),
-        args.report_wire_bytes,
+        Flags {
+            duration: args.duration.map(Duration::from_secs),
+            report_wire_bytes: args.report_wire_bytes,
+            metrics_addr: args.metrics_addr.0,
+            stall_after: args.test_stall_after_windows,
+        },
     ))
+}
+
+/// The run's switches that are not configuration.
+struct Flags {
+    duration: Option<Duration>,
+    report_wire_bytes: bool,
+    metrics_addr: Option<std::net::SocketAddr>,
+    stall_after: Option<u64>,
 }
 
 async fn serve(
     config: DaemonConfig,
     options: LoadOptions,
     debug: DebugInfo,
-    duration: Option<Duration>,
-    report_wire_bytes: bool,
+    flags: Flags,
 ) -> anyhow::Result<ExitCode> {
-    let metrics = Arc::new(ExportMetrics::default());
-    let sink = export::build_sink(config.otlp.as_ref(), &config.data_dir, metrics.clone())?;
-    let exporter = Exporter::spawn(sink, config.queue_capacity, metrics.clone());
+    let export_metrics = Arc::new(ExportMetrics::default());
+    let sink = export::build_sink(
+        config.otlp.as_ref(),
+        &config.data_dir,
+        export_metrics.clone(),
+    )?;
+    let exporter = Exporter::spawn(sink, config.queue_capacity, export_metrics.clone());
+    let local_dir = config.otlp.is_none().then(|| config.data_dir.clone());
+    let metrics = Metrics::new(exporter.clone(), config.export_interval, local_dir);
+    // Bound before anything is loaded: a taken port is an error at start, with nothing sampled.
+    if let Some(addr) = flags.metrics_addr {
+        tokio::spawn(crate::metrics::http::bind(addr, metrics.clone()).await?);
+    }
     let resolver = MetadataResolver::start(config.metadata.clone()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::channel::<Window>(2);
-    let sampling = spawn_sampling(options, debug, config.export_interval, stop.clone(), tx)?;
+    let sampling = spawn_sampling(
+        options,
+        debug,
+        Sampling {
+            interval: config.export_interval,
+            stop: stop.clone(),
+            health: metrics.health.clone(),
+            stall_after: flags.stall_after,
+        },
+        tx,
+    )?;
     tracing::info!(
         interval_s = config.export_interval.as_secs(),
         destination = config
@@ -113,16 +165,19 @@ async fn serve(
             .as_ref()
             .map(|o| o.endpoint.clone())
             .unwrap_or_else(|| config.data_dir.display().to_string()),
+        metrics_addr = flags
+            .metrics_addr
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "none".into()),
         "sonde running"
     );
 
-    let mut stats = SelfStats::new();
-    let signal = stop_signal(duration);
+    let signal = stop_signal(flags.duration);
     tokio::pin!(signal);
     loop {
         tokio::select! {
             window = rx.recv() => match window {
-                Some(window) => ship(&window, &resolver, &exporter, &mut stats, report_wire_bytes),
+                Some(window) => ship(&window, &resolver, &exporter, &metrics, flags.report_wire_bytes),
                 None => break,
             },
             _ = &mut signal, if !stop.load(Ordering::SeqCst) => {
@@ -135,7 +190,7 @@ async fn serve(
     let _ = sampling.join();
     let flushed = exporter.flush(FLUSH_TIMEOUT).await;
     exporter.close();
-    tracing::info!(flushed, metrics = %metrics, "sonde stopped");
+    tracing::info!(flushed, metrics = %export_metrics, "sonde stopped");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -164,19 +219,33 @@ async fn stop_signal(duration: Option<Duration>) {
 
 /// The sampling thread: one window per interval (or earlier on stop), sent to the async side. The
 /// sampler lives on this thread (blazesym's symbolizer is not `Send`); a load failure is returned here.
+/// How the sampling thread paces itself and reports its health.
+struct Sampling {
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+    health: Arc<Health>,
+    stall_after: Option<u64>,
+}
+
 fn spawn_sampling(
     options: LoadOptions,
     debug: DebugInfo,
-    interval: Duration,
-    stop: Arc<AtomicBool>,
+    pacing: Sampling,
     tx: mpsc::Sender<Window>,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let Sampling {
+        interval,
+        stop,
+        health,
+        stall_after,
+    } = pacing;
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("sonde-sampler".into())
         .spawn(move || {
             let mut sampler = match Sampler::start(options, Symbolizer::new(debug, None)) {
                 Ok(sampler) => {
+                    health.set_attached();
                     let _ = started_tx.send(Ok(()));
                     sampler
                 }
@@ -185,7 +254,15 @@ fn spawn_sampling(
                     return;
                 }
             };
+            let mut windows = 0u64;
             loop {
+                if stall_after.is_some_and(|n| windows >= n) {
+                    tracing::warn!("test hook: the sampling thread stalls");
+                    while !stop.load(Ordering::SeqCst) {
+                        std::thread::park();
+                    }
+                    break;
+                }
                 let deadline = std::time::Instant::now() + interval;
                 while !stop.load(Ordering::SeqCst) {
                     let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -194,8 +271,10 @@ fn spawn_sampling(
                     }
                     std::thread::park_timeout(left);
                 }
+                windows += 1;
                 match sampler.window() {
                     Ok(window) => {
+                        health.beat();
                         if tx.blocking_send(window).is_err() {
                             break;
                         }
@@ -218,12 +297,13 @@ fn spawn_sampling(
     }
 }
 
-/// Tags the window's per-process profiles and queues them; logs the agent's own coverage and cost.
+/// Tags the window's per-process profiles, folds the window into the metrics, and queues the batch
+/// with the agent's heartbeat; logs the agent's own coverage and cost.
 fn ship(
     window: &Window,
     resolver: &MetadataResolver,
     exporter: &Exporter,
-    stats: &mut SelfStats,
+    metrics: &Metrics,
     report_wire_bytes: bool,
 ) {
     let mut profiles = Vec::new();
@@ -241,11 +321,14 @@ fn ship(
         .or(window.off_cpu.as_ref())
         .map(|p| (p.time_nanos, p.duration_nanos))
         .unwrap_or((now_nanos(), 0));
-    let batch = Batch {
+    let mut batch = Batch {
         start_unix_nanos: start,
         end_unix_nanos: start + duration,
         profiles,
+        heartbeat: Tags::new(),
     };
+    let last = metrics.record_window(window, &batch);
+    batch.heartbeat = heartbeat(resolver.host_name(), window, &last);
     let samples: i64 = window
         .on_cpu
         .iter()
@@ -264,7 +347,6 @@ fn ship(
         );
     }
     let accepted = exporter.submit(batch);
-    let usage = stats.sample();
     let walk = &window.stats;
     let tables = window.unwind.unwrap_or_default();
     let note = |key: &str| {
@@ -278,9 +360,11 @@ fn ship(
     tracing::info!(
         samples,
         processes,
-        lost_samples = window.stats.lost_samples(),
+        lost_samples = last.lost_samples,
         stacks_missing = window.stats.stacks_missing,
         walk_root_percent = format!("{:.1}", 100.0 * walk.walk_root_ratio()),
+        complete_stack_percent = format!("{:.1}", 100.0 * last.coverage.complete_ratio()),
+        symbolized_percent = format!("{:.1}", 100.0 * last.coverage.symbolized_ratio()),
         frames_per_stack = format!("{:.1}", walk.frames_per_stack()),
         walk_cuts = walk.walks() - walk.kernel[sonde_abi::stat::WALK_ROOT as usize],
         unwind_fallbacks = walk.fallbacks(),
@@ -292,12 +376,46 @@ fn ship(
         unsymbolized_top = offenders::describe(&window.unsymbolized),
         debuginfod_fetched = window.debug.client.fetched,
         debuginfod_failures = window.debug.client.failures,
-        cpu_percent = format!("{:.2}", usage.cpu_percent),
-        rss_mib = format!("{:.1}", usage.rss_mib),
+        cpu_percent = format!("{:.2}", 100.0 * last.agent_cpu_per_s),
+        overhead_percent = format!("{:.3}", 100.0 * last.overhead_ratio),
+        rss_mib = format!("{:.1}", last.rss_bytes as f64 / 1048576.0),
         queued = exporter.queued(),
         dropped_oldest = !accepted,
         "window"
     );
+}
+
+/// The agent's identity and this window's coverage, as OTLP resource attributes: a backend counts
+/// instances reporting and their coverage from them, idle windows included.
+fn heartbeat(host: &str, window: &Window, last: &LastWindow) -> Tags {
+    let mut t = Tags::new();
+    if !host.is_empty() {
+        t.insert(keys::HOST_NAME, host);
+    }
+    t.insert("sonde.agent.version", env!("CARGO_PKG_VERSION"));
+    t.insert("sonde.window.samples", last.coverage.samples.to_string());
+    t.insert("sonde.window.lost_samples", last.lost_samples.to_string());
+    t.insert(
+        "sonde.window.processes_seen",
+        window.processes_held.to_string(),
+    );
+    t.insert(
+        "sonde.window.processes_sampled",
+        last.processes_sampled.to_string(),
+    );
+    t.insert(
+        "sonde.coverage.complete_stack_ratio",
+        format!("{:.4}", last.coverage.complete_ratio()),
+    );
+    t.insert(
+        "sonde.coverage.symbolized_frame_ratio",
+        format!("{:.4}", last.coverage.symbolized_ratio()),
+    );
+    t.insert(
+        "sonde.overhead.cpu_ratio",
+        format!("{:.6}", last.overhead_ratio),
+    );
+    t
 }
 
 fn now_nanos() -> i64 {

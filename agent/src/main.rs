@@ -10,6 +10,7 @@ fn main() -> std::process::ExitCode {
         Command::Record(args) => sonde::record::run(args),
         Command::Run(args) => sonde::daemon::run(args),
         Command::Diff(args) => sonde::diff::run(args),
+        Command::Status(args) => sonde::status::run(args),
         Command::UnwindTable(args) => sonde::unwind::inspect::run(args),
     };
     match result {

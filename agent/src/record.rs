@@ -120,7 +120,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
 
 fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
     for pid in &args.pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if !crate::process::proc_dir(*pid).exists() {
             bail!("process {pid} does not exist (no /proc/{pid}); check the --pid value");
         }
     }
@@ -304,18 +304,18 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
         k[stat::PROGRAM_ERRORS as usize].to_string(),
     );
     line("bpf_map_bytes:", map_bytes.to_string());
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    for (key, field) in [
-        ("agent_peak_rss_kib:", "VmHWM:"),
-        ("agent_rss_anon_kib:", "RssAnon:"),
-        ("agent_rss_file_kib:", "RssFile:"),
-    ] {
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .map(|v| v.trim().trim_end_matches("kB").trim().to_owned());
-        line(key, kib.unwrap_or_default());
-    }
+    let status = procfs::process::Process::myself().and_then(|me| me.status());
+    let kib = |f: fn(&procfs::process::Status) -> Option<u64>| {
+        status
+            .as_ref()
+            .ok()
+            .and_then(f)
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+    };
+    line("agent_peak_rss_kib:", kib(|s| s.vmhwm));
+    line("agent_rss_anon_kib:", kib(|s| s.rssanon));
+    line("agent_rss_file_kib:", kib(|s| s.rssfile));
     if runs > 0 {
         line("bpf_runs:", runs.to_string());
         line(

@@ -15,9 +15,9 @@ use crate::{
         maps::AyaMaps,
         sampling::{Controller, SamplingWindow},
     },
-    process::{ProcessTable, events::EventThread},
+    process::{CaptureStats, ProcessTable, events::EventThread},
     profile::{Profile, ProfileKind},
-    symbolize::{DebugInfoStats, Offender, PerfMapStats, Symbolizer},
+    symbolize::{DebugInfoStats, Offender, PerfMapStats, SymbolizeStats, Symbolizer},
     unwind::{UnwindStats, Unwinder},
 };
 
@@ -41,6 +41,36 @@ pub struct Window {
     pub unsymbolized: Vec<Offender>,
     /// Debug file discovery and debuginfod counters so far.
     pub debug: DebugInfoStats,
+    /// Symbolization counters so far.
+    pub symbolize: SymbolizeStats,
+    /// Process capture counters so far.
+    pub capture: CaptureStats,
+    /// Perf map counters so far.
+    pub perf_maps: PerfMapStats,
+    /// Processes held by the process table at the end of the window.
+    pub processes_held: usize,
+    /// The kernel side's cost so far.
+    pub kernel_cost: KernelCost,
+}
+
+/// What the kernel side has cost since loading.
+#[derive(Clone, Debug, Default)]
+pub struct KernelCost {
+    /// Kernel memory of the maps, bytes.
+    pub map_bytes: u64,
+    /// Runs and run time of each program, by name.
+    pub programs: Vec<(String, u64, Duration)>,
+}
+
+impl KernelCost {
+    /// Runs and run time of all programs.
+    pub fn total(&self) -> (u64, Duration) {
+        self.programs
+            .iter()
+            .fold((0, Duration::ZERO), |(n, t), (_, runs, time)| {
+                (n + runs, t + *time)
+            })
+    }
 }
 
 /// How many binaries with unnamed frames a window names.
@@ -57,6 +87,8 @@ pub struct Sampler {
     offcpu_sampling: Option<Controller>,
     symbolizer: Symbolizer,
     window_start: (SystemTime, Instant),
+    /// Keeps the kernel's BPF run-time statistics on while the sampler lives.
+    _run_stats: Option<std::os::fd::OwnedFd>,
 }
 
 impl Sampler {
@@ -90,6 +122,7 @@ impl Sampler {
             offcpu_sampling,
             symbolizer,
             window_start: (SystemTime::now(), Instant::now()),
+            _run_stats: loader::enable_run_stats(),
         };
         sampler.prepare();
         Ok(sampler)
@@ -138,6 +171,17 @@ impl Sampler {
         }
         let mut window = self.symbolize(raw, start_wall, duration);
         window.exited = self.evict(start);
+        window.symbolize = self.symbolizer.stats();
+        window.perf_maps = self.symbolizer.perf_map_stats();
+        {
+            let procs = self.procs.lock().expect("process table lock");
+            window.capture = procs.stats;
+            window.processes_held = procs.len();
+        }
+        window.kernel_cost = KernelCost {
+            map_bytes: loader::map_memory_bytes(),
+            programs: loader::program_run_stats_by_name(&self.ebpf),
+        };
         Ok(window)
     }
 
@@ -183,6 +227,11 @@ impl Sampler {
             unwind: self.unwinder.as_ref().map(Unwinder::stats),
             unsymbolized: self.symbolizer.take_offenders(TOP_OFFENDERS),
             debug: self.symbolizer.debug_stats(),
+            symbolize: SymbolizeStats::default(),
+            capture: CaptureStats::default(),
+            perf_maps: PerfMapStats::default(),
+            processes_held: 0,
+            kernel_cost: KernelCost::default(),
         }
     }
 

@@ -81,6 +81,41 @@ pub const WALK_OUTCOMES: [(&str, u32); 7] = [
     ("fp_end", stat::WALK_FP_END),
 ];
 
+/// Every kernel counter (`sonde_abi::stat`) with its metric label, in index order.
+pub const KERNEL_COUNTERS: [(&str, u32); stat::COUNT as usize] = [
+    ("oncpu_samples", stat::ONCPU_SAMPLES),
+    ("oncpu_idle", stat::ONCPU_IDLE),
+    ("oncpu_map_full", stat::ONCPU_MAP_FULL),
+    ("user_stack_collision", stat::USER_STACK_COLLISION),
+    ("kernel_stack_collision", stat::KERNEL_STACK_COLLISION),
+    ("user_stack_error", stat::USER_STACK_ERROR),
+    ("kernel_stack_error", stat::KERNEL_STACK_ERROR),
+    ("proc_events_lost", stat::PROC_EVENTS_LOST),
+    ("offcpu_switch_out", stat::OFFCPU_SWITCH_OUT),
+    ("offcpu_episodes", stat::OFFCPU_EPISODES),
+    ("offcpu_short", stat::OFFCPU_SHORT),
+    ("offcpu_start_full", stat::OFFCPU_START_FULL),
+    ("offcpu_map_full", stat::OFFCPU_MAP_FULL),
+    ("offcpu_unmatched_exit", stat::OFFCPU_UNMATCHED_EXIT),
+    ("offcpu_stale_stack", stat::OFFCPU_STALE_STACK),
+    ("walk_root", stat::WALK_ROOT),
+    ("walk_depth", stat::WALK_DEPTH),
+    ("walk_read_fault", stat::WALK_READ_FAULT),
+    ("walk_no_table", stat::WALK_NO_TABLE),
+    ("walk_unsupported", stat::WALK_UNSUPPORTED),
+    ("walk_fp_end", stat::WALK_FP_END),
+    ("walk_bad_frame", stat::WALK_BAD_FRAME),
+    ("walk_frames", stat::WALK_FRAMES),
+    ("fallback_no_process", stat::FALLBACK_NO_PROCESS),
+    ("fallback_no_table", stat::FALLBACK_NO_TABLE),
+    ("fallback_no_info", stat::FALLBACK_NO_INFO),
+    ("mappings_refresh", stat::MAPPINGS_REFRESH),
+    ("program_errors", stat::PROGRAM_ERRORS),
+    ("offcpu_eligible", stat::OFFCPU_ELIGIBLE),
+    ("offcpu_tracked_long", stat::OFFCPU_TRACKED_LONG),
+    ("offcpu_weight", stat::OFFCPU_WEIGHT),
+];
+
 impl WindowStats {
     /// On-CPU samples lost (never aggregated) in the kernel.
     pub fn lost_samples(&self) -> u64 {
@@ -296,6 +331,17 @@ fn status(code: i32) -> RawStack {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_kernel_counter_has_one_name_at_its_index() {
+        for (i, (name, index)) in KERNEL_COUNTERS.iter().enumerate() {
+            assert_eq!(*index as usize, i, "{name}");
+        }
+        let mut names: Vec<_> = KERNEL_COUNTERS.iter().map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), KERNEL_COUNTERS.len());
+    }
     use std::collections::BTreeMap;
 
     use sonde_abi::{OffCpuValue, unwind::outcome};

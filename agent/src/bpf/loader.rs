@@ -349,6 +349,8 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
 
 /// Kernel memory held by this process's BPF maps, from `/proc/self/fdinfo` (`memlock` of each map fd).
 pub fn map_memory_bytes() -> u64 {
+    // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` a BPF map's
+    // fdinfo adds.
     let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
         return 0;
     };
@@ -363,13 +365,35 @@ pub fn map_memory_bytes() -> u64 {
         .sum()
 }
 
-/// Run count and total run time of the loaded programs (non-zero only with `kernel.bpf_stats_enabled=1`).
+/// Run count and total run time of the loaded programs (non-zero only while run-time statistics are
+/// on: [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
 pub fn program_run_stats(ebpf: &Ebpf) -> (u64, Duration) {
-    ebpf.programs()
-        .filter_map(|(_, p)| p.info().ok())
-        .fold((0, Duration::ZERO), |(n, t), info| {
-            (n + info.run_count(), t + info.run_time())
+    program_run_stats_by_name(ebpf)
+        .into_iter()
+        .fold((0, Duration::ZERO), |(n, t), (_, runs, time)| {
+            (n + runs, t + time)
         })
+}
+
+/// Run count and run time of each loaded program, by program name.
+pub fn program_run_stats_by_name(ebpf: &Ebpf) -> Vec<(String, u64, Duration)> {
+    ebpf.programs()
+        .filter_map(|(name, p)| p.info().ok().map(|info| (name, info)))
+        .map(|(name, info)| (name.to_owned(), info.run_count(), info.run_time()))
+        .collect()
+}
+
+/// Turns on the kernel's run-time statistics of BPF programs for as long as the returned descriptor
+/// lives (`BPF_ENABLE_STATS`), so no sysctl is left changed when the agent exits or dies. None (with
+/// a warning) when the kernel refuses: the run-time figures then stay 0.
+pub fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
+    match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+        Ok(fd) => Some(fd),
+        Err(err) => {
+            tracing::warn!(%err, "BPF run-time statistics unavailable: BPF overhead reads as 0");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,14 +11,9 @@ const CAP_BPF: u32 = 39;
 
 /// Effective capability mask of this process, from `/proc/self/status`.
 fn effective() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        })
-        .unwrap_or(0)
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .map_or(0, |s| s.capeff)
 }
 
 /// Fails with the first missing capability among those sonde needs (CAP_SYS_ADMIN covers BPF and PERFMON).

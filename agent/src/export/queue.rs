@@ -22,12 +22,23 @@ struct Shared {
     busy: Mutex<bool>,
     closed: std::sync::atomic::AtomicBool,
     metrics: Arc<ExportMetrics>,
+    /// End of the window being delivered, ns since the epoch (0: none).
+    in_flight_end: std::sync::atomic::AtomicI64,
 }
 
 /// Handle to the delivery task. Cheap to clone.
 #[derive(Clone)]
 pub struct Exporter {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("queued", &self.queued())
+            .field("capacity", &self.shared.capacity)
+            .finish()
+    }
 }
 
 impl Exporter {
@@ -42,6 +53,7 @@ impl Exporter {
             busy: Mutex::new(false),
             closed: std::sync::atomic::AtomicBool::new(false),
             metrics,
+            in_flight_end: std::sync::atomic::AtomicI64::new(0),
         });
         tokio::spawn(deliver(shared.clone(), sink));
         Self { shared }
@@ -76,6 +88,24 @@ impl Exporter {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .len()
+    }
+
+    /// End of the oldest window produced but not yet delivered (queued or in flight), ns since the
+    /// epoch.
+    pub fn oldest_undelivered_end(&self) -> Option<i64> {
+        let queued = self
+            .shared
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .front()
+            .map(|b| b.end_unix_nanos);
+        let in_flight = self
+            .shared
+            .in_flight_end
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let in_flight = (in_flight != 0).then_some(in_flight);
+        in_flight.into_iter().chain(queued).min()
     }
 
     /// The counters this exporter updates.
@@ -118,6 +148,11 @@ async fn deliver(shared: Arc<Shared>, sink: Arc<dyn Sink>) {
             let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             let next = queue.pop_front();
             *shared.busy.lock().unwrap_or_else(|e| e.into_inner()) = next.is_some();
+            if let Some(batch) = &next {
+                shared
+                    .in_flight_end
+                    .store(batch.end_unix_nanos, std::sync::atomic::Ordering::Relaxed);
+            }
             next
         };
         let Some(batch) = next else {
@@ -129,6 +164,11 @@ async fn deliver(shared: Arc<Shared>, sink: Arc<dyn Sink>) {
         match sink.export(&batch).await {
             Ok(outcome) => {
                 ExportMetrics::add(&m.batches_sent, 1);
+                let lag = crate::metrics::unix_nanos_now().saturating_sub(batch.end_unix_nanos);
+                m.last_ingest_lag_ms.store(
+                    u64::try_from(lag / 1_000_000).unwrap_or(0),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 ExportMetrics::add(&m.requests_sent, outcome.requests);
                 ExportMetrics::add(&m.bytes_sent, outcome.bytes);
                 if outcome.rejected_profiles > 0 {
@@ -145,6 +185,9 @@ async fn deliver(shared: Arc<Shared>, sink: Arc<dyn Sink>) {
                 tracing::warn!(sink = sink.name(), error = %crate::metadata::error_chain(&err), "dropped a window");
             }
         }
+        shared
+            .in_flight_end
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         *shared.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
     }
 }

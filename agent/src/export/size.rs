@@ -108,6 +108,7 @@ mod tests {
             start_unix_nanos: 0,
             end_unix_nanos: 1,
             profiles,
+            ..Default::default()
         }
     }
 

@@ -25,17 +25,25 @@ const SCOPE_PREFIXES: &[&str] = &[
     "containerd-",
 ];
 
-/// Parses the text of `/proc/PID/cgroup`. The v2 line wins; v1 lines are tried in order until one names a
+/// Parses the text of `/proc/PID/cgroup` (recorded files, tests and the fuzzer; the agent reads
+/// through `procfs`, see [`from_lines`]). The v2 line wins; v1 lines are tried in order until one names a
 /// container (they normally all carry the same path).
 pub fn parse(text: &str) -> CgroupInfo {
-    let mut paths: Vec<&str> = Vec::new();
-    for line in text.lines() {
+    from_lines(text.lines().filter_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (Some(id), Some(_controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
         else {
-            continue;
+            return None;
         };
-        if id == "0" {
+        Some((id.parse().ok()?, path))
+    }))
+}
+
+/// The same from lines already split into (hierarchy id, path), as `procfs` reads them for the agent.
+pub fn from_lines<'a>(lines: impl IntoIterator<Item = (u32, &'a str)>) -> CgroupInfo {
+    let mut paths: Vec<&str> = Vec::new();
+    for (id, path) in lines {
+        if id == 0 {
             paths.insert(0, path);
         } else {
             paths.push(path);

@@ -1,5 +1,5 @@
-//! [`MetadataResolver`]: the tags of a process, from `/proc/PID/{cgroup,exe,comm}`, the Kubernetes pod cache,
-//! the node's labels and static labels; cached per pid in a bounded map.
+//! [`MetadataResolver`]: the tags of a process, from `/proc/PID/{cgroup,exe,stat}` (through `procfs`),
+//! the Kubernetes pod cache, the node's labels and static labels; cached per pid in a bounded map.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -123,6 +123,11 @@ impl MetadataResolver {
         tags
     }
 
+    /// This host's `host.name`.
+    pub fn host_name(&self) -> &str {
+        &self.host_name
+    }
+
     /// Drops the cached tags of an exited process.
     pub fn forget(&self, pid: u32) {
         let mut cache = self.lock();
@@ -158,23 +163,30 @@ impl MetadataResolver {
     /// The tags and whether they are final (false while a pod named by the cgroup is not in the cache yet,
     /// so a later call retries).
     fn resolve(&self, pid: u32) -> (Tags, bool) {
-        let dir = self.config.proc_root.join(pid.to_string());
-        let cgroup = std::fs::read_to_string(dir.join("cgroup"))
-            .map(|t| cgroup::parse(&t))
+        let process =
+            procfs::process::Process::new_with_root(self.config.proc_root.join(pid.to_string()));
+        let cgroup = process
+            .as_ref()
+            .ok()
+            .and_then(|p| p.cgroups().ok())
+            .map(|groups| {
+                cgroup::from_lines(groups.0.iter().map(|g| (g.hierarchy, g.pathname.as_str())))
+            })
             .unwrap_or_default();
-        let exe = std::fs::read_link(dir.join("exe"))
+        let exe = process
+            .as_ref()
             .ok()
             .and_then(|p| {
-                p.file_name().map(|n| {
-                    n.to_string_lossy()
-                        .trim_end_matches(" (deleted)")
-                        .to_owned()
-                })
-            })
-            .or_else(|| {
-                std::fs::read_to_string(dir.join("comm"))
+                p.exe()
                     .ok()
-                    .map(|s| s.trim().to_owned())
+                    .and_then(|path| {
+                        path.file_name().map(|n| {
+                            n.to_string_lossy()
+                                .trim_end_matches(" (deleted)")
+                                .to_owned()
+                        })
+                    })
+                    .or_else(|| p.stat().ok().map(|s| s.comm))
             })
             .filter(|s| !s.is_empty());
 

@@ -6,12 +6,23 @@ use std::path::{Path, PathBuf};
 
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
 
-/// Where `/proc` is. A container given the host's `/proc` elsewhere would change only this.
-pub(crate) const PROC_ROOT: &str = "/proc";
+/// Where `/proc` is: `/proc` unless [`set_proc_root`] said otherwise at start (a container given the
+/// host's `/proc` elsewhere). The one proc root every reader of other processes goes through.
+static PROC_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets the proc root, once, before any process is read; false when it was already set to another.
+pub fn set_proc_root(root: &Path) -> bool {
+    PROC_ROOT.get_or_init(|| root.to_owned()) == root
+}
+
+/// The proc root.
+pub fn proc_root() -> &'static Path {
+    PROC_ROOT.get_or_init(|| PathBuf::from("/proc"))
+}
 
 /// The `/proc` directory of process `pid`.
 pub(crate) fn proc_dir(pid: u32) -> PathBuf {
-    Path::new(PROC_ROOT).join(pid.to_string())
+    proc_root().join(pid.to_string())
 }
 
 /// One executable mapping.

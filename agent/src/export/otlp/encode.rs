@@ -34,10 +34,22 @@ pub fn encode_batch(batch: &Batch, max_bytes: usize) -> Vec<ExportProfilesServic
         })
         .collect();
     if parts.is_empty() {
-        return Vec::new();
+        if batch.heartbeat.is_empty() {
+            return Vec::new();
+        }
+        // An idle window: the agent's resource alone says it is alive and what it covers.
+        return vec![ExportProfilesServiceRequest {
+            resource_profiles: vec![resource_profiles(&batch.heartbeat, &Tags::new())],
+            dictionary: Some(Dictionary::new().out),
+        }];
     }
     let mut out = Vec::new();
-    split_into(parts, max_bytes.saturating_sub(HEADROOM).max(1), &mut out);
+    split_into(
+        parts,
+        &batch.heartbeat,
+        max_bytes.saturating_sub(HEADROOM).max(1),
+        &mut out,
+    );
     out
 }
 
@@ -49,8 +61,13 @@ struct Part<'a> {
     samples: Range<usize>,
 }
 
-fn split_into(parts: Vec<Part<'_>>, max_bytes: usize, out: &mut Vec<ExportProfilesServiceRequest>) {
-    let request = build(&parts);
+fn split_into(
+    parts: Vec<Part<'_>>,
+    heartbeat: &Tags,
+    max_bytes: usize,
+    out: &mut Vec<ExportProfilesServiceRequest>,
+) {
+    let request = build(&parts, heartbeat);
     if prost::Message::encoded_len(&request) <= max_bytes {
         out.push(request);
         return;
@@ -58,8 +75,8 @@ fn split_into(parts: Vec<Part<'_>>, max_bytes: usize, out: &mut Vec<ExportProfil
     if parts.len() > 1 {
         let mut left = parts;
         let right = left.split_off(left.len() / 2);
-        split_into(left, max_bytes, out);
-        split_into(right, max_bytes, out);
+        split_into(left, heartbeat, max_bytes, out);
+        split_into(right, heartbeat, max_bytes, out);
         return;
     }
     let part = &parts[0];
@@ -80,11 +97,11 @@ fn split_into(parts: Vec<Part<'_>>, max_bytes: usize, out: &mut Vec<ExportProfil
         samples: mid..part.samples.end,
         ..part.clone()
     };
-    split_into(vec![left], max_bytes, out);
-    split_into(vec![right], max_bytes, out);
+    split_into(vec![left], heartbeat, max_bytes, out);
+    split_into(vec![right], heartbeat, max_bytes, out);
 }
 
-fn build(parts: &[Part<'_>]) -> ExportProfilesServiceRequest {
+fn build(parts: &[Part<'_>], heartbeat: &Tags) -> ExportProfilesServiceRequest {
     let mut dict = Dictionary::new();
     let mut resources: Vec<(&Tags, pb::ResourceProfiles)> = Vec::new();
     for part in parts {
@@ -92,7 +109,7 @@ fn build(parts: &[Part<'_>]) -> ExportProfilesServiceRequest {
         let slot = match resources.iter().position(|(t, _)| *t == part.tags) {
             Some(i) => i,
             None => {
-                resources.push((part.tags, resource_profiles(part.tags)));
+                resources.push((part.tags, resource_profiles(part.tags, heartbeat)));
                 resources.len() - 1
             }
         };
@@ -106,13 +123,20 @@ fn build(parts: &[Part<'_>]) -> ExportProfilesServiceRequest {
     }
 }
 
-fn resource_profiles(tags: &Tags) -> pb::ResourceProfiles {
+/// The workload's tags, then the agent's heartbeat attributes (the workload's win on a clash).
+fn resource_profiles(tags: &Tags, heartbeat: &Tags) -> pb::ResourceProfiles {
     let attributes = tags
         .iter()
+        .chain(heartbeat.iter().filter(|(k, _)| tags.get(k).is_none()))
         .map(|(k, v)| {
-            // process.pid is an int in the semantic conventions; everything else is a string.
-            let value = match (k, v.parse::<i64>()) {
-                (keys::PROCESS_PID, Ok(n)) => common::any_value::Value::IntValue(n),
+            // process.pid is an int in the semantic conventions, and sonde's own figures are numbers;
+            // everything else is a string.
+            let value = match (k, v.parse::<i64>(), v.parse::<f64>()) {
+                (keys::PROCESS_PID, Ok(n), _) => common::any_value::Value::IntValue(n),
+                (k, Ok(n), _) if k.starts_with("sonde.") => common::any_value::Value::IntValue(n),
+                (k, _, Ok(x)) if k.starts_with("sonde.") => {
+                    common::any_value::Value::DoubleValue(x)
+                }
                 _ => common::any_value::Value::StringValue(v.to_owned()),
             };
             common::KeyValue {
@@ -368,4 +392,43 @@ fn profile_id() -> Vec<u8> {
     let mut id = fastrand::u128(1..).to_le_bytes().to_vec();
     id.truncate(16);
     id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_window_still_sends_the_heartbeat_with_typed_values() {
+        let mut heartbeat = Tags::new();
+        heartbeat.insert(keys::HOST_NAME, "node-1");
+        heartbeat.insert("sonde.window.samples", "0");
+        heartbeat.insert("sonde.coverage.symbolized_frame_ratio", "0.9500");
+        let batch = Batch {
+            heartbeat,
+            ..Default::default()
+        };
+        let requests = encode_batch(&batch, 4 << 20);
+        assert_eq!(requests.len(), 1);
+        let resource = requests[0].resource_profiles[0].resource.as_ref().unwrap();
+        let value = |k: &str| {
+            resource
+                .attributes
+                .iter()
+                .find(|kv| kv.key == k)
+                .and_then(|kv| kv.value.clone())
+                .and_then(|v| v.value)
+        };
+        use common::any_value::Value;
+        assert_eq!(
+            value("host.name"),
+            Some(Value::StringValue("node-1".into()))
+        );
+        assert_eq!(value("sonde.window.samples"), Some(Value::IntValue(0)));
+        assert_eq!(
+            value("sonde.coverage.symbolized_frame_ratio"),
+            Some(Value::DoubleValue(0.95))
+        );
+        assert!(encode_batch(&Batch::default(), 4 << 20).is_empty());
+    }
 }

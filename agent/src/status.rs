@@ -1,0 +1,280 @@
+//! `sonde status`: reads a running agent's `/metrics` and prints the operator's signal table for this
+//! node, each row with a verdict. Exits non-zero when a row is a smoking gun, so it serves as a probe or
+//! a runbook step.
+
+use std::{collections::HashMap, path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+
+/// Arguments of `sonde status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Where the agent serves its metrics (`sonde run --metrics-addr`).
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
+    pub metrics_addr: String,
+    /// The agent's TOML configuration; its `[status]` table sets the thresholds.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// Thresholds of the verdicts: past `suspect_*` a row is suspect, past `bad_*` a smoking gun.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    pub overhead_percent_suspect: f64,
+    pub overhead_percent_bad: f64,
+    pub complete_percent_suspect: f64,
+    pub complete_percent_bad: f64,
+    pub symbolized_percent_suspect: f64,
+    pub symbolized_percent_bad: f64,
+    pub lost_percent_suspect: f64,
+    pub lost_percent_bad: f64,
+    pub ingest_lag_seconds_suspect: f64,
+    pub ingest_lag_seconds_bad: f64,
+    pub undelivered_seconds_suspect: f64,
+    pub undelivered_seconds_bad: f64,
+}
+
+impl Default for Thresholds {
+    /// From the seed's table: 1.4% overhead is normal, 61% symbolized a smoking gun, 45 s of ingest
+    /// lag acceptable.
+    fn default() -> Self {
+        Self {
+            overhead_percent_suspect: 2.0,
+            overhead_percent_bad: 5.0,
+            complete_percent_suspect: 90.0,
+            complete_percent_bad: 70.0,
+            symbolized_percent_suspect: 90.0,
+            symbolized_percent_bad: 70.0,
+            lost_percent_suspect: 0.1,
+            lost_percent_bad: 1.0,
+            ingest_lag_seconds_suspect: 60.0,
+            ingest_lag_seconds_bad: 300.0,
+            undelivered_seconds_suspect: 60.0,
+            undelivered_seconds_bad: 600.0,
+        }
+    }
+}
+
+/// A row's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    Normal,
+    Suspect,
+    SmokingGun,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Normal => "normal",
+            Verdict::Suspect => "suspect",
+            Verdict::SmokingGun => "smoking gun",
+        }
+    }
+
+    /// Higher is worse.
+    fn above(value: f64, suspect: f64, bad: f64) -> Self {
+        if value > bad {
+            Verdict::SmokingGun
+        } else if value > suspect {
+            Verdict::Suspect
+        } else {
+            Verdict::Normal
+        }
+    }
+
+    /// Lower is worse.
+    fn below(value: f64, suspect: f64, bad: f64) -> Self {
+        if value < bad {
+            Verdict::SmokingGun
+        } else if value < suspect {
+            Verdict::Suspect
+        } else {
+            Verdict::Normal
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug)]
+pub struct Row {
+    pub signal: &'static str,
+    pub value: String,
+    pub verdict: Verdict,
+}
+
+/// Samples of a Prometheus text exposition: `name{labels}` -> value, labels as written.
+#[derive(Debug, Default)]
+pub struct Scrape(HashMap<String, f64>);
+
+impl Scrape {
+    /// Parses the sample lines of Prometheus text format (comments skipped).
+    pub fn parse(text: &str) -> Self {
+        let mut samples = HashMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            if let Ok(v) = value.parse::<f64>() {
+                samples.insert(series.to_owned(), v);
+            }
+        }
+        Self(samples)
+    }
+
+    /// The value of `series` (`name` or `name{k="v"}`), 0 when absent.
+    pub fn get(&self, series: &str) -> f64 {
+        self.0.get(series).copied().unwrap_or(0.0)
+    }
+
+    /// Sum over every series of `name`.
+    pub fn sum(&self, name: &str) -> f64 {
+        self.0
+            .iter()
+            .filter(|(k, _)| *k == name || k.strip_prefix(name).is_some_and(|r| r.starts_with('{')))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// The signal table of a scrape.
+pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
+    let overhead = 100.0 * s.get("sonde_overhead_cpu_ratio");
+    let complete = 100.0 * s.get("sonde_complete_stack_ratio");
+    let symbolized = 100.0 * s.get("sonde_symbolized_frame_ratio");
+    let lost = s.get(r#"sonde_dropped_total{reason="oncpu_map_full"}"#)
+        + s.get(r#"sonde_dropped_total{reason="offcpu_map_full"}"#);
+    let samples = s.sum("sonde_samples_total");
+    let lost_percent = if lost + samples > 0.0 {
+        100.0 * lost / (lost + samples)
+    } else {
+        0.0
+    };
+    let lag = s.get("sonde_export_ingest_lag_seconds");
+    let undelivered = s.get("sonde_export_oldest_undelivered_window_age_seconds");
+    let delivered = s.get("sonde_export_batches_sent_total");
+    let write_failed = s.get(r#"sonde_export_dropped_batches_total{reason="write_failed"}"#);
+    let retention = s.get("sonde_local_retention_seconds");
+    vec![
+        Row {
+            signal: "profiler CPU overhead",
+            value: format!("{overhead:.2}%"),
+            verdict: Verdict::above(overhead, t.overhead_percent_suspect, t.overhead_percent_bad),
+        },
+        Row {
+            signal: "complete stacks",
+            value: format!("{complete:.1}%"),
+            verdict: Verdict::below(complete, t.complete_percent_suspect, t.complete_percent_bad),
+        },
+        Row {
+            signal: "symbolized frame ratio",
+            value: format!("{symbolized:.1}%"),
+            verdict: Verdict::below(
+                symbolized,
+                t.symbolized_percent_suspect,
+                t.symbolized_percent_bad,
+            ),
+        },
+        Row {
+            signal: "lost samples",
+            value: format!("{lost:.0} ({lost_percent:.2}%)"),
+            verdict: Verdict::above(lost_percent, t.lost_percent_suspect, t.lost_percent_bad),
+        },
+        Row {
+            signal: "profile ingest lag",
+            value: if delivered > 0.0 {
+                format!("{lag:.1} s")
+            } else {
+                "no window delivered yet".into()
+            },
+            verdict: Verdict::above(lag, t.ingest_lag_seconds_suspect, t.ingest_lag_seconds_bad),
+        },
+        Row {
+            signal: "oldest undelivered window",
+            value: format!("{undelivered:.1} s"),
+            verdict: Verdict::above(
+                undelivered,
+                t.undelivered_seconds_suspect,
+                t.undelivered_seconds_bad,
+            ),
+        },
+        Row {
+            signal: "local retention",
+            value: if retention > 0.0 {
+                format!("{:.1} h kept", retention / 3600.0)
+            } else {
+                "none kept locally (OTLP: the backend retains)".into()
+            },
+            // Retention is the policy's to judge; a failing write is what makes it shrink here.
+            verdict: if write_failed > 0.0 {
+                Verdict::Suspect
+            } else {
+                Verdict::Normal
+            },
+        },
+    ]
+}
+
+/// Runs `sonde status`.
+pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let thresholds = match &args.config {
+        Some(path) => {
+            crate::config::DaemonConfig::load(&crate::config::RunArgs {
+                config: Some(path.clone()),
+                ..Default::default()
+            })?
+            .status
+        }
+        None => Thresholds::default(),
+    };
+    let url = format!("http://{}/metrics", args.metrics_addr);
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    let body = agent
+        .get(&url)
+        .header("Accept", "text/plain")
+        .call()
+        .and_then(|mut r| r.body_mut().read_to_string())
+        .with_context(|| {
+            format!(
+                "no sonde agent answers on {url}: is `sonde run` running with --metrics-addr {}?",
+                args.metrics_addr
+            )
+        })?;
+    let rows = rows(&Scrape::parse(&body), &thresholds);
+    println!("{:<28}{:<40}verdict", "signal", "value");
+    for r in &rows {
+        println!("{:<28}{:<40}{}", r.signal, r.value, r.verdict.as_str());
+    }
+    let worst = rows
+        .iter()
+        .map(|r| r.verdict)
+        .max()
+        .unwrap_or(Verdict::Normal);
+    Ok(if worst == Verdict::SmokingGun {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_table_reads_as_the_seed_says() {
+        let text = "# HELP x y\nsonde_overhead_cpu_ratio 0.014\nsonde_symbolized_frame_ratio 0.61\n\
+                    sonde_complete_stack_ratio 0.95\nsonde_samples_total{profile=\"cpu\"} 1000\n\
+                    sonde_export_batches_sent_total 3\nsonde_export_ingest_lag_seconds 45\n";
+        let rows = rows(&Scrape::parse(text), &Thresholds::default());
+        let verdict = |name: &str| rows.iter().find(|r| r.signal == name).unwrap().verdict;
+        assert_eq!(verdict("profiler CPU overhead"), Verdict::Normal);
+        assert_eq!(verdict("symbolized frame ratio"), Verdict::SmokingGun);
+        assert_eq!(verdict("profile ingest lag"), Verdict::Normal);
+        assert_eq!(verdict("complete stacks"), Verdict::Normal);
+    }
+}
