@@ -7,6 +7,7 @@
 //! they share: starting, stopping and measuring a profiler.
 
 mod offcpu;
+mod scrape;
 mod symbols;
 mod unwind;
 
@@ -58,6 +59,9 @@ pub struct BenchArgs {
     /// Interleaved rounds of the symbolization section (per-row numbers are medians over rounds).
     #[arg(long, default_value_t = 2)]
     symbols_rounds: usize,
+    /// Only the scrape-cost section (`sonde run` with 1,000 services, /metrics scraped).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only"])]
+    scrape_only: bool,
 }
 
 /// What a profiler process cost, from wait4 and its fdinfo.
@@ -117,6 +121,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.symbols_only {
         return symbols::run(&sonde, &dir, &symbols);
     }
+    if args.scrape_only {
+        return scrape::run(&sonde, &dir);
+    }
     let busy = Busy::calibrate(&dir, args.seconds)?;
     let offcpu = offcpu::Options {
         pipe_loops: args.pipe_loops,
@@ -131,7 +138,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let alone = cpu_bound(&sonde, &dir, &busy)?;
     offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
     unwind::run(&sonde, &dir, &unwind)?;
-    symbols::run(&sonde, &dir, &symbols)
+    symbols::run(&sonde, &dir, &symbols)?;
+    scrape::run(&sonde, &dir)
 }
 
 /// The CPU-bound workload: busy_threads (frame pointers) with a fixed amount of work.
