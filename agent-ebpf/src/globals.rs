@@ -27,6 +27,10 @@ static PREEMPT_STATE_BIT: u64 = 0;
 static UNWIND_MODE: u32 = 0;
 #[unsafe(no_mangle)]
 static REFRESH_INTERVAL_NS: u64 = 0;
+#[unsafe(no_mangle)]
+static KERNEL_LOG: u32 = 0;
+#[unsafe(no_mangle)]
+static TEST_FAIL_EXEC: u32 = 0;
 
 macro_rules! getter {
     ($(#[$doc:meta])* $fn:ident, $global:ident, $ty:ty) => {
@@ -82,4 +86,12 @@ getter!(
 getter!(
     /// Minimum time between two mapping refresh requests for one process.
     refresh_interval_ns, REFRESH_INTERVAL_NS, u64
+);
+getter!(
+    /// Non-zero when failed invocations are logged through aya-log (see `diag`).
+    kernel_log, KERNEL_LOG, u32
+);
+getter!(
+    /// Test hook: non-zero makes every run of the exec program fail (see `process::exec`).
+    test_fail_exec, TEST_FAIL_EXEC, u32
 );

@@ -1,11 +1,13 @@
 //! sonde's kernel programs. Entry points only: each delegates to its module and never fails loudly in
-//! the kernel; everything not aggregated, and every invocation that failed, is counted in `STATS`.
+//! the kernel; everything not aggregated, and every invocation that failed, is counted in `STATS`
+//! (failures are also logged when the agent turns the kernel log on, see `diag`).
 #![no_std]
 #![no_main]
 // Atomic adds on map values: the BPF target lacks `AtomicU64::fetch_add`.
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
+mod diag;
 mod globals;
 mod maps;
 mod off_cpu;
@@ -18,17 +20,13 @@ use aya_ebpf::{
     macros::{perf_event, tracepoint},
     programs::{PerfEventContext, TracePointContext},
 };
-use sonde_abi::stat;
-
-/// A program invocation could not do its job (a context or map read failed); counted by its entry
-/// point in `stat::PROGRAM_ERRORS`.
-pub struct Failed;
+pub use diag::Failed;
 
 /// Fires on every cpu-clock tick of every CPU (one perf event per CPU, at the sampling frequency).
 #[perf_event]
 pub fn sonde_on_cpu(ctx: PerfEventContext) -> u32 {
-    if on_cpu::sample(&ctx).is_err() {
-        maps::bump(stat::PROGRAM_ERRORS);
+    if let Err(failed) = on_cpu::sample(&ctx) {
+        diag::report(&ctx, "sonde_on_cpu", failed);
     }
     0
 }
@@ -36,23 +34,27 @@ pub fn sonde_on_cpu(ctx: PerfEventContext) -> u32 {
 /// Fires on every context switch (`sched:sched_switch`).
 #[tracepoint]
 pub fn sonde_off_cpu(ctx: TracePointContext) -> u32 {
-    if off_cpu::switch(&ctx).is_err() {
-        maps::bump(stat::PROGRAM_ERRORS);
+    if let Err(failed) = off_cpu::switch(&ctx) {
+        diag::report(&ctx, "sonde_off_cpu", failed);
     }
     0
 }
 
 /// Fires when a process calls exec (`sched:sched_process_exec`).
 #[tracepoint]
-pub fn sonde_exec(_ctx: TracePointContext) -> u32 {
-    process::exec();
+pub fn sonde_exec(ctx: TracePointContext) -> u32 {
+    if let Err(failed) = process::exec() {
+        diag::report(&ctx, "sonde_exec", failed);
+    }
     0
 }
 
 /// Fires when a thread exits (`sched:sched_process_exit`).
 #[tracepoint]
-pub fn sonde_exit(_ctx: TracePointContext) -> u32 {
-    process::exit();
+pub fn sonde_exit(ctx: TracePointContext) -> u32 {
+    if let Err(failed) = process::exit() {
+        diag::report(&ctx, "sonde_exit", failed);
+    }
     0
 }
 

@@ -249,11 +249,11 @@ pub fn add_episode(
     }
 }
 
-/// Sends a process event; counts it when the ring buffer is full.
+/// Sends a process event; counts it when the ring buffer refuses it (full), and returns the errno.
 #[inline(always)]
-pub fn send_proc_event(event: &ProcEvent) -> bool {
-    let sent = PROC_EVENTS.output::<ProcEvent>(event, 0).is_ok();
-    if !sent {
+pub fn send_proc_event(event: &ProcEvent) -> Result<(), i32> {
+    let sent = PROC_EVENTS.output::<ProcEvent>(event, 0);
+    if sent.is_err() {
         bump(stat::PROC_EVENTS_LOST);
     }
     sent

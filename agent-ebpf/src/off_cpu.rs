@@ -83,7 +83,7 @@ fn read_fields(ctx: &TracePointContext) -> Result<(i32, u64, i32), Failed> {
     // SAFETY: the span lies within the tracepoint record.
     let span: [u8; RECORD_SPAN] = unsafe {
         ctx.read_at(globals::record_base() as usize)
-            .map_err(|_| Failed)?
+            .map_err(Failed::ContextRead)?
     };
     let field = |offset: u32, size: usize| {
         let at = offset.wrapping_sub(globals::record_base()) as usize;
@@ -92,21 +92,21 @@ fn read_fields(ctx: &TracePointContext) -> Result<(i32, u64, i32), Failed> {
     Ok((
         i32::from_ne_bytes(
             field(globals::prev_pid_offset(), 4)
-                .ok_or(Failed)?
+                .ok_or(Failed::RecordLayout)?
                 .try_into()
-                .map_err(|_| Failed)?,
+                .map_err(|_| Failed::RecordLayout)?,
         ),
         u64::from_ne_bytes(
             field(globals::prev_state_offset(), 8)
-                .ok_or(Failed)?
+                .ok_or(Failed::RecordLayout)?
                 .try_into()
-                .map_err(|_| Failed)?,
+                .map_err(|_| Failed::RecordLayout)?,
         ),
         i32::from_ne_bytes(
             field(globals::next_pid_offset(), 4)
-                .ok_or(Failed)?
+                .ok_or(Failed::RecordLayout)?
                 .try_into()
-                .map_err(|_| Failed)?,
+                .map_err(|_| Failed::RecordLayout)?,
         ),
     ))
 }
@@ -125,7 +125,9 @@ fn counted(state: u64) -> bool {
 /// The per-thread state slot of `tid`.
 #[inline(always)]
 fn thread_slot(tid: u32) -> Result<*mut ThreadSlot, Failed> {
-    OFFCPU_THREADS.get_ptr_mut(tid % THREAD_SLOTS).ok_or(Failed)
+    OFFCPU_THREADS
+        .get_ptr_mut(tid % THREAD_SLOTS)
+        .ok_or(Failed::ThreadSlot)
 }
 
 #[inline(always)]
@@ -142,7 +144,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         unsafe { *switches += 1 };
     }
     let slot = thread_slot(tid)?;
-    let sampling = OFFCPU_SAMPLING.get_ptr_mut(0).ok_or(Failed)?;
+    let sampling = OFFCPU_SAMPLING.get_ptr_mut(0).ok_or(Failed::Sampling)?;
     // SAFETY: pointers from successful lookups; the per-CPU settings are this CPU's alone while the
     // program runs (userspace replaces them whole between steps); the process's are copied.
     let (long, settings, own) = unsafe {
@@ -175,7 +177,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         unsafe { (*sampling).tracked = settings.tracked.wrapping_add(1) };
         one_in
     };
-    let generation = generation().ok_or(Failed)?;
+    let generation = generation().ok_or(Failed::Control)?;
     // sched_switch runs in the kernel: the kernel stack is here, the user registers were saved when
     // the task entered the kernel.
     let mut captured = stack::capture(
@@ -234,7 +236,7 @@ fn switch_in(tid: u32) -> Result<(), Failed> {
     // SAFETY: no preconditions; the helper reads the monotonic clock.
     let blocked = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
     // SAFETY: as above.
-    let long_ns = unsafe { (*OFFCPU_SAMPLING.get_ptr(0).ok_or(Failed)?).long_ns };
+    let long_ns = unsafe { (*OFFCPU_SAMPLING.get_ptr(0).ok_or(Failed::Sampling)?).long_ns };
     // SAFETY: as above; the mark is a hint (another thread of the slot may overwrite it).
     unsafe {
         if long_ns > 0 && blocked >= long_ns {
@@ -247,7 +249,7 @@ fn switch_in(tid: u32) -> Result<(), Failed> {
         bump(stat::OFFCPU_SHORT);
         return Ok(());
     }
-    let generation = generation().ok_or(Failed)?;
+    let generation = generation().ok_or(Failed::Control)?;
     let mut key = start.key;
     // Stack maps are recycled SLOTS-1 generations later; an episode older than that keeps its time only.
     if generation.wrapping_sub(start.generation) >= SLOTS - 1 {

@@ -28,7 +28,7 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
     if globals::filter_pids() != 0 && !pid_listed(tgid) {
         return Ok(());
     }
-    let generation = generation().ok_or(Failed)?;
+    let generation = generation().ok_or(Failed::Control)?;
     // SAFETY: perf_event programs may read their context's saved registers.
     let interrupted = unsafe { &(*ctx.ctx).regs };
     let in_user_mode = regs::is_user_mode(interrupted.cs);

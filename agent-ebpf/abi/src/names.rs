@@ -32,6 +32,9 @@ pub const UNWIND_PAGES: &str = "UNWIND_PAGES";
 pub const UNWIND_RULES: &str = "UNWIND_RULES";
 /// Executable mappings per process ([`crate::ProcMappings`]).
 pub const PROC_MAPPINGS: &str = "PROC_MAPPINGS";
+/// Kernel log records (ring buffer), declared by `aya-log-ebpf` and read by `aya-log`; written only when
+/// [`globals::KERNEL_LOG`] is set.
+pub const AYA_LOGS: &str = "AYA_LOGS";
 
 /// Kernel stack-trace maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
@@ -43,7 +46,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 27] = [
+pub const ALL_MAPS: [&str; 28] = [
     CONTROL,
     PIDS,
     STATS,
@@ -59,6 +62,7 @@ pub const ALL_MAPS: [&str; 27] = [
     UNWIND_PAGES,
     UNWIND_RULES,
     PROC_MAPPINGS,
+    AYA_LOGS,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],
     KERNEL_STACKS[2],
@@ -100,4 +104,10 @@ pub mod globals {
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
     /// `u64`: minimum time between two mapping refresh requests for one process, nanoseconds.
     pub const REFRESH_INTERVAL_NS: &str = "REFRESH_INTERVAL_NS";
+    /// `u32`: non-zero when the programs log their failed invocations through aya-log
+    /// ([`super::AYA_LOGS`]); at 0 the verifier prunes every log call.
+    pub const KERNEL_LOG: &str = "KERNEL_LOG";
+    /// `u32`, test hook: non-zero makes every run of the exec program fail (counted and logged), so a
+    /// test can provoke a kernel failure on purpose. Never set in production.
+    pub const TEST_FAIL_EXEC: &str = "TEST_FAIL_EXEC";
 }

@@ -210,7 +210,8 @@ fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
     }
     procs.refresh_requested_ns = now;
     bump(stat::MAPPINGS_REFRESH);
-    send_proc_event(&ProcEvent {
+    // A lost request is counted (`PROC_EVENTS_LOST`) and not logged: this is the unwinder.
+    let _ = send_proc_event(&ProcEvent {
         kind: proc_event::MAPPINGS_STALE,
         tgid,
         time_ns: now,

@@ -16,6 +16,7 @@ use sonde_abi::{Control, OffCpuKind, OffCpuSampling, names, names::globals, unwi
 use super::{
     BpfError,
     drain::Drainer,
+    kernel_log,
     maps::{AyaMaps, map_err, take_map},
     sampling::{LONG_NS_MIN, SamplingMaps, track_all},
     tracefs,
@@ -26,6 +27,11 @@ use crate::unwind::{PAGES_PER_BLOCK, UnwindMaps, UnwindMode, blocks_for_budget};
 const MAX_UNWIND_PROCESSES: u32 = 8192;
 /// Minimum time between two requests to re-read one process's mappings.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
+/// Test hook: when this variable is `1`, the exec program fails on every run (the `TEST_FAIL_EXEC`
+/// global), so a test can see a kernel failure counted and logged. Not a user setting.
+const TEST_FAIL_EXEC_ENV: &str = "SONDE_TEST_FAIL_EXEC";
+/// The program whose unloading ends the kernel log reader (loaded by every configuration).
+const KERNEL_LOG_WATCHED: &str = "sonde_exit";
 
 /// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
@@ -65,6 +71,9 @@ pub struct LoadOptions {
     pub unwind: UnwindMode,
     /// Kernel memory for unwind rows, MiB (allocated in full at load).
     pub max_unwind_table_mib: u32,
+    /// Have the programs log their failed invocations (see [`super::kernel_log`]) even when the log
+    /// filter does not enable `sonde::bpf::kernel` at debug level (the lines still go through it).
+    pub kernel_log: bool,
 }
 
 impl Default for LoadOptions {
@@ -77,6 +86,7 @@ impl Default for LoadOptions {
             single_window: false,
             unwind: UnwindMode::Auto,
             max_unwind_table_mib: DEFAULT_UNWIND_TABLE_MIB,
+            kernel_log: false,
         }
     }
 }
@@ -141,6 +151,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         },
     );
     loader.map_max_entries(names::UNWIND_PAGES, blocks * PAGES_PER_BLOCK);
+    if globals.kernel_log == 0 {
+        // Never written: the smallest ring buffer the kernel takes.
+        loader.map_max_entries(names::AYA_LOGS, page_size());
+    }
     loader.map_max_entries(
         names::PROC_MAPPINGS,
         match (options.unwind, options.pids.len()) {
@@ -196,6 +210,9 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if let Some(hz) = options.frequency_hz {
         attach_on_cpu(&mut ebpf, hz)?;
     }
+    if globals.kernel_log != 0 {
+        kernel_log::start(&mut ebpf, KERNEL_LOG_WATCHED);
+    }
     Ok(Loaded {
         ebpf,
         drainer,
@@ -249,6 +266,8 @@ struct Globals {
     prev_state_offset: u32,
     next_pid_offset: u32,
     preempt_state_bit: u64,
+    kernel_log: u32,
+    test_fail_exec: u32,
 }
 
 impl Globals {
@@ -268,6 +287,8 @@ impl Globals {
             prev_state_offset: off.map_or(0, |(_, l)| l.prev_state),
             next_pid_offset: off.map_or(0, |(_, l)| l.next_pid),
             preempt_state_bit: off.map_or(0, |(_, l)| u64::from(l.preempt_bit)),
+            kernel_log: u32::from(kernel_log::wanted(options.kernel_log)),
+            test_fail_exec: u32::from(test_fail_exec()),
         }
     }
 
@@ -287,8 +308,26 @@ impl Globals {
             .override_global(globals::PREV_PID_OFFSET, &self.prev_pid_offset, true)
             .override_global(globals::PREV_STATE_OFFSET, &self.prev_state_offset, true)
             .override_global(globals::NEXT_PID_OFFSET, &self.next_pid_offset, true)
-            .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true);
+            .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true)
+            .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
+            .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true);
     }
+}
+
+/// Whether the test hook [`TEST_FAIL_EXEC_ENV`] is set (said loudly: it breaks process tracking).
+fn test_fail_exec() -> bool {
+    let set = std::env::var_os(TEST_FAIL_EXEC_ENV).is_some_and(|v| v == "1");
+    if set {
+        tracing::warn!("test hook {TEST_FAIL_EXEC_ENV}=1: the exec program fails on every run");
+    }
+    set
+}
+
+/// The system page size (the unit of ring buffer sizes).
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(size).unwrap_or(4096)
 }
 
 fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(&'static str, u32)> {
@@ -438,6 +477,8 @@ mod tests {
             names::globals::PREEMPT_STATE_BIT,
             names::globals::UNWIND_MODE,
             names::globals::REFRESH_INTERVAL_NS,
+            names::globals::KERNEL_LOG,
+            names::globals::TEST_FAIL_EXEC,
         ] {
             assert!(
                 rodata.iter().any(|s| s == global),

@@ -4,6 +4,7 @@
 
 pub(crate) mod batch;
 pub mod drain;
+pub(crate) mod kernel_log;
 pub mod loader;
 pub mod maps;
 pub mod privileges;
