@@ -14,6 +14,9 @@
 //! timeout_secs = 10
 //! headers = { "X-Scope-OrgID" = "team-a" }
 //! bearer_token_env = "SONDE_OTLP_TOKEN"   # the default; or bearer_token_file = "/run/secrets/otlp-token"
+//! ca_file = "/etc/sonde/otlp-ca.pem"            # trusted besides the system roots
+//! client_cert_file = "/etc/sonde/client.pem"    # mutual TLS: both or neither
+//! client_key_file = "/etc/sonde/client-key.pem"
 //! [metadata]
 //! region = "eu-west-1"            # when the node has no topology.kubernetes.io/region label
 //! service_name_label = "app.kubernetes.io/name"
@@ -101,6 +104,10 @@ pub struct RunArgs {
     /// Static label added to every profile (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
+    /// Header sent with every OTLP request (repeatable; wins over `otlp.headers` in the file), e.g.
+    /// a tenant: `X-Scope-OrgID=team-a`.
+    #[arg(long = "otlp-header", value_name = "KEY=VALUE")]
+    pub otlp_headers: Vec<String>,
     /// Local data directory (default ./sonde-data, /var/lib/sonde under systemd).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -139,6 +146,8 @@ struct FileOtlp {
     bearer_token_env: Option<String>,
     bearer_token_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
+    client_cert_file: Option<PathBuf>,
+    client_key_file: Option<PathBuf>,
     max_request_bytes: Option<usize>,
 }
 
@@ -235,13 +244,27 @@ impl DaemonConfig {
             return Err(invalid("labels", k, "label keys must not be empty"));
         }
 
+        let mut file_otlp = file.otlp;
+        for header in &args.otlp_headers {
+            let (k, v) = match header.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => (k.trim().to_owned(), v.to_owned()),
+                _ => {
+                    return Err(invalid(
+                        "--otlp-header",
+                        header,
+                        "expected KEY=VALUE with a non-empty KEY",
+                    ));
+                }
+            };
+            file_otlp.headers.insert(k, v);
+        }
         let otlp = match args
             .otlp_endpoint
             .clone()
-            .or(file.otlp.endpoint.clone())
+            .or(file_otlp.endpoint.clone())
             .filter(|e| !e.is_empty())
         {
-            Some(endpoint) => Some(otlp_config(endpoint, file.otlp, env)?),
+            Some(endpoint) => Some(otlp_config(endpoint, file_otlp, env)?),
             None => None,
         };
 
@@ -340,6 +363,8 @@ fn otlp_config(
         config.max_request_bytes = max;
     }
     config.ca_file = file.ca_file;
+    config.client_cert_file = file.client_cert_file;
+    config.client_key_file = file.client_key_file;
     for (name, value) in file.headers {
         let key_ok =
             tonic::metadata::AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
@@ -516,5 +541,34 @@ mod tests {
             "otlp.timeout_secs"
         );
         assert_eq!(key_at(text, 0), "a");
+    }
+
+    #[test]
+    fn otlp_header_flags_win_over_the_file_and_client_certificates_are_read() {
+        let args = RunArgs {
+            otlp_headers: vec!["X-Scope-OrgID=team-b".into()],
+            ..Default::default()
+        };
+        let text = "[otlp]\nendpoint = \"https://otlp:4317\"\nheaders = { \"X-Scope-OrgID\" = \"team-a\" }\n\
+                    client_cert_file = \"/c.pem\"\nclient_key_file = \"/k.pem\"\n";
+        let c = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &args, &|_| None)
+            .unwrap()
+            .otlp
+            .unwrap();
+        assert!(
+            c.headers
+                .iter()
+                .any(|(k, v)| k.eq_ignore_ascii_case("x-scope-orgid") && v == "team-b"),
+            "{:?}",
+            c.headers
+        );
+        assert_eq!(c.client_cert_file, Some(PathBuf::from("/c.pem")));
+        assert_eq!(c.client_key_file, Some(PathBuf::from("/k.pem")));
+        let bad = RunArgs {
+            otlp_headers: vec!["novalue".into()],
+            ..Default::default()
+        };
+        let err = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &bad, &|_| None);
+        assert!(err.unwrap_err().to_string().contains("--otlp-header"));
     }
 }

@@ -9,6 +9,8 @@ pub mod config;
 pub mod daemon;
 pub mod diff;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metadata;
 pub mod metrics;
 pub mod process;

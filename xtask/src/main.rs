@@ -1,6 +1,7 @@
 //! `cargo xtask`: setup of the build toolchain, test and benchmark orchestration.
 
 mod bench;
+mod fuzz;
 mod setup;
 mod util;
 
@@ -24,7 +25,8 @@ enum Task {
         #[arg(long)]
         peers: bool,
     },
-    /// Set up, then run every test (as root: the tests load BPF programs).
+    /// Set up, then run every test (as root: the tests load BPF programs), then every fuzz target for a
+    /// few seconds (only when no test arguments narrow the run).
     Test {
         /// Extra arguments for `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -38,6 +40,8 @@ enum Task {
     },
     /// Measure sonde's overhead against perf and bpftrace in one run.
     Bench(bench::BenchArgs),
+    /// Run every cargo-fuzz target of fuzz/ for a fixed time; print executions per second and coverage.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,7 +64,15 @@ fn main() -> anyhow::Result<()> {
             cmd.args(["test", "--release"])
                 .args(&args)
                 .args(["--", "--test-threads=1"]);
-            util::run(&mut cmd)
+            util::run(&mut cmd)?;
+            if !args.is_empty() {
+                return Ok(());
+            }
+            // The parsers of hostile input, fuzzed a little on every run so a regression shows in CI.
+            fuzz::run_all(&fuzz::FuzzArgs {
+                seconds: fuzz::TEST_SECONDS,
+                targets: Vec::new(),
+            })
         }
         Task::Sonde { args } => {
             setup::build_toolchain()?;
@@ -70,6 +82,7 @@ fn main() -> anyhow::Result<()> {
             let err = Command::new(&sonde).args(&args).exec();
             Err(err).with_context(|| format!("running {}", sonde.display()))
         }
+        Task::Fuzz(args) => fuzz::run_all(&args),
         Task::Bench(args) => {
             util::require_root("the benchmark loads BPF programs and runs perf and bpftrace")?;
             setup::build_toolchain()?;

@@ -121,7 +121,7 @@ pub fn peers() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
+pub(crate) fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(

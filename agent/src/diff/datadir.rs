@@ -4,15 +4,18 @@
 //! `{"path", "kind": "cpu"|"offcpu", "start_unix_nanos", "end_unix_nanos", "tags": {...}}`, `path` relative
 //! to `DIR`. A selector `KEY=VALUE` matches one tag; the short keys below are aliases of the OpenTelemetry
 //! resource attributes sonde writes, any other key is matched exactly. Selectors of one side are ANDed.
+//!
+//! The index is input like any profile: read within `--max-input-mib`, and an entry whose `path` leaves
+//! the directory (absolute, or through `..`) is refused, so an index cannot point diff at `/dev/zero`.
 
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::{Component, Path, PathBuf},
 };
 
 use serde::Deserialize;
 
-use super::error::DiffError;
+use super::{error::DiffError, input::Limits};
 
 /// Short selector keys and the tag each stands for.
 pub const ALIASES: &[(&str, &str)] = &[
@@ -90,25 +93,41 @@ pub struct Query<'a> {
 }
 
 /// Reads `<dir>/index.jsonl`.
-pub fn read_index(dir: &Path) -> Result<Vec<Entry>, DiffError> {
+pub fn read_index(dir: &Path, limits: Limits) -> Result<Vec<Entry>, DiffError> {
     let path = dir.join("index.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|source| DiffError::Index {
-        path: path.clone(),
-        source,
+    let text = super::input::read_text(&path, limits).map_err(|e| match e {
+        DiffError::Read { path, source } => DiffError::Index { path, source },
+        other => other,
     })?;
     let mut entries = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: Entry = serde_json::from_str(line).map_err(|e| DiffError::IndexLine {
+        let entry = parse_entry(line).map_err(|reason| DiffError::IndexLine {
             path: path.clone(),
             line: n + 1,
-            reason: e.to_string(),
+            reason,
         })?;
         entries.push(entry);
     }
     Ok(entries)
+}
+
+/// Parses one line of the index.
+pub fn parse_entry(line: &str) -> Result<Entry, String> {
+    let entry: Entry = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let inside = entry
+        .path
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !inside || entry.path.as_os_str().is_empty() {
+        return Err(format!(
+            "path {:?} is not a file inside the data directory",
+            entry.path
+        ));
+    }
+    Ok(entry)
 }
 
 /// The files of `entries` that match `query`, as paths under `dir`.
@@ -164,7 +183,7 @@ pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<Pa
 pub fn parse_time(text: &str) -> Result<i64, DiffError> {
     let bad = || DiffError::BadTime(text.to_owned());
     if let Ok(seconds) = text.parse::<i64>() {
-        return seconds.checked_mul(1_000_000_000).ok_or_else(bad);
+        return seconds.checked_mul(NANOS).ok_or_else(bad);
     }
     let b = text.as_bytes();
     if b.len() < 20
@@ -202,20 +221,29 @@ pub fn parse_time(text: &str) -> Result<i64, DiffError> {
         nanos = padded.parse().map_err(|_| bad())?;
         rest = &frac[digits..];
     }
-    let offset_seconds = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            let h: i64 = rest[1..3].parse().map_err(|_| bad())?;
-            let m: i64 = rest[4..6].parse().map_err(|_| bad())?;
-            sign * (h * 3600 + m * 60)
+    // Matched as bytes: slicing the text would panic inside a multi-byte character (found by fuzzing).
+    let two_digits = |hi: u8, lo: u8| match (hi, lo) {
+        (b'0'..=b'9', b'0'..=b'9') => Ok(i64::from(hi - b'0') * 10 + i64::from(lo - b'0')),
+        _ => Err(bad()),
+    };
+    let offset_seconds = match *rest.as_bytes() {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let sign = if sign == b'-' { -1 } else { 1 };
+            sign * (two_digits(h1, h2)? * 3600 + two_digits(m1, m2)? * 60)
         }
         _ => return Err(bad()),
     };
+    // Four-digit years keep the seconds small, but past 2262 their nanoseconds overflow an i64.
     let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
         - offset_seconds;
-    Ok(seconds * 1_000_000_000 + nanos)
+    seconds
+        .checked_mul(NANOS)
+        .and_then(|n| n.checked_add(nanos))
+        .ok_or_else(bad)
 }
+
+const NANOS: i64 = 1_000_000_000;
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
@@ -246,6 +274,39 @@ mod tests {
         );
         assert!(parse_time("yesterday").is_err());
         assert!(parse_time("2026-13-01T00:00:00Z").is_err());
+        assert!(
+            parse_time("9999-12-31T23:59:59Z").is_err(),
+            "past i64 nanoseconds"
+        );
+        assert!(parse_time("9999999999999").is_err());
+        assert_eq!(
+            parse_time("1970-01-01T01:30:00+01:30").unwrap(),
+            0,
+            "offsets are subtracted"
+        );
+    }
+
+    #[test]
+    fn times_with_multibyte_characters_are_errors_not_panics() {
+        // Found by the `index_line` fuzz target: a two-byte character where the offset starts.
+        assert!(parse_time("4052-01-01T01:00:00\u{492}.500").is_err());
+        assert!(parse_time("2026-01-01T00:00:00+\u{e9}:00").is_err());
+        assert!(parse_time("2026-01-01T00:00:00.5\u{e9}").is_err());
+    }
+
+    #[test]
+    fn index_paths_stay_inside_the_data_directory() {
+        let line = |path: &str| {
+            format!(
+                r#"{{"path":{path:?},"kind":"cpu","start_unix_nanos":0,"end_unix_nanos":1,"tags":{{}}}}"#
+            )
+        };
+        assert!(parse_entry(&line("profiles/1/a.pb.gz")).is_ok());
+        for bad in ["/dev/zero", "../secret.pb.gz", "profiles/../../x", ""] {
+            let err = parse_entry(&line(bad)).unwrap_err();
+            assert!(err.contains("inside the data directory"), "{bad}: {err}");
+        }
+        assert!(parse_entry("not json").is_err());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::input::Stream;
+
 /// Why a diff could not be computed.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
@@ -13,6 +15,75 @@ pub enum DiffError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// The input is a FIFO, a device, a directory...: only regular files and `-` are read.
+    #[error(
+        "{path} is {kind}, not a regular file; sonde diff reads profile files (or `-` for standard input)"
+    )]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead (`a FIFO`, `a character device`...).
+        kind: &'static str,
+    },
+    /// `-` was given more than once.
+    #[error("standard input (`-`) can be read only once; pass the other profiles as files")]
+    StdinTwice,
+    /// The input passed `--max-input-mib` while being read; reading stopped there.
+    #[error(
+        "{path} is larger than {limit_mib} MiB {stream}; reading stopped there. A real profile is far \
+         smaller: check the file, or raise --max-input-mib if it is genuine"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Which bytes passed the limit.
+        stream: Stream,
+        /// The limit.
+        limit_mib: u64,
+    },
+    /// A table of the profile would decode to more memory than `--max-input-mib` allows.
+    #[error(
+        "{path} is not a usable pprof profile: its {table} ({entries} entries) would take {decoded_mib} MiB \
+         of memory, more than --max-input-mib {limit_mib}; the file is damaged or built to exhaust memory"
+    )]
+    TablesTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The largest table (`string table`, `locations`...).
+        table: &'static str,
+        /// Its entries.
+        entries: u64,
+        /// Memory all tables would take decoded, MiB.
+        decoded_mib: u64,
+        /// The limit.
+        limit_mib: u64,
+    },
+    /// A sum of values does not fit in 64 bits.
+    #[error(
+        "{path}: the sum of its `{sample_type}` values overflows a 64-bit integer ({what}); the profile is \
+         damaged or forged, so no share computed from it would be right"
+    )]
+    Overflow {
+        /// The file whose values pushed the sum over.
+        path: PathBuf,
+        /// The sample type summed.
+        sample_type: String,
+        /// Which sum.
+        what: &'static str,
+    },
+    /// A sample does not carry one non-negative value per sample type.
+    #[error(
+        "{path}: sample {index} {problem}; the profile is malformed (pass --lenient to skip and count such \
+         samples)"
+    )]
+    MalformedSample {
+        /// The file.
+        path: PathBuf,
+        /// 0-based index of the sample in the file.
+        index: usize,
+        /// What is wrong with it.
+        problem: String,
     },
     /// The file does not start with the gzip magic bytes.
     #[error(
@@ -135,6 +206,17 @@ pub enum DiffError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// The differential flame graph's folded stacks would pass `--max-input-mib`.
+    #[error(
+        "the flame graph of these profiles would take {mib} MiB of folded stacks (very deep stacks of long \
+         names), more than --max-input-mib {limit_mib}; drop --flamegraph or raise the limit"
+    )]
+    FlameGraphTooLarge {
+        /// Bytes the folded lines would take, MiB.
+        mib: u64,
+        /// The limit.
+        limit_mib: u64,
     },
     /// `--per-cpu-second` needs capture durations the profiles do not record.
     #[error(

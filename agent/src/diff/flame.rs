@@ -7,10 +7,19 @@
 
 use std::io::{self, Write};
 
-use super::load::{FnId, Loaded};
+use super::{
+    error::DiffError,
+    load::{FnId, Loaded},
+};
 
-/// The folded differential lines, sorted as inferno requires.
-pub fn differential_lines(loaded: &Loaded, factors: (f64, f64)) -> Vec<String> {
+/// The folded differential lines, sorted as inferno requires; an error when they would take more than
+/// `max_bytes`. A line repeats every name of its stack, so deep stacks of long names (each bounded on
+/// its own when loaded) multiply: this bounds the product.
+pub fn differential_lines(
+    loaded: &Loaded,
+    factors: (f64, f64),
+    max_bytes: u64,
+) -> Result<Vec<String>, DiffError> {
     let names: Vec<String> = (0..loaded.names.len())
         .map(|i| loaded.names.name(i as FnId).replace(';', ":"))
         .collect();
@@ -28,14 +37,28 @@ pub fn differential_lines(loaded: &Loaded, factors: (f64, f64)) -> Vec<String> {
         s
     };
     let (base, new) = (&loaded.base.stacks, &loaded.new.stacks);
-    let mut lines: Vec<String> = new
-        .iter()
-        .filter(|(_, w)| w.value > 0)
+    // Stacks gone from the new profile have no width to draw; they are in the table instead.
+    let drawn = || new.iter().filter(|(_, w)| w.value > 0);
+    let bytes: u64 = drawn()
+        .map(|(stack, _)| {
+            stack
+                .iter()
+                .map(|&f| names[f as usize].len() as u64 + 1)
+                .sum::<u64>()
+                + 48
+        })
+        .sum();
+    if bytes > max_bytes {
+        return Err(DiffError::FlameGraphTooLarge {
+            mib: bytes >> 20,
+            limit_mib: max_bytes >> 20,
+        });
+    }
+    let mut lines: Vec<String> = drawn()
         .map(|(stack, w)| line(stack, base.get(stack).map_or(0, |b| b.value), w.value))
         .collect();
-    // Stacks gone from the new profile have no width to draw; they are in the table instead.
     lines.sort_unstable();
-    lines
+    Ok(lines)
 }
 
 /// Renders `lines` as an SVG differential flame graph.
@@ -52,4 +75,40 @@ pub fn write_svg(
     options.count_name = count_name.to_owned();
     options.no_sort = true;
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::load::{Interner, Side, Weight};
+
+    #[test]
+    fn folded_lines_are_bounded() {
+        let mut names = Interner::default();
+        let long = names.intern(&"x".repeat(1000));
+        let mut new = Side::default();
+        let weight = Weight {
+            value: 1,
+            count: 1.0,
+        };
+        new.stacks.insert(vec![long; 100].into(), weight);
+        let loaded = Loaded {
+            names,
+            base: Side::default(),
+            new,
+            sample_type: "cpu/nanoseconds".into(),
+            unit: "nanoseconds".into(),
+        };
+        // One line of 100 names of 1000 bytes: about 100 KB.
+        assert_eq!(
+            differential_lines(&loaded, (1.0, 1.0), 1 << 20)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(matches!(
+            differential_lines(&loaded, (1.0, 1.0), 50_000),
+            Err(DiffError::FlameGraphTooLarge { .. })
+        ));
+    }
 }

@@ -170,8 +170,14 @@ impl Tables {
     }
 
     /// Fills `stack` with the functions of the packed location ids, leaf first; returns whether the root
-    /// frame is unsymbolized (a sign of a truncated walk).
-    pub(super) fn expand(&self, packed: &[u8], stack: &mut Vec<FnId>) -> Result<bool, String> {
+    /// frame is unsymbolized (a sign of a truncated walk). Fails past `max_frames`: a few bytes of location
+    /// ids, each naming a location with many inlined functions, would otherwise expand without bound.
+    pub(super) fn expand(
+        &self,
+        packed: &[u8],
+        stack: &mut Vec<FnId>,
+        max_frames: usize,
+    ) -> Result<bool, String> {
         stack.clear();
         let mut root_unsymbolized = false;
         for id in location_ids(packed) {
@@ -179,6 +185,12 @@ impl Tables {
             let chain = self.chain(id).ok_or_else(|| {
                 format!("a sample refers to location {id}, which the profile does not define")
             })?;
+            if stack.len() + chain.len as usize > max_frames {
+                return Err(format!(
+                    "a sample's stack expands to more than {max_frames} frames, more than --max-input-mib \
+                     leaves room for"
+                ));
+            }
             stack.extend_from_slice(
                 &self.ids[chain.start as usize..(chain.start + chain.len) as usize],
             );

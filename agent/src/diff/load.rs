@@ -6,19 +6,19 @@
 //! its location ids, so a million-sample file costs one pass and no allocation per sample. The two sides
 //! load on two threads.
 
-use std::{
-    io::Read as _,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
-use flate2::read::MultiGzDecoder;
 use prost::Message as _;
 
 pub use super::frames::{FnId, Interner};
+pub use super::input::Limits;
 use super::{
+    budget::{StackBudget, TableSizes},
     error::DiffError,
     frames::{Header, Tables},
     hash::FxHashMap,
+    input,
+    values::{Chosen, pick_sample_type, sample_weight},
     wire::{TruncatedLabel, for_each_sample, stack_key},
 };
 
@@ -32,9 +32,12 @@ pub struct Weight {
 }
 
 impl Weight {
-    fn add(&mut self, other: Weight) {
-        self.value += other.value;
-        self.count += other.count;
+    /// `self + other`, or None when the value overflows.
+    fn checked_add(self, other: Weight) -> Option<Weight> {
+        Some(Weight {
+            value: self.value.checked_add(other.value)?,
+            count: self.count + other.count,
+        })
     }
 }
 
@@ -53,6 +56,8 @@ pub struct Side {
     pub periods: Vec<i64>,
     /// The files merged into this side.
     pub files: Vec<PathBuf>,
+    /// Malformed samples skipped under `--lenient`, per file that had any.
+    pub skipped: Vec<(PathBuf, u64)>,
 }
 
 /// What to load and how to name frames.
@@ -62,6 +67,10 @@ pub struct LoadOptions<'a> {
     pub sample_type: Option<&'a str>,
     /// Merge every function seen inlined (anywhere, in either side) into its caller, on both sides.
     pub fold_inlined: bool,
+    /// How much of each input is read and decoded.
+    pub limits: Limits,
+    /// Skip (and count) malformed samples instead of failing.
+    pub lenient: bool,
 }
 
 /// Both sides, loaded.
@@ -77,13 +86,6 @@ pub struct Loaded {
     pub sample_type: String,
     /// The unit of the values.
     pub unit: String,
-}
-
-/// The chosen sample type, fixed by the first file read.
-struct Chosen {
-    name: String,
-    unit: String,
-    first: PathBuf,
 }
 
 /// One side as loaded by its own thread, with its own interner.
@@ -122,11 +124,36 @@ pub fn load_sides(
     new: &[PathBuf],
     options: LoadOptions<'_>,
 ) -> Result<Loaded, DiffError> {
-    let (base, new) = std::thread::scope(|scope| {
-        let new = scope.spawn(|| load_side(new, options));
-        let base = load_side(base, options);
-        (base, new.join().expect("the loader thread panicked"))
-    });
+    if [base, new]
+        .concat()
+        .iter()
+        .filter(|p| p.as_os_str() == input::STDIN)
+        .count()
+        > 1
+    {
+        return Err(DiffError::StdinTwice);
+    }
+    let (base, new) = if new.iter().any(|p| p.as_os_str() == input::STDIN) {
+        // Standard input cannot be read twice, so the new side must not need the reload below: it is read
+        // after the base, with the base's sample type.
+        let base = load_side(base, options)?;
+        let wanted = options.sample_type.unwrap_or(&base.chosen.name).to_owned();
+        let sample_type = Some(wanted.as_str());
+        let new = load_side(
+            new,
+            LoadOptions {
+                sample_type,
+                ..options
+            },
+        );
+        (Ok(base), new)
+    } else {
+        std::thread::scope(|scope| {
+            let new = scope.spawn(|| load_side(new, options));
+            let base = load_side(base, options);
+            (base, new.join().expect("the loader thread panicked"))
+        })
+    };
     let SideLoad {
         side: mut base,
         mut names,
@@ -212,39 +239,16 @@ fn fold_inlined(side: &mut Side, inlined: &[bool]) {
                 .map(|(_, &f)| f),
         );
         match side.stacks.get_mut(folded.as_slice()) {
-            Some(w) => w.add(weight),
+            // Stacks of one side are parts of its total, which was checked not to overflow.
+            Some(w) => {
+                w.value = w.value.saturating_add(weight.value);
+                w.count += weight.count;
+            }
             None => {
                 side.stacks.insert(folded.as_slice().into(), weight);
             }
         }
     }
-}
-
-/// Reads the file and returns the decompressed protobuf bytes.
-fn read_gzip(path: &Path) -> Result<Vec<u8>, DiffError> {
-    let raw = std::fs::read(path).map_err(|source| DiffError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    if !raw.starts_with(&[0x1f, 0x8b]) {
-        return Err(DiffError::NotGzip {
-            path: path.to_owned(),
-        });
-    }
-    // The gzip trailer holds the uncompressed size (mod 4 GiB) of the last member: presize with it, so
-    // a large profile is not copied by repeated growth.
-    let isize = raw
-        .len()
-        .checked_sub(4)
-        .map(|at| u32::from_le_bytes(raw[at..].try_into().expect("4 bytes")));
-    let mut bytes = Vec::with_capacity(isize.map_or(raw.len() * 4, |n| n as usize + 1));
-    MultiGzDecoder::new(raw.as_slice())
-        .read_to_end(&mut bytes)
-        .map_err(|source| DiffError::CorruptGzip {
-            path: path.to_owned(),
-            source,
-        })?;
-    Ok(bytes)
 }
 
 fn load_file(
@@ -256,8 +260,31 @@ fn load_file(
     side: &mut Side,
 ) -> Result<(), DiffError> {
     let started = std::time::Instant::now();
-    let bytes = read_gzip(path)?;
-    let gunzipped = started.elapsed();
+    let bytes = input::read_gzip(path, options.limits)?;
+    tracing::debug!(path = %path.display(), gunzipped = ?started.elapsed(), "decompressed");
+    load_bytes(
+        input::shown(path),
+        &bytes,
+        options,
+        chosen,
+        names,
+        inlined,
+        side,
+    )?;
+    tracing::debug!(path = %path.display(), total = ?started.elapsed(), "read profile");
+    Ok(())
+}
+
+/// Decodes one file's protobuf bytes into `side`.
+fn load_bytes(
+    path: &Path,
+    bytes: &[u8],
+    options: LoadOptions<'_>,
+    chosen: &mut Option<Chosen>,
+    names: &mut Interner,
+    inlined: &mut Vec<bool>,
+    side: &mut Side,
+) -> Result<(), DiffError> {
     if bytes.is_empty() {
         return Err(DiffError::EmptyProfile {
             path: path.to_owned(),
@@ -268,12 +295,30 @@ fn load_file(
         path: path.to_owned(),
         reason,
     };
-    let header = Header::decode(bytes.as_slice()).map_err(|e| not_pprof(e.to_string()))?;
+    // Measure the tables before decoding them: decoding is where a small input becomes a large heap.
+    let limit = options.limits.max_input_bytes();
+    let (decoded, table, entries) = TableSizes::scan(bytes).map_err(not_pprof)?.decoded_bytes();
+    if decoded > limit {
+        return Err(DiffError::TablesTooLarge {
+            path: path.to_owned(),
+            table,
+            entries,
+            decoded_mib: decoded >> 20,
+            limit_mib: options.limits.max_input_mib,
+        });
+    }
+    let header = Header::decode(bytes).map_err(|e| not_pprof(e.to_string()))?;
     let strings = &header.string_table;
     if strings.first().is_none_or(|s| !s.is_empty()) {
         return Err(not_pprof(
             "its string table does not start with the empty string".into(),
         ));
+    }
+    if header.duration_nanos < 0 {
+        return Err(not_pprof(format!(
+            "its duration is negative ({} ns)",
+            header.duration_nanos
+        )));
     }
     let string = |i: i64| -> Result<&str, DiffError> {
         usize::try_from(i)
@@ -294,6 +339,7 @@ fn load_file(
         .map(|t| Ok((string(t.name)?, string(t.unit)?)))
         .collect::<Result<Vec<_>, DiffError>>()?;
     let value_index = pick_sample_type(path, &types, options.sample_type, chosen)?;
+    let sample_type = types[value_index].0;
     // The samples behind the values: for sampled off-CPU profiles the episodes actually tracked
     // (`tracked`), not the estimated events they stand for, or the noise would look smaller than it is.
     let count_index = types
@@ -304,8 +350,8 @@ fn load_file(
                 .iter()
                 .position(|&(t, u)| matches!(t, "samples" | "events") && u == "count")
         });
-    let header_read = started.elapsed();
     let tables = Tables::build(path, &header, names, inlined, &string)?;
+    let mut stack_budget = StackBudget::new(limit - decoded);
 
     let label = TruncatedLabel {
         key: strings
@@ -315,16 +361,42 @@ fn load_file(
         value: strings.iter().position(|s| s == "1").map(|i| i as i64),
     };
     let period = header.period;
+    let overflow = |what| DiffError::Overflow {
+        path: path.to_owned(),
+        sample_type: sample_type.to_owned(),
+        what,
+    };
     // Stacks of this file, found by the hash of their packed location ids so a repeated stack is not
     // decoded, expanded and looked up in the side's table again.
     let mut slots: FxHashMap<(u64, u64), u32> = FxHashMap::default();
     let mut local: Vec<(Box<[FnId]>, Weight, bool)> = Vec::new();
     let mut stack = Vec::with_capacity(64);
-    let mut bad = None;
-    let seen = for_each_sample(&bytes, label, |sample| {
-        let value = sample.values.get(value_index).copied().unwrap_or(0);
-        let count = match count_index {
-            Some(i) => sample.values.get(i).copied().unwrap_or(0) as f64,
+    let (mut bad, mut index, mut skipped) = (None, 0usize, 0u64);
+    let mut total = side.total;
+    let mut truncated_value = side.truncated_value;
+    let seen = for_each_sample(bytes, label, |sample| {
+        index += 1;
+        if bad.is_some() {
+            return;
+        }
+        let (value, count) = match sample_weight(sample.values, &types, value_index, count_index) {
+            Ok(weight) => weight,
+            Err(problem) if options.lenient => {
+                skipped += 1;
+                tracing::debug!(path = %path.display(), sample = index - 1, problem, "skipped");
+                return;
+            }
+            Err(problem) => {
+                bad = Some(DiffError::MalformedSample {
+                    path: path.to_owned(),
+                    index: index - 1,
+                    problem,
+                });
+                return;
+            }
+        };
+        let count = match count {
+            Some(count) => count as f64,
             None if period > 0 => value as f64 / period as f64,
             None => 1.0,
         };
@@ -334,37 +406,55 @@ fn load_file(
         let key = stack_key(sample.locations);
         let slot = match slots.get(&key) {
             Some(&slot) => slot as usize,
-            None => match tables.expand(sample.locations, &mut stack) {
-                Ok(root_unsymbolized) => {
-                    local.push((
-                        stack.as_slice().into(),
-                        Weight::default(),
-                        root_unsymbolized,
-                    ));
-                    slots.insert(key, local.len() as u32 - 1);
-                    local.len() - 1
+            None => {
+                let max_frames = stack_budget.frames_left();
+                match tables.expand(sample.locations, &mut stack, max_frames) {
+                    Ok(root_unsymbolized) if stack_budget.take(stack.len()) => {
+                        local.push((
+                            stack.as_slice().into(),
+                            Weight::default(),
+                            root_unsymbolized,
+                        ));
+                        slots.insert(key, local.len() as u32 - 1);
+                        local.len() - 1
+                    }
+                    Ok(_) => {
+                        bad = Some(DiffError::TablesTooLarge {
+                            path: path.to_owned(),
+                            table: "expanded stacks",
+                            entries: local.len() as u64 + 1,
+                            decoded_mib: (decoded + stack_budget.cost(stack.len())) >> 20,
+                            limit_mib: options.limits.max_input_mib,
+                        });
+                        return;
+                    }
+                    Err(reason) => {
+                        bad = Some(not_pprof(reason));
+                        return;
+                    }
                 }
-                Err(reason) => {
-                    bad.get_or_insert(reason);
-                    return;
-                }
-            },
+            }
         };
-        let (_, w, root_unsymbolized) = &mut local[slot];
         let weight = Weight { value, count };
-        w.add(weight);
-        side.total.add(weight);
-        if sample.truncated || *root_unsymbolized {
-            side.truncated_value += value;
+        let (_, w, root_unsymbolized) = &mut local[slot];
+        let truncated = sample.truncated || *root_unsymbolized;
+        let sums = (
+            w.checked_add(weight),
+            total.checked_add(weight),
+            truncated_value.checked_add(if truncated { value } else { 0 }),
+        );
+        match sums {
+            (Some(stack_sum), Some(side_sum), Some(truncated_sum)) => {
+                *w = stack_sum;
+                total = side_sum;
+                truncated_value = truncated_sum;
+            }
+            _ => bad = Some(overflow("samples")),
         }
     })
     .map_err(not_pprof)?;
-    for (frames, weight, _) in local {
-        side.stacks.entry(frames).or_default().add(weight);
-    }
-    tracing::debug!(path = %path.display(), ?gunzipped, ?header_read, total = ?started.elapsed(), "read profile");
-    if let Some(reason) = bad {
-        return Err(not_pprof(reason));
+    if let Some(err) = bad {
+        return Err(err);
     }
     if seen == 0 {
         return Err(DiffError::EmptyProfile {
@@ -372,68 +462,41 @@ fn load_file(
             what: "samples".into(),
         });
     }
-    side.duration_nanos += header.duration_nanos;
+    for (frames, weight, _) in local {
+        let w = side.stacks.entry(frames).or_default();
+        *w = w.checked_add(weight).ok_or_else(|| overflow("samples"))?;
+    }
+    side.total = total;
+    side.truncated_value = truncated_value;
+    side.duration_nanos = side
+        .duration_nanos
+        .checked_add(header.duration_nanos)
+        .ok_or_else(|| overflow("capture durations"))?;
     if let Err(i) = side.periods.binary_search(&period) {
         side.periods.insert(i, period);
+    }
+    if skipped > 0 {
+        side.skipped.push((path.to_owned(), skipped));
     }
     side.files.push(path.to_owned());
     Ok(())
 }
 
-/// Finds the index of the sample type to diff, and checks it agrees with the files read before.
-fn pick_sample_type(
-    path: &Path,
-    types: &[(&str, &str)],
-    wanted: Option<&str>,
-    chosen: &mut Option<Chosen>,
-) -> Result<usize, DiffError> {
-    let describe = |(t, u): (&str, &str)| format!("{t}/{u}");
-    let available = || {
-        types
-            .iter()
-            .map(|&t| describe(t))
-            .collect::<Vec<_>>()
-            .join(", ")
+/// Decodes the protobuf bytes of one pprof as `sonde diff` does, for the fuzz target of the decoder.
+#[doc(hidden)]
+pub fn decode_for_fuzzing(bytes: &[u8]) -> Result<(), DiffError> {
+    let options = LoadOptions {
+        limits: Limits { max_input_mib: 64 },
+        ..LoadOptions::default()
     };
-    let name = match (wanted, chosen.as_ref()) {
-        (Some(w), _) => w.to_owned(),
-        (None, Some(c)) => c.name.clone(),
-        (None, None) => match types.iter().find(|(t, _)| *t == "cpu") {
-            Some((t, _)) => (*t).to_owned(),
-            None => types[0].0.to_owned(),
-        },
-    };
-    let Some(index) = types.iter().position(|(t, _)| *t == name) else {
-        return Err(match (wanted, chosen.as_ref()) {
-            (None, Some(c)) => DiffError::SampleTypeMismatch {
-                first: c.first.clone(),
-                first_type: format!("{}/{}", c.name, c.unit),
-                other: path.to_owned(),
-                other_type: available(),
-            },
-            _ => DiffError::MissingSampleType {
-                path: path.to_owned(),
-                wanted: name,
-                available: available(),
-            },
-        });
-    };
-    let unit = types[index].1;
-    match chosen {
-        Some(c) if c.unit != unit => Err(DiffError::SampleTypeMismatch {
-            first: c.first.clone(),
-            first_type: format!("{}/{}", c.name, c.unit),
-            other: path.to_owned(),
-            other_type: describe(types[index]),
-        }),
-        Some(_) => Ok(index),
-        None => {
-            *chosen = Some(Chosen {
-                name,
-                unit: unit.to_owned(),
-                first: path.to_owned(),
-            });
-            Ok(index)
-        }
-    }
+    let (mut names, mut inlined, mut side) = (Interner::default(), Vec::new(), Side::default());
+    load_bytes(
+        Path::new("fuzz.pb"),
+        bytes,
+        options,
+        &mut None,
+        &mut names,
+        &mut inlined,
+        &mut side,
+    )
 }

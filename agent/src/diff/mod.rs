@@ -2,18 +2,26 @@
 //! local data directory by tags and time), normalises both to a common denominator, subtracts them per
 //! function and ranks by change, so a regression is named by function. Needs no BPF and no privileges.
 //!
-//! Flow: [`datadir`] (optional selection) -> [`load`] (decode, merge, intern) -> [`normalise`] ->
-//! [`rank`] (change + binomial noise) -> [`output`] (table/JSON/CSV) and [`flame`] (differential SVG).
+//! Flow: [`datadir`] (optional selection) -> [`input`] (bounded read) -> [`load`] (decode, merge, intern)
+//! -> [`normalise`] -> [`rank`] (change + binomial noise) -> [`output`] (table/JSON/CSV) and [`flame`]
+//! (differential SVG).
+//!
+//! Inputs are untrusted (a release gate runs on profiles from anywhere): every read, decoded table and sum
+//! is bounded or checked, and a violation is an error naming the file, never a wrapped number or an
+//! exhausted host.
 
+mod budget;
 pub mod datadir;
 pub mod error;
 pub mod flame;
 pub mod frames;
 pub mod hash;
+pub mod input;
 pub mod load;
 pub mod normalise;
 pub mod output;
 pub mod rank;
+mod values;
 pub mod wire;
 
 use std::{
@@ -50,6 +58,10 @@ INPUT FORMS:
 NORMALISATION: shares of each side's total by default; --base-requests/--new-requests for value per request;
 --per-cpu-second for value per second of capture. Rows are ranked by the absolute change of the normalised
 self value. A change within --noise-sigma binomial standard errors of zero is marked `noise`.
+
+LIMITS: each input may be at most --max-input-mib compressed and decompressed, and decode to at most as
+much memory; only regular files and `-` (standard input, once) are read. A sample must carry one value per
+sample type, none negative: --lenient skips and counts those that do not.
 
 EXIT STATUS: 0 ok, 1 error, 3 --fail-above tripped (offenders are printed on stderr).")]
 pub struct DiffArgs {
@@ -99,6 +111,15 @@ pub struct DiffArgs {
     /// Standard errors within which a change counts as noise.
     #[arg(long, value_name = "SIGMA", default_value_t = 2.0)]
     pub noise_sigma: f64,
+    /// Largest input, in MiB: compressed bytes, decompressed bytes and decoded tables, each (and the index
+    /// with --data).
+    #[arg(long, value_name = "MIB", default_value_t = input::Limits::DEFAULT_MAX_INPUT_MIB,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_input_mib: u64,
+    /// Skip samples whose values do not match the sample types (too few, too many, negative) and report
+    /// how many, instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -114,7 +135,7 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffErro
         let paths = |v: &[String]| v.iter().map(PathBuf::from).collect();
         return Ok((paths(&args.base), paths(&args.new)));
     };
-    let entries = datadir::read_index(dir)?;
+    let entries = datadir::read_index(dir, limits(args))?;
     let since = args.since.as_deref().map(datadir::parse_time).transpose()?;
     let until = args.until.as_deref().map(datadir::parse_time).transpose()?;
     let kind = match args.sample_type.as_deref() {
@@ -137,12 +158,20 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffErro
     Ok((select("base", &args.base)?, select("new", &args.new)?))
 }
 
+fn limits(args: &DiffArgs) -> input::Limits {
+    input::Limits {
+        max_input_mib: args.max_input_mib,
+    }
+}
+
 /// Runs `sonde diff`.
 pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let (base_files, new_files) = input_files(&args)?;
     let options = load::LoadOptions {
         sample_type: args.sample_type.as_deref(),
         fold_inlined: args.fold_inlined,
+        limits: limits(&args),
+        lenient: args.lenient,
     };
     let started = std::time::Instant::now();
     let loaded = load::load_sides(&base_files, &new_files, options)?;
@@ -174,7 +203,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     stdout.flush().context("writing the diff to stdout")?;
 
     if let Some(path) = &args.flamegraph {
-        let lines = flame::differential_lines(&loaded, factors);
+        let lines = flame::differential_lines(&loaded, factors, limits(&args).max_input_bytes())?;
         tracing::debug!(elapsed = ?started.elapsed(), lines = lines.len(), "differential stacks folded");
         let file = File::create(path).map_err(|source| DiffError::Write {
             path: path.clone(),

@@ -114,6 +114,13 @@ pub fn warnings(loaded: &Loaded, normalisation: Normalisation) -> Vec<String> {
             ));
         }
     }
+    for (path, skipped) in base.skipped.iter().chain(&new.skipped) {
+        out.push(format!(
+            "skipped {skipped} malformed sample(s) of {} (--lenient): their values do not match the sample \
+             types or are negative",
+            path.display()
+        ));
+    }
     let (tb, tn) = (truncated_pct(base), truncated_pct(new));
     if (tb - tn).abs() > TRUNCATION_GAP_PCT {
         out.push(format!(

@@ -26,7 +26,7 @@ pub struct TruncatedLabel {
     pub value: Option<i64>,
 }
 
-fn varint(buf: &mut &[u8]) -> Result<u64, String> {
+pub(super) fn varint(buf: &mut &[u8]) -> Result<u64, String> {
     decode_varint(buf).map_err(|e| e.to_string())
 }
 
@@ -41,7 +41,7 @@ fn take<'a>(buf: &mut &'a [u8], len: usize) -> Result<&'a [u8], String> {
 }
 
 /// Skips a field of `wire_type`, or returns the bytes of a length-delimited one.
-fn field<'a>(buf: &mut &'a [u8], wire_type: u64) -> Result<Option<&'a [u8]>, String> {
+pub(super) fn field<'a>(buf: &mut &'a [u8], wire_type: u64) -> Result<Option<&'a [u8]>, String> {
     match wire_type {
         0 => varint(buf).map(|_| None),
         1 => take(buf, 8).map(|_| None),

@@ -102,6 +102,9 @@ pub enum ExportError {
         #[source]
         source: tonic::transport::Error,
     },
+    /// TLS settings unusable, or the TLS handshake refused (not retried).
+    #[error(transparent)]
+    Tls(#[from] otlp::tls::TlsError),
     /// A header name or value is not valid in gRPC metadata.
     #[error("header {name:?} is not valid gRPC metadata: fix `otlp.headers` or the bearer token")]
     Header {

@@ -1,10 +1,16 @@
 //! A process's memory mappings, read with `procfs` from the one proc root. When the main thread has
 //! exited (the process lives on in other threads), `/proc/PID/maps` is empty: the mappings are read from
 //! a live thread's `/proc/PID/task/TID/maps` instead.
+//!
+//! The paths in a maps file are chosen by the profiled process (any file it maps, named as it likes in
+//! its own root), so the text goes through [`parse_maps`], which keeps procfs from panicking on them.
 
 use std::path::{Path, PathBuf};
 
-use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
+use procfs::{
+    FromBufRead as _,
+    process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps, Process},
+};
 
 /// Where `/proc` is: `/proc` unless [`set_proc_root`] said otherwise at start (a container given the
 /// host's `/proc` elsewhere). The one proc root every reader of other processes goes through.
@@ -46,7 +52,7 @@ pub struct MapsLine {
 pub(crate) fn read(pid: u32) -> Option<(String, Vec<MapsLine>)> {
     let process = Process::new_with_root(proc_dir(pid)).ok()?;
     let name = process.stat().ok()?.comm;
-    let mut maps = process.maps().ok()?.0;
+    let mut maps = read_maps(&proc_dir(pid))?;
     if maps.is_empty() {
         // The leader exited: any live thread shares the address space.
         maps = process
@@ -55,14 +61,42 @@ pub(crate) fn read(pid: u32) -> Option<(String, Vec<MapsLine>)> {
             .flatten()
             .filter(|t| t.tid as u32 != pid)
             .find_map(|t| {
-                Process::new_with_root(proc_dir(pid).join("task").join(t.tid.to_string()))
-                    .and_then(|p| p.maps())
-                    .ok()
-                    .filter(|m| !m.0.is_empty())
-            })?
-            .0;
+                read_maps(&proc_dir(pid).join("task").join(t.tid.to_string()))
+                    .filter(|m| !m.is_empty())
+            })?;
     }
     Some((name, executable(maps)))
+}
+
+/// The mappings in `dir/maps`.
+fn read_maps(dir: &Path) -> Option<Vec<MemoryMap>> {
+    Some(parse_maps(&std::fs::read(dir.join("maps")).ok()?))
+}
+
+/// Parses the text of a maps file with procfs, one line at a time, so that a line procfs cannot read
+/// costs that mapping only, never every mapping of the process:
+/// - a path that is not UTF-8 is taken lossily (procfs refuses the whole file otherwise);
+/// - a line whose path procfs would slice out of bounds is dropped before procfs sees it: it takes a
+///   path starting with `/SYSV` for a System V segment (`/SYSV` + 8 hex digits) and one starting with
+///   `[stack:` for a thread stack, so a file named `/SYSV` in a container's root panicked the capture
+///   thread (found by the `maps` fuzz target).
+pub(crate) fn parse_maps(text: &[u8]) -> Vec<MemoryMap> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .filter(|line| !procfs_would_panic(line))
+        .filter_map(|line| MemoryMaps::from_buf_read(line.as_bytes()).ok())
+        .flat_map(|maps| maps.0)
+        .collect()
+}
+
+/// Whether procfs's `MMapPath::from` would slice the path of this line out of bounds.
+fn procfs_would_panic(line: &str) -> bool {
+    // procfs takes the path as the rest of the line after five single-space separated fields.
+    let Some(path) = line.splitn(6, ' ').nth(5).map(str::trim) else {
+        return false;
+    };
+    (path.starts_with("/SYSV") && path.get(5..13).is_none())
+        || (path.starts_with("[stack:") && path.get(1..path.len() - 1).is_none())
 }
 
 /// Whether a process whose main thread exited still runs other threads.
@@ -136,6 +170,37 @@ mod tests {
         assert_eq!(lines[1].path, "");
         assert_eq!(lines[2].path, "[vdso]");
         assert_eq!(lines[3].path, "/tmp/my app");
+    }
+
+    #[test]
+    fn paths_procfs_cannot_slice_are_dropped_not_panicked_on() {
+        // Regression inputs of the `maps` fuzz target: procfs slices `/SYSV` + 8 hex digits and
+        // `[stack:...]` without checking the length or the character boundaries.
+        let text = "\
+7f00aa000000-7f00aa100000 r-xp 00002000 fe:01 99 /SYSV
+7f00ab000000-7f00ab100000 r-xp 00002000 fe:01 98 /SYSV0000\u{e9}0000
+7f00ac000000-7f00ac100000 r-xp 00000000 00:00 0 [stack:\u{e9}
+55d0c8a01000-55d0c8a05000 r-xp 00001000 fe:01 1234 /usr/bin/cat
+";
+        let maps = parse_maps(text.as_bytes());
+        assert_eq!(maps.len(), 1, "{maps:?}");
+        assert_eq!(executable(maps)[0].path, "/usr/bin/cat");
+        // A real System V segment still parses.
+        let shm = "7f00aa000000-7f00aa100000 rw-s 00000000 00:01 5 /SYSV0000abcd (deleted)\n";
+        assert_eq!(parse_maps(shm.as_bytes()).len(), 1);
+    }
+
+    #[test]
+    fn a_line_procfs_cannot_read_does_not_hide_the_other_mappings() {
+        let mut text =
+            b"7f00aa000000-7f00aa100000 r-xp 00000000 fe:01 9 /tmp/\xff\xfe.so\n".to_vec();
+        text.extend_from_slice(
+            b"55d0c8a01000-55d0c8a05000 r-xp 00001000 fe:01 1234 /usr/bin/cat\n",
+        );
+        text.extend_from_slice(b"not a maps line\n");
+        let lines = executable(parse_maps(&text));
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].path, "/usr/bin/cat");
     }
 
     /// Waits up to 5 s for `condition`.

@@ -19,7 +19,7 @@ use std::{
 
 pub use elf_info::{ElfInfo, Segment};
 pub use maps_file::MapsLine;
-pub(crate) use maps_file::{has_live_threads, is_gone, proc_dir};
+pub(crate) use maps_file::{executable, has_live_threads, is_gone, parse_maps, proc_dir};
 pub use maps_file::{proc_root, set_proc_root};
 
 /// The module path of anonymous executable memory: code a JIT compiler generated.

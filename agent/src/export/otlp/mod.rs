@@ -4,16 +4,18 @@
 //! One window becomes one request (split to stay under `max_request_bytes`, 4 MiB by default), compressed with
 //! gzip (or zstd). Each request is retried per the OTLP spec with [`RetryPolicy`]; INVALID_ARGUMENT and other
 //! permanent errors are not retried, nor is a partial success (its rejected count is logged and returned).
-//! TLS (rustls, system roots plus an optional CA file) is used when the endpoint is `https://`.
+//! TLS (rustls, system roots plus an optional CA file, and a client certificate for mutual TLS) is used
+//! when the endpoint is `https://` ([`tls`]).
 
 pub mod encode;
+pub mod tls;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use tonic::{
     codec::CompressionEncoding,
     metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap},
-    transport::{Channel, ClientTlsConfig, Endpoint},
+    transport::{Channel, Endpoint},
 };
 
 use super::{Batch, ExportError, ExportMetrics, ExportOutcome, Sink, retry::RetryPolicy};
@@ -49,6 +51,10 @@ pub struct OtlpConfig {
     pub max_request_bytes: usize,
     /// Extra CA certificate (PEM) trusted for https endpoints.
     pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) presented for mutual TLS; goes with `client_key_file`.
+    pub client_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of `client_cert_file`.
+    pub client_key_file: Option<PathBuf>,
     /// Backoff of retries.
     pub retry: RetryPolicy,
 }
@@ -63,6 +69,8 @@ impl OtlpConfig {
             timeout: Duration::from_secs(10),
             max_request_bytes: encode::DEFAULT_MAX_REQUEST_BYTES,
             ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
             retry: RetryPolicy::default(),
         }
     }
@@ -89,15 +97,9 @@ impl OtlpSink {
             .timeout(config.timeout)
             .connect_timeout(config.timeout);
         if config.endpoint.starts_with("https://") {
-            let mut tls = ClientTlsConfig::new().with_native_roots();
-            if let Some(ca) = &config.ca_file {
-                let pem = std::fs::read(ca).map_err(|source| ExportError::Io {
-                    path: ca.clone(),
-                    source,
-                })?;
-                tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
-            }
-            endpoint = endpoint.tls_config(tls).map_err(endpoint_err)?;
+            endpoint = endpoint
+                .tls_config(tls::client_config(&config)?)
+                .map_err(endpoint_err)?;
         }
         let channel = endpoint.connect_lazy();
         let mut client = ProfilesServiceClient::new(channel).max_encoding_message_size(usize::MAX);
@@ -129,12 +131,12 @@ impl OtlpSink {
             }
         }
         req.set_timeout(self.config.timeout);
-        let response = self
-            .client
-            .clone()
-            .export(req)
-            .await
-            .map_err(|s| super::retry::classify(&s))?;
+        let response = self.client.clone().export(req).await.map_err(|s| {
+            match tls::handshake_failure(&self.config.endpoint, &s) {
+                Some(tls) => ExportError::from(tls),
+                None => super::retry::classify(&s),
+            }
+        })?;
         let rejected = match response.into_inner().partial_success {
             Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => {
                 tracing::warn!(
