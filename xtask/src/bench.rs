@@ -431,6 +431,23 @@ pub(crate) fn stop(child: Child) -> anyhow::Result<Usage> {
     wait_usage(child)
 }
 
+/// Whether a child has exited, leaving it unreaped so wait4 still gets its resource usage.
+pub(crate) fn has_exited(pid: u32) -> bool {
+    // SAFETY: zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting (without reaping) for our own child with a valid out-pointer.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: waitid filled the fields it reports, and si_pid stays 0 while the child runs.
+    r != 0 || unsafe { info.si_pid() } != 0
+}
+
 /// Waits for a child started with piped stdout and returns its resource usage and output.
 pub(crate) fn wait_usage(child: Child) -> anyhow::Result<Usage> {
     let pid = child.id() as i32;

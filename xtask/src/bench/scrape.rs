@@ -20,7 +20,7 @@ use std::{
 use anyhow::{Context as _, bail, ensure};
 
 use crate::{
-    bench::{Usage, compile, wait_usage},
+    bench::{Usage, compile, has_exited, wait_usage},
     util::root,
 };
 
@@ -168,23 +168,6 @@ impl Drop for Agent {
             let _ = child.wait();
         }
     }
-}
-
-/// Whether a child has exited, leaving it unreaped so wait4 still gets its resource usage.
-fn has_exited(pid: u32) -> bool {
-    // SAFETY: zeroed siginfo_t is a valid out-parameter.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting (without reaping) for our own child with a valid out-pointer.
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: waitid filled the fields it reports, and si_pid stays 0 while the child runs.
-    r != 0 || unsafe { info.si_pid() } != 0
 }
 
 /// One measured interval.

@@ -20,7 +20,7 @@ use self::{
     server::Debuginfod,
     workloads::{OwnFrames, Workload},
 };
-use crate::bench::{Usage, sonde_summary, wait_usage};
+use crate::bench::{Usage, has_exited, sonde_summary, wait_usage};
 
 /// Settings of the section (from `cargo xtask bench` flags).
 pub(crate) struct Options {
@@ -331,21 +331,4 @@ fn wait_bounded(child: Child, limit: Duration) -> anyhow::Result<Usage> {
         );
     }
     Ok(usage)
-}
-
-/// Whether a child has exited, leaving it unreaped so wait4 still gets its resource usage.
-fn has_exited(pid: u32) -> bool {
-    // SAFETY: zeroed siginfo_t is a valid out-parameter.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting (without reaping) for our own child with a valid out-pointer.
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: waitid filled the fields it reports, and si_pid stays 0 while the child runs.
-    r != 0 || unsafe { info.si_pid() } != 0
 }
