@@ -113,7 +113,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     .context("the sampler produced no profile of the requested kind")?;
     outputs.write(profile)?;
-    print_summary(&sampler, &window, profile, &args.output);
+    print_summary(&window, profile, &args.output);
     sampler.stop();
     Ok(ExitCode::SUCCESS)
 }
@@ -217,10 +217,10 @@ impl Outputs {
     }
 }
 
-fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: &Path) {
+fn print_summary(window: &Window, profile: &Profile, output: &Path) {
     let k = &window.stats.kernel;
-    let sym = sampler.symbolize_stats();
-    let capture = sampler.capture_stats();
+    let sym = window.symbolize;
+    let capture = window.capture;
     let samples: i64 = profile
         .samples
         .iter()
@@ -232,7 +232,8 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
         })
         .sum();
     let processes: std::collections::HashSet<u32> = profile.samples.iter().map(|s| s.pid).collect();
-    let (map_bytes, runs, run_time) = sampler.kernel_cost();
+    let map_bytes = window.kernel_cost.map_bytes;
+    let (runs, run_time) = window.kernel_cost.total();
     let mut out = String::new();
     let mut line = |key: &str, value: String| out.push_str(&format!("{key:<28}{value}\n"));
     line(
@@ -297,8 +298,8 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
     } else {
         line("idle_samples:", k[stat::ONCPU_IDLE as usize].to_string());
     }
-    unwind_summary(&mut line, &window.stats, sampler.unwind_stats());
-    symbol_summary(&mut line, sampler, window);
+    unwind_summary(&mut line, &window.stats, window.unwind);
+    symbol_summary(&mut line, window);
     line(
         "program_errors:",
         k[stat::PROGRAM_ERRORS as usize].to_string(),
@@ -327,8 +328,8 @@ fn print_summary(sampler: &Sampler, window: &Window, profile: &Profile, output: 
 }
 
 /// Where symbols came from, what debuginfod did, and the binaries left unnamed.
-fn symbol_summary(line: &mut impl FnMut(&str, String), sampler: &Sampler, window: &Window) {
-    let debug = sampler.debug_stats();
+fn symbol_summary(line: &mut impl FnMut(&str, String), window: &Window) {
+    let debug = window.debug;
     let d = &debug.client;
     line(
         "unsymbolized_top:",
@@ -350,7 +351,7 @@ fn symbol_summary(line: &mut impl FnMut(&str, String), sampler: &Sampler, window
     line("debuginfod_misses:", d.misses.to_string());
     line("debuginfod_failures:", d.failures.to_string());
     line("debuginfod_bytes:", d.bytes.to_string());
-    let perf = sampler.perf_map_stats();
+    let perf = window.perf_maps;
     line("perf_map_entries:", perf.entries.to_string());
     line("perf_map_bad_lines:", perf.bad_lines.to_string());
 }

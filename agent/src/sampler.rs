@@ -257,42 +257,6 @@ impl Sampler {
         gone
     }
 
-    /// Processes currently held by the process table.
-    pub fn processes_held(&self) -> usize {
-        self.procs.lock().expect("process table lock").len()
-    }
-
-    /// Symbolization counters so far.
-    pub fn symbolize_stats(&self) -> crate::symbolize::SymbolizeStats {
-        self.symbolizer.stats()
-    }
-
-    /// Debug file discovery and debuginfod counters so far.
-    pub fn debug_stats(&self) -> DebugInfoStats {
-        self.symbolizer.debug_stats()
-    }
-
-    /// Perf map counters so far.
-    pub fn perf_map_stats(&self) -> PerfMapStats {
-        self.symbolizer.perf_map_stats()
-    }
-
-    /// Unwind table counters so far (None when unwinding by frame pointer only).
-    pub fn unwind_stats(&self) -> Option<UnwindStats> {
-        self.unwinder.as_ref().map(Unwinder::stats)
-    }
-
-    /// Capture counters so far.
-    pub fn capture_stats(&self) -> crate::process::CaptureStats {
-        self.procs.lock().expect("process table lock").stats
-    }
-
-    /// Kernel memory of the maps and (with `kernel.bpf_stats_enabled=1`) the programs' run count and time.
-    pub fn kernel_cost(&self) -> (u64, u64, Duration) {
-        let (runs, time) = loader::program_run_stats(&self.ebpf);
-        (loader::map_memory_bytes(), runs, time)
-    }
-
     /// Detaches everything.
     pub fn stop(mut self) {
         if let Some(events) = self.events.take() {

@@ -404,17 +404,8 @@ pub fn map_memory_bytes() -> u64 {
         .sum()
 }
 
-/// Run count and total run time of the loaded programs (non-zero only while run-time statistics are
-/// on: [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
-pub fn program_run_stats(ebpf: &Ebpf) -> (u64, Duration) {
-    program_run_stats_by_name(ebpf)
-        .into_iter()
-        .fold((0, Duration::ZERO), |(n, t), (_, runs, time)| {
-            (n + runs, t + time)
-        })
-}
-
-/// Run count and run time of each loaded program, by program name.
+/// Run count and run time of each loaded program, by program name (non-zero only while run-time
+/// statistics are on: [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
 pub fn program_run_stats_by_name(ebpf: &Ebpf) -> Vec<(String, u64, Duration)> {
     ebpf.programs()
         .filter_map(|(name, p)| p.info().ok().map(|info| (name, info)))
