@@ -15,7 +15,7 @@ use sonde::{
 #[tokio::test]
 async fn writes_pprof_files_and_a_correct_index() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = LocalDirSink::new(dir.path());
+    let sink = LocalDirSink::open(dir.path(), Default::default()).unwrap();
     let mut batch = common::batch("cart", 0);
     let (tags, mut offcpu) = batch.profiles[0].clone();
     offcpu.kind = ProfileKind::OffCpu;

@@ -5,6 +5,7 @@
 //! ```toml
 //! export_interval_secs = 10
 //! data_dir = "/var/lib/sonde"
+//! data_mode = "0600"              # files 0600, directories 0700; "0640" lets a log-reader group read
 //! queue_capacity = 8
 //! [labels]
 //! "deployment.environment.name" = "prod"
@@ -111,6 +112,10 @@ pub struct RunArgs {
     /// Local data directory (default ./sonde-data, /var/lib/sonde under systemd).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Mode of the files sonde writes (directories get `x` where `r` is): 0600 (default) or 0640 to let
+    /// the directory's group read profiles. Applied whatever the umask.
+    #[arg(long, value_name = "MODE")]
+    pub data_mode: Option<crate::storage::DataMode>,
     /// This node's name; enables Kubernetes metadata. Default: `$NODE_NAME` (downward API).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -122,6 +127,7 @@ pub struct RunArgs {
 struct FileConfig {
     export_interval_secs: Option<u64>,
     data_dir: Option<PathBuf>,
+    data_mode: Option<crate::storage::DataMode>,
     queue_capacity: Option<usize>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
@@ -169,6 +175,8 @@ pub struct DaemonConfig {
     pub export_interval: Duration,
     /// Where the local sink writes (used when `otlp` is `None`).
     pub data_dir: PathBuf,
+    /// Permission bits of what sonde writes in `data_dir` (and its other directories).
+    pub data_mode: crate::storage::DataMode,
     /// OTLP export, when an endpoint is configured.
     pub otlp: Option<OtlpConfig>,
     /// Windows kept while the backend is slow or down.
@@ -297,6 +305,7 @@ impl DaemonConfig {
         Ok(Self {
             export_interval: Duration::from_secs(secs),
             data_dir,
+            data_mode: args.data_mode.or(file.data_mode).unwrap_or_default(),
             otlp,
             queue_capacity,
             metadata,

@@ -131,12 +131,17 @@ async fn serve(
     debug: DebugInfo,
     flags: Flags,
 ) -> anyhow::Result<ExitCode> {
+    // Checked before anything is loaded: a symlinked, foreign or world-writable data directory is an
+    // error at start, not at the first window.
+    let data = crate::storage::SafeDir::open_root(&config.data_dir, config.data_mode)
+        .with_context(|| {
+            format!(
+                "cannot use the data directory {}",
+                config.data_dir.display()
+            )
+        })?;
     let export_metrics = Arc::new(ExportMetrics::default());
-    let sink = export::build_sink(
-        config.otlp.as_ref(),
-        &config.data_dir,
-        export_metrics.clone(),
-    )?;
+    let sink = export::build_sink(config.otlp.as_ref(), &data, export_metrics.clone())?;
     let exporter = Exporter::spawn(sink, config.queue_capacity, export_metrics.clone());
     let local_dir = config.otlp.is_none().then(|| config.data_dir.clone());
     let metrics = Metrics::new(exporter.clone(), config.export_interval, local_dir);

@@ -19,6 +19,7 @@ pub mod record;
 pub mod sampler;
 pub mod status;
 pub mod stop_signal;
+pub mod storage;
 pub mod symbolize;
 pub mod telemetry;
 pub mod unwind;

@@ -5,17 +5,27 @@
 //! CONTRACT (read by `sonde diff`, keep exactly): `index.jsonl` holds one JSON object per line,
 //! `{"path": <path relative to DIR>, "kind": "cpu"|"offcpu", "start_unix_nanos": i64, "end_unix_nanos": i64,
 //! "tags": {"service.name": ..., ...}}`, appended only after the file is fully written and renamed into place.
+//!
+//! Crash safety: a profile is written under a temporary name, synced and renamed; its index line is one
+//! `write` on an `O_APPEND` descriptor, cut back on a short write (disk full), so a reader sees whole
+//! lines and only files that exist. A crash between the two leaves at worst a file without a line, or a
+//! torn last line, which [`LocalDirSink::open`] repairs at the next start, with the temporary files.
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-};
+use std::path::Path;
 
 use super::{Batch, ExportError, ExportOutcome, Sink};
-use crate::{metadata::Tags, profile::pprof};
+use crate::{
+    metadata::Tags,
+    profile::pprof,
+    storage::{DataMode, SafeDir, StorageError},
+};
 
 /// Name of the index file inside the data directory.
 pub const INDEX_FILE: &str = "index.jsonl";
+/// Directory of the profile files inside the data directory.
+const PROFILES_DIR: &str = "profiles";
+/// The tail of the index read to find a torn last line; far longer than any line.
+const TAIL_BYTES: u64 = 1 << 20;
 
 /// One line of `index.jsonl`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,22 +42,122 @@ pub struct IndexEntry {
     pub tags: Tags,
 }
 
+/// What [`LocalDirSink::open`] repaired after an unclean stop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Repairs {
+    /// Bytes of a torn last index line cut off.
+    pub torn_index_bytes: u64,
+    /// Temporary files of interrupted writes removed.
+    pub temp_files: u64,
+}
+
 /// Writes windows into a local directory.
 #[derive(Clone, Debug)]
 pub struct LocalDirSink {
-    dir: PathBuf,
+    root: SafeDir,
+    profiles: SafeDir,
+    repairs: Repairs,
 }
 
 impl LocalDirSink {
-    /// A sink writing under `dir` (created on first export).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+    /// Opens (creating) the data directory at `dir` with `mode`, refusing a symlinked, foreign or
+    /// group/other-writable one, and repairs what an unclean stop left.
+    pub fn open(dir: &Path, mode: DataMode) -> Result<Self, StorageError> {
+        Self::in_dir(SafeDir::open_root(dir, mode)?)
+    }
+
+    /// The sink inside an already opened data directory.
+    pub(crate) fn in_dir(root: SafeDir) -> Result<Self, StorageError> {
+        let profiles = root.subdir(PROFILES_DIR)?;
+        let mut repairs = Repairs {
+            torn_index_bytes: repair_index(&root)?,
+            temp_files: root.remove_temp_files()? as u64,
+        };
+        repairs.temp_files += profiles.remove_temp_files()? as u64;
+        for window in profiles.entries()?.into_iter().filter(|e| e.is_dir) {
+            repairs.temp_files += profiles.subdir(&window.name)?.remove_temp_files()? as u64;
+        }
+        if repairs != Repairs::default() {
+            tracing::warn!(
+                dir = %root.path().display(),
+                torn_index_bytes = repairs.torn_index_bytes,
+                temp_files = repairs.temp_files,
+                "repaired the data directory after an unclean stop"
+            );
+        }
+        Ok(Self {
+            root,
+            profiles,
+            repairs,
+        })
     }
 
     /// The data directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.root.path()
     }
+
+    /// What opening repaired.
+    pub fn repairs(&self) -> Repairs {
+        self.repairs
+    }
+
+    /// Writes one profile and appends its index line. A name already taken (a second window in the same
+    /// second) gets a `-N` suffix. When the index line cannot be written, the file goes too, so the
+    /// directory never holds a profile `sonde diff` cannot find.
+    fn write_one(
+        &self,
+        window: &str,
+        bytes: &[u8],
+        entry: &mut IndexEntry,
+    ) -> Result<(), ExportError> {
+        let dir = self.profiles.subdir(window)?;
+        let stem = entry.path.clone();
+        let mut name = format!("{stem}.pb.gz");
+        for n in 1.. {
+            match dir.write_new(&name, bytes) {
+                Ok(()) => break,
+                Err(e) if e.is_already_exists() && n < 1000 => name = format!("{stem}-{n}.pb.gz"),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        entry.path = format!("{PROFILES_DIR}/{window}/{name}");
+        let mut line = serde_json::to_string(entry).expect("index entries always serialize");
+        line.push('\n');
+        if let Err(e) = self.root.append(INDEX_FILE, line.as_bytes()) {
+            let _ = dir.remove(&name);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+/// Cuts a torn last line (no newline: a write cut short by a crash) off the index; returns the bytes cut.
+fn repair_index(root: &SafeDir) -> Result<u64, StorageError> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    if !root.exists(INDEX_FILE)? {
+        return Ok(0);
+    }
+    let mut file = root.open_read(INDEX_FILE)?;
+    let io = |source| StorageError::Io {
+        path: root.path().join(INDEX_FILE),
+        source,
+    };
+    let len = file.metadata().map_err(io)?.len();
+    let start = len.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(start)).map_err(io)?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).map_err(io)?;
+    if tail.last().is_none_or(|&b| b == b'\n') {
+        return Ok(0);
+    }
+    let keep = match tail.iter().rposition(|&b| b == b'\n') {
+        Some(i) => start + i as u64 + 1,
+        // No newline in the last MiB: a line cannot be that long, so it all goes.
+        None => start,
+    };
+    root.truncate(INDEX_FILE, keep)?;
+    Ok(len - keep)
 }
 
 /// A file name part made of `[A-Za-z0-9._-]` only.
@@ -82,50 +192,6 @@ fn tags_hash(tags: &Tags) -> u32 {
     h
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
-    move |source| ExportError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// Writes `bytes` to `dir/rel` through a temporary file and a rename, then appends `entry` to the index.
-/// Never overwrites: a name already taken (a second window in the same second) gets a `-N` suffix.
-fn write_one(dir: &Path, bytes: &[u8], entry: &mut IndexEntry) -> Result<(), ExportError> {
-    let stem = entry.path.trim_end_matches(".pb.gz").to_owned();
-    let mut n = 1;
-    while dir.join(&entry.path).exists() {
-        entry.path = format!("{stem}-{n}.pb.gz");
-        n += 1;
-    }
-    let path = dir.join(&entry.path);
-    let parent = path.parent().unwrap_or(dir);
-    std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let tmp = parent.join(format!(
-        ".{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    file.write_all(bytes).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-
-    let index = dir.join(INDEX_FILE);
-    let mut line = serde_json::to_string(entry).expect("index entries always serialize");
-    line.push('\n');
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&index)
-        .map_err(io(&index))?;
-    // One write of the whole line: concurrent readers never see half a record.
-    file.write_all(line.as_bytes()).map_err(io(&index))?;
-    Ok(())
-}
-
 #[async_trait::async_trait]
 impl Sink for LocalDirSink {
     fn name(&self) -> &'static str {
@@ -133,21 +199,17 @@ impl Sink for LocalDirSink {
     }
 
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
-        let window = batch.start_unix_nanos.div_euclid(1_000_000_000);
+        let window = batch.start_unix_nanos.div_euclid(1_000_000_000).to_string();
         let mut files = Vec::with_capacity(batch.profiles.len());
         for (tags, profile) in &batch.profiles {
             let kind = profile.kind.name();
             let service = tags
                 .get(crate::metadata::keys::SERVICE_NAME)
                 .unwrap_or("unknown");
-            let path = format!(
-                "profiles/{window}/{kind}-{}-{:08x}.pb.gz",
-                sanitize(service),
-                tags_hash(tags)
-            );
             let bytes = pprof::encode_gzip_tagged(profile, tags.iter());
             let entry = IndexEntry {
-                path,
+                // The file name's stem for now; write_one makes it the path.
+                path: format!("{kind}-{}-{:08x}", sanitize(service), tags_hash(tags)),
                 kind: kind.to_owned(),
                 start_unix_nanos: batch.start_unix_nanos,
                 end_unix_nanos: batch.end_unix_nanos,
@@ -155,12 +217,11 @@ impl Sink for LocalDirSink {
             };
             files.push((bytes, entry));
         }
-        let dir = self.dir.clone();
+        let sink = self.clone();
         let write = tokio::task::spawn_blocking(move || {
-            let mut files = files;
             let mut outcome = ExportOutcome::default();
-            for (bytes, entry) in &mut files {
-                write_one(&dir, bytes, entry)?;
+            for (bytes, mut entry) in files {
+                sink.write_one(&window, &bytes, &mut entry)?;
                 outcome.requests += 1;
                 outcome.bytes += bytes.len() as u64;
             }
@@ -168,7 +229,7 @@ impl Sink for LocalDirSink {
         });
         write.await.unwrap_or_else(|join| {
             Err(ExportError::Io {
-                path: self.dir.clone(),
+                path: self.dir().to_owned(),
                 source: std::io::Error::other(join.to_string()),
             })
         })
@@ -187,5 +248,31 @@ mod tests {
         assert_eq!(tags_hash(&tags), tags_hash(&tags.clone()));
         let other: Tags = [("service.name", "carts")].into_iter().collect();
         assert_ne!(tags_hash(&tags), tags_hash(&other));
+    }
+
+    #[test]
+    fn a_torn_index_tail_and_temp_files_are_repaired_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        drop(LocalDirSink::open(&dir, DataMode::default()).unwrap());
+        let whole = "{\"path\":\"profiles/1/a.pb.gz\"}\n";
+        std::fs::write(dir.join(INDEX_FILE), format!("{whole}{{\"path\":\"prof")).unwrap();
+        std::fs::create_dir(dir.join("profiles/1")).unwrap();
+        std::fs::write(dir.join("profiles/1/.a.pb.gz.9-1.tmp"), b"half").unwrap();
+        std::fs::write(dir.join(".index.jsonl.tmp"), b"x").unwrap();
+        let sink = LocalDirSink::open(&dir, DataMode::default()).unwrap();
+        assert_eq!(
+            sink.repairs(),
+            Repairs {
+                torn_index_bytes: 13,
+                temp_files: 2
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(INDEX_FILE)).unwrap(),
+            whole
+        );
+        let again = LocalDirSink::open(&dir, DataMode::default()).unwrap();
+        assert_eq!(again.repairs(), Repairs::default());
     }
 }

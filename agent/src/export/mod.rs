@@ -15,11 +15,7 @@ pub mod queue;
 pub mod retry;
 pub mod size;
 
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-    time::Duration,
-};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use crate::{metadata::Tags, profile::Profile};
 
@@ -120,6 +116,9 @@ pub enum ExportError {
         #[source]
         source: std::io::Error,
     },
+    /// A file or directory of sonde's own could not be used (disk full, a planted link, a foreign owner).
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
     /// Several sinks of a fan-out failed; the first failure is the source.
     #[error("{failed} of {total} sinks failed")]
     FanOut {
@@ -167,13 +166,13 @@ pub trait Sink: Send + Sync {
 
 /// The daemon's sink: OTLP when an endpoint is configured, else the local data directory. Must be called
 /// inside a tokio runtime (the OTLP channel connects lazily on it).
-pub fn build_sink(
+pub(crate) fn build_sink(
     otlp: Option<&otlp::OtlpConfig>,
-    data_dir: &Path,
+    data: &crate::storage::SafeDir,
     metrics: Arc<ExportMetrics>,
 ) -> Result<Arc<dyn Sink>, ExportError> {
     Ok(match otlp {
         Some(config) => Arc::new(otlp::OtlpSink::new(config.clone(), metrics)?),
-        None => Arc::new(local::LocalDirSink::new(data_dir)),
+        None => Arc::new(local::LocalDirSink::in_dir(data.clone())?),
     })
 }

@@ -7,11 +7,14 @@
 //! used files go first). A miss (404 from every server) is remembered on disk as
 //! `<dir>/<build id>/debuginfo.miss` for the negative TTL; a failure (timeout, refused, 5xx) in memory
 //! only, for a shorter time, so a server that comes back is asked again soon.
+//!
+//! The cache is one of sonde's own directories ([`SafeDir`]): a symlinked, foreign or world-writable one
+//! is refused at start, and files are created with `O_EXCL` and renamed into place.
 
 use std::{
     collections::HashMap,
     fs::File,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -20,7 +23,10 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use crate::process::ElfInfo;
+use crate::{
+    process::ElfInfo,
+    storage::{DataMode, SafeDir, StorageError},
+};
 
 /// Fetch requests queued at most; more wait for a later window.
 const QUEUE: usize = 256;
@@ -81,7 +87,7 @@ pub(crate) enum Lookup {
 #[derive(Debug)]
 enum Entry {
     Pending,
-    Found(PathBuf),
+    Found,
     Miss(Instant),
     Failed(Instant),
 }
@@ -100,6 +106,7 @@ struct Counters {
 
 struct Shared {
     config: DebuginfodConfig,
+    cache: SafeDir,
     entries: Mutex<HashMap<String, Entry>>,
     counters: Counters,
 }
@@ -112,27 +119,20 @@ pub(crate) struct Client {
 
 /// Why the client could not start.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "cannot use {} as the debuginfod cache: {source}; pass a writable --debuginfod-cache-dir",
-    dir.display()
-)]
-pub struct CacheDirError {
-    dir: PathBuf,
-    #[source]
-    source: std::io::Error,
-}
+#[error("cannot use the debuginfod cache: {0}; or pass another --debuginfod-cache-dir")]
+pub struct CacheDirError(#[source] StorageError);
 
 impl Client {
     /// Creates the cache directory and starts the fetch threads.
     pub(crate) fn start(config: DebuginfodConfig) -> Result<Self, CacheDirError> {
-        std::fs::create_dir_all(&config.cache_dir).map_err(|source| CacheDirError {
-            dir: config.cache_dir.clone(),
-            source,
-        })?;
+        // Debug files are public; owner-only all the same, as sonde's other directories.
+        let cache =
+            SafeDir::open_root(&config.cache_dir, DataMode::default()).map_err(CacheDirError)?;
         let (jobs, rx) = mpsc::sync_channel::<String>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
         let shared = Arc::new(Shared {
             config,
+            cache,
             entries: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         });
@@ -171,9 +171,9 @@ impl Client {
         let mut entries = self.shared.entries.lock().expect("debuginfod lock");
         match entries.get(build_id) {
             Some(Entry::Pending) => return Lookup::Pending,
-            Some(Entry::Found(path)) => {
+            Some(Entry::Found) => {
                 // When the cache evicted it meanwhile, it is fetched again below.
-                if let Ok(file) = File::open(path) {
+                if let Some(file) = open_cached(&self.shared.cache, build_id, DEBUGINFO) {
                     return Lookup::Ready(file);
                 }
             }
@@ -183,15 +183,14 @@ impl Client {
             Some(Entry::Failed(at)) if at.elapsed() < FAILURE_TTL => return Lookup::Failed,
             _ => {}
         }
-        let dir = self.shared.config.cache_dir.join(build_id);
-        if let Ok(file) = File::open(dir.join("debuginfo")) {
+        if let Some(file) = open_cached(&self.shared.cache, build_id, DEBUGINFO) {
             c.cache_hits.fetch_add(1, Ordering::Relaxed);
             // Recently used: the last to be evicted.
             let _ = file.set_modified(SystemTime::now());
-            entries.insert(build_id.to_owned(), Entry::Found(dir.join("debuginfo")));
+            entries.insert(build_id.to_owned(), Entry::Found);
             return Lookup::Ready(file);
         }
-        if let Some(age) = age_of(&dir.join("debuginfo.miss"))
+        if let Some(age) = open_cached(&self.shared.cache, build_id, MISS).and_then(|f| age_of(&f))
             && age < self.shared.config.negative_ttl
         {
             let since = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
@@ -227,8 +226,23 @@ impl Client {
     }
 }
 
-fn age_of(path: &Path) -> Option<Duration> {
-    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+/// Names inside a build id's cache directory (elfutils' layout).
+const DEBUGINFO: &str = "debuginfo";
+const MISS: &str = "debuginfo.miss";
+
+/// `<cache>/<build_id>/<name>`, opened without following links; None when absent or unusable.
+fn open_cached(cache: &SafeDir, build_id: &str, name: &str) -> Option<File> {
+    let dir = cache.existing_subdir(build_id).ok()??;
+    if !dir.exists(name).ok()? {
+        return None;
+    }
+    dir.open_read(name)
+        .inspect_err(|err| tracing::warn!(%err, "unusable file in the debuginfod cache"))
+        .ok()
+}
+
+fn age_of(file: &File) -> Option<Duration> {
+    let modified = file.metadata().ok()?.modified().ok()?;
     Some(
         SystemTime::now()
             .duration_since(modified)
@@ -239,7 +253,6 @@ fn age_of(path: &Path) -> Option<Duration> {
 /// One fetch: each server in turn until one has it.
 fn fetch(shared: &Shared, agent: &ureq::Agent, build_id: &str) -> Entry {
     let c = &shared.counters;
-    let dir = shared.config.cache_dir.join(build_id);
     let mut failed = false;
     for base in &shared.config.urls {
         let url = format!(
@@ -247,13 +260,13 @@ fn fetch(shared: &Shared, agent: &ureq::Agent, build_id: &str) -> Entry {
             base.trim_end_matches('/')
         );
         c.requests.fetch_add(1, Ordering::Relaxed);
-        match download(shared, agent, &url, &dir, build_id) {
-            Ok(Some(path)) => {
+        match download(shared, agent, &url, build_id) {
+            Ok(true) => {
                 c.fetched.fetch_add(1, Ordering::Relaxed);
-                evict(&shared.config.cache_dir, shared.config.cache_max_bytes);
-                return Entry::Found(path);
+                evict(&shared.cache, shared.config.cache_max_bytes);
+                return Entry::Found;
             }
-            Ok(None) => {}
+            Ok(false) => {}
             Err(err) => {
                 tracing::debug!(%url, %err, "debuginfod fetch failed");
                 failed = true;
@@ -265,8 +278,13 @@ fn fetch(shared: &Shared, agent: &ureq::Agent, build_id: &str) -> Entry {
         Entry::Failed(Instant::now())
     } else {
         c.misses.fetch_add(1, Ordering::Relaxed);
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = File::create(dir.join("debuginfo.miss"));
+        let marked = shared
+            .cache
+            .subdir(build_id)
+            .and_then(|dir| dir.create_new(MISS)?.commit(true));
+        if let Err(err) = marked {
+            tracing::debug!(%err, "cannot remember a debuginfod miss on disk");
+        }
         Entry::Miss(Instant::now())
     }
 }
@@ -279,6 +297,8 @@ enum FetchError {
     Status(u16),
     #[error("cache write: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cache: {0}")]
+    Storage(#[from] StorageError),
     #[error("larger than the cache bound of {0} bytes")]
     TooLarge(u64),
     #[error("not an ELF debug file of build {0}")]
@@ -290,73 +310,70 @@ fn download(
     shared: &Shared,
     agent: &ureq::Agent,
     url: &str,
-    dir: &Path,
     build_id: &str,
-) -> Result<Option<PathBuf>, FetchError> {
+) -> Result<bool, FetchError> {
     let response = agent.get(url).call()?;
     match response.status().as_u16() {
         200 => {}
-        404 => return Ok(None),
+        404 => return Ok(false),
         other => return Err(FetchError::Status(other)),
     }
     let max = shared.config.cache_max_bytes;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".debuginfo.{}.tmp", std::process::id()));
-    let mut out = File::create(&tmp)?;
+    let dir = shared.cache.subdir(build_id)?;
+    // Removed on drop unless committed: a failed or wrong download leaves nothing behind.
+    let mut out = dir.create_new(DEBUGINFO)?;
     let mut body = response.into_body().into_with_config().limit(max).reader();
-    let copied = std::io::copy(&mut body, &mut out);
-    let bytes = out.metadata().map(|m| m.len()).unwrap_or(0);
+    let copied = std::io::copy(&mut body, out.file());
+    let bytes = out.file().metadata().map(|m| m.len()).unwrap_or(0);
     shared.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-    let result = copied.map_err(|e| {
+    copied.map_err(|e| {
         if bytes >= max {
             FetchError::TooLarge(max)
         } else {
             FetchError::Io(e)
         }
-    });
-    let verified = result.and_then(|_| {
-        let info = ElfInfo::read(&File::open(&tmp)?);
-        if info.build_id.as_deref() == Some(build_id) && (info.has_symtab || info.has_debug_info) {
-            Ok(())
-        } else {
-            if info.build_id.is_some() {
-                shared.counters.mismatches.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(FetchError::WrongFile(build_id.to_owned()))
+    })?;
+    let info = ElfInfo::read(out.file());
+    if info.build_id.as_deref() != Some(build_id) || !(info.has_symtab || info.has_debug_info) {
+        if info.build_id.is_some() {
+            shared.counters.mismatches.fetch_add(1, Ordering::Relaxed);
         }
-    });
-    if let Err(err) = verified {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(err);
+        return Err(FetchError::WrongFile(build_id.to_owned()));
     }
-    let path = dir.join("debuginfo");
-    std::fs::rename(&tmp, &path)?;
-    let _ = std::fs::remove_file(dir.join("debuginfo.miss"));
-    Ok(Some(path))
+    out.commit(true)?;
+    if dir.exists(MISS)? {
+        dir.remove(MISS)?;
+    }
+    Ok(true)
 }
 
 /// Deletes the least recently used debug files until the cache holds at most `max` bytes. Files in
 /// use stay readable: sonde holds them open.
-fn evict(cache: &Path, max: u64) {
-    let Ok(dirs) = std::fs::read_dir(cache) else {
+fn evict(cache: &SafeDir, max: u64) {
+    let Ok(dirs) = cache.entries() else {
         return;
     };
-    let mut files: Vec<(SystemTime, u64, PathBuf)> = dirs
-        .flatten()
-        .map(|d| d.path().join("debuginfo"))
-        .filter_map(|p| {
-            let meta = std::fs::metadata(&p).ok()?;
-            Some((meta.modified().ok()?, meta.len(), p))
+    let mut files: Vec<(SystemTime, u64, SafeDir)> = dirs
+        .into_iter()
+        .filter(|d| d.is_dir)
+        .filter_map(|d| {
+            let dir = cache.existing_subdir(&d.name).ok()??;
+            let file = dir
+                .entries()
+                .ok()?
+                .into_iter()
+                .find(|e| e.name == DEBUGINFO)?;
+            file.is_file.then_some((file.modified, file.len, dir))
         })
         .collect();
     let mut total: u64 = files.iter().map(|f| f.1).sum();
-    files.sort();
-    for (_, len, path) in files {
+    files.sort_by_key(|f| f.0);
+    for (_, len, dir) in files {
         if total <= max {
             break;
         }
-        if std::fs::remove_file(&path).is_ok() {
-            tracing::debug!(path = %path.display(), "debuginfod cache full: evicted");
+        if dir.remove(DEBUGINFO).is_ok() {
+            tracing::debug!(dir = %dir.path().display(), "debuginfod cache full: evicted");
             total -= len;
         }
     }
@@ -395,7 +412,10 @@ mod tests {
             let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + i as u64);
             file.set_modified(t).unwrap();
         }
-        evict(cache.path(), 2000);
+        evict(
+            &SafeDir::open_root(cache.path(), DataMode::default()).unwrap(),
+            2000,
+        );
         let left: Vec<bool> = ["aa01", "bb02", "cc03"]
             .iter()
             .map(|id| cache.path().join(id).join("debuginfo").exists())

@@ -1,0 +1,16 @@
+//! Files sonde owns on disk (the data directory, the spool, the debuginfod cache), reached only through
+//! directory handles.
+//!
+//! sonde runs as root, and these directories can be reached by others (a hostPath, `/var/lib`). So
+//! nothing here follows a path string: each directory is an open `O_DIRECTORY` descriptor, every name
+//! is one component opened relative to it with `O_NOFOLLOW`, new files are created with `O_EXCL`, and a
+//! directory that is a symlink, belongs to another user or is writable by group or others is refused.
+//! Modes are set with `fchmod`, so they hold whatever the umask is.
+
+mod error;
+mod mode;
+mod safe_dir;
+
+pub use error::StorageError;
+pub use mode::DataMode;
+pub(crate) use safe_dir::SafeDir;
