@@ -187,20 +187,38 @@ fn selector_that_matches_nothing() {
     );
 }
 
+/// A line that is not an entry, a torn last line (a crash mid-append) and a line whose file is gone are
+/// skipped with a warning each; `--strict` refuses the directory at the first.
 #[test]
 fn broken_index() {
-    let dir = data_dir("bad_index", &format!("{ENTRY}\nnot json\n"));
-    fails_with(
-        &[
-            "--data".as_ref(),
-            dir.as_os_str(),
-            "--base".as_ref(),
-            "version=2.3".as_ref(),
-            "--new".as_ref(),
-            "version=2.3".as_ref(),
-        ],
-        &["index.jsonl line 2"],
+    let gone = ENTRY.replace("good.pb.gz", "pruned.pb.gz");
+    let dir = data_dir(
+        "bad_index",
+        &format!("{ENTRY}\nnot json\n{gone}\n{{\"path\":\"prof"),
     );
+    let args = [
+        "--data".as_ref(),
+        dir.as_os_str(),
+        "--base".as_ref(),
+        "version=2.3".as_ref(),
+        "--new".as_ref(),
+        "version=2.3".as_ref(),
+    ];
+    let out = sonde_diff(&args[..]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for expected in [
+        "index.jsonl line 2: skipped",
+        "index.jsonl line 3: skipped (file \"pruned.pb.gz\"",
+        "index.jsonl line 4: skipped",
+        "3 index line(s) skipped",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} in: {stderr}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("work"));
+    let mut strict = args.to_vec();
+    strict.push("--strict".as_ref());
+    fails_with(&strict, &["index.jsonl line 2"]);
     let empty = scratch("bad_no_index");
     fails_with(
         &[

@@ -273,6 +273,7 @@ fn index_entries_cannot_leave_the_data_directory() {
         &"version=1",
         &"--new",
         &"version=1",
+        &"--strict",
     ]);
     let run = run_diff(&as_refs(&a), b"", Duration::from_secs(30));
     assert_fails(
@@ -281,6 +282,16 @@ fn index_entries_cannot_leave_the_data_directory() {
             "index.jsonl line 1",
             "\"/dev/zero\" is not a file inside the data directory",
         ],
+    );
+    // Without --strict the line is skipped, with the same reason, and nothing is left to compare.
+    let run = run_diff(&as_refs(&a[..a.len() - 1]), b"", Duration::from_secs(30));
+    assert_eq!(run.code, Some(1), "stderr: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("\"/dev/zero\" is not a file inside the data directory")
+            && run.stderr.contains("no cpu profile"),
+        "{}",
+        run.stderr
     );
 }
 

@@ -92,26 +92,52 @@ pub struct Query<'a> {
     pub until: Option<i64>,
 }
 
-/// Reads `<dir>/index.jsonl`.
-pub fn read_index(dir: &Path, limits: Limits) -> Result<Vec<Entry>, DiffError> {
+/// The usable entries of an index, and why the others were skipped.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Entries that parsed and whose file is there.
+    pub entries: Vec<Entry>,
+    /// One message per skipped line.
+    pub skipped: Vec<String>,
+}
+
+/// Reads `<dir>/index.jsonl`. A line that does not parse, leaves the directory or names a file that is
+/// not there (a torn write, a pruned window) is skipped and reported; with `strict` it is an error.
+pub fn read_index(dir: &Path, limits: Limits, strict: bool) -> Result<Index, DiffError> {
     let path = dir.join("index.jsonl");
     let text = super::input::read_text(&path, limits).map_err(|e| match e {
         DiffError::Read { path, source } => DiffError::Index { path, source },
         other => other,
     })?;
-    let mut entries = Vec::new();
+    let mut index = Index::default();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let entry = parse_entry(line).map_err(|reason| DiffError::IndexLine {
-            path: path.clone(),
-            line: n + 1,
-            reason,
-        })?;
-        entries.push(entry);
+        let usable = parse_entry(line).and_then(|entry| {
+            match std::fs::symlink_metadata(dir.join(&entry.path)) {
+                Ok(meta) if meta.is_file() => Ok(entry),
+                Ok(_) => Err(format!("{:?} is not a regular file", entry.path)),
+                Err(e) => Err(format!("file {:?}: {e}", entry.path)),
+            }
+        });
+        match usable {
+            Ok(entry) => index.entries.push(entry),
+            Err(reason) if strict => {
+                return Err(DiffError::IndexLine {
+                    path,
+                    line: n + 1,
+                    reason,
+                });
+            }
+            Err(reason) => index.skipped.push(format!(
+                "{} line {}: skipped ({reason})",
+                path.display(),
+                n + 1
+            )),
+        }
     }
-    Ok(entries)
+    Ok(index)
 }
 
 /// Parses one line of the index.

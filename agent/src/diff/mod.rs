@@ -120,6 +120,10 @@ pub struct DiffArgs {
     /// how many, instead of failing.
     #[arg(long)]
     pub lenient: bool,
+    /// With --data: refuse an index with a line that does not parse or names a missing file, instead of
+    /// skipping that line with a warning.
+    #[arg(long, requires = "data")]
+    pub strict: bool,
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -135,7 +139,17 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffErro
         let paths = |v: &[String]| v.iter().map(PathBuf::from).collect();
         return Ok((paths(&args.base), paths(&args.new)));
     };
-    let entries = datadir::read_index(dir, limits(args))?;
+    let index = datadir::read_index(dir, limits(args), args.strict)?;
+    if !index.skipped.is_empty() {
+        for reason in &index.skipped {
+            eprintln!("sonde: warning: {reason}");
+        }
+        eprintln!(
+            "sonde: warning: {} index line(s) skipped; --strict refuses such a directory",
+            index.skipped.len()
+        );
+    }
+    let entries = index.entries;
     let since = args.since.as_deref().map(datadir::parse_time).transpose()?;
     let until = args.until.as_deref().map(datadir::parse_time).transpose()?;
     let kind = match args.sample_type.as_deref() {
