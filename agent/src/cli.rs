@@ -23,6 +23,8 @@ pub enum Command {
     Run(crate::daemon::DaemonArgs),
     /// Print a running agent's signal table (overhead, coverage, loss, lag) with verdicts.
     Status(crate::status::StatusArgs),
+    /// Apply the retention tiers to a local data directory once (the daemon does it by itself).
+    Prune(crate::retention::command::PruneArgs),
     /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).
     Diff(crate::diff::DiffArgs),
     /// Build the unwind tables of binaries and print their size and build time (diagnostics).

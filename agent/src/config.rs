@@ -29,6 +29,12 @@
 //! debuginfod_cache_mib = 2048
 //! debuginfod_timeout_secs = 10
 //! debuginfod_negative_ttl_secs = 600
+//! [retention]                      # local data directory: dense recent windows, sparse history
+//! recent_secs = 86400              # every window for a day,
+//! hourly_secs = 1209600            # then one merged profile per process and hour for 14 days,
+//! per_release_secs = 7776000       # and the last per_release_keep hourly profiles of each
+//! per_release_keep = 24            #   service.version for 90 days;
+//! max_mib = 2048                   # all under this cap (oldest deleted first, counted)
 //! ```
 
 use std::{
@@ -116,6 +122,9 @@ pub struct RunArgs {
     /// the directory's group read profiles. Applied whatever the umask.
     #[arg(long, value_name = "MODE")]
     pub data_mode: Option<crate::storage::DataMode>,
+    /// Test hook: the hourly tier's "hour", in seconds, so retention can be seen in a test's minute.
+    #[arg(long, hide = true, value_name = "SECS")]
+    pub test_retention_hour_secs: Option<u64>,
     /// This node's name; enables Kubernetes metadata. Default: `$NODE_NAME` (downward API).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -128,6 +137,8 @@ struct FileConfig {
     export_interval_secs: Option<u64>,
     data_dir: Option<PathBuf>,
     data_mode: Option<crate::storage::DataMode>,
+    #[serde(default)]
+    retention: crate::retention::RetentionFile,
     queue_capacity: Option<usize>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
@@ -177,6 +188,8 @@ pub struct DaemonConfig {
     pub data_dir: PathBuf,
     /// Permission bits of what sonde writes in `data_dir` (and its other directories).
     pub data_mode: crate::storage::DataMode,
+    /// Tiers of the local data directory (`[retention]`).
+    pub retention: crate::retention::Policy,
     /// OTLP export, when an endpoint is configured.
     pub otlp: Option<OtlpConfig>,
     /// Windows kept while the backend is slow or down.
@@ -306,6 +319,17 @@ impl DaemonConfig {
             export_interval: Duration::from_secs(secs),
             data_dir,
             data_mode: args.data_mode.or(file.data_mode).unwrap_or_default(),
+            retention: file
+                .retention
+                .policy(args.test_retention_hour_secs)
+                .map_err(|e| match e {
+                    crate::retention::RetentionError::Range {
+                        key,
+                        value,
+                        expected,
+                    } => invalid(&format!("retention.{key}"), &value.to_string(), expected),
+                    other => invalid("retention", "", &other.to_string()),
+                })?,
             otlp,
             queue_capacity,
             metadata,

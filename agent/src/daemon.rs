@@ -140,8 +140,20 @@ async fn serve(
                 config.data_dir.display()
             )
         })?;
+    // Two agents on one directory would interleave the index and prune each other's files.
+    let _lock = data.try_lock(crate::storage::DATA_LOCK)?.with_context(|| {
+        format!(
+            "{} is in use by another running sonde: give each its own --data-dir",
+            config.data_dir.display()
+        )
+    })?;
     let export_metrics = Arc::new(ExportMetrics::default());
-    let sink = export::build_sink(config.otlp.as_ref(), &data, export_metrics.clone())?;
+    let sink = export::build_sink(
+        config.otlp.as_ref(),
+        &data,
+        &config.retention,
+        export_metrics.clone(),
+    )?;
     let exporter = Exporter::spawn(sink, config.queue_capacity, export_metrics.clone());
     let local_dir = config.otlp.is_none().then(|| config.data_dir.clone());
     let metrics = Metrics::new(exporter.clone(), config.export_interval, local_dir);

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod process;
 pub mod profile;
 pub mod record;
+pub mod retention;
 pub mod sampler;
 pub mod status;
 pub mod stop_signal;

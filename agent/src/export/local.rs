@@ -11,19 +11,23 @@
 //! lines and only files that exist. A crash between the two leaves at worst a file without a line, or a
 //! torn last line, which [`LocalDirSink::open`] repairs at the next start, with the temporary files.
 
-use std::path::Path;
+use std::{
+    path::Path,
+    sync::{Arc, Mutex},
+};
 
 use super::{Batch, ExportError, ExportOutcome, Sink};
 use crate::{
     metadata::Tags,
     profile::pprof,
+    retention::{Policy, Retention},
     storage::{DataMode, SafeDir, StorageError},
 };
 
 /// Name of the index file inside the data directory.
 pub const INDEX_FILE: &str = "index.jsonl";
 /// Directory of the profile files inside the data directory.
-const PROFILES_DIR: &str = "profiles";
+pub(crate) const PROFILES_DIR: &str = "profiles";
 /// The tail of the index read to find a torn last line; far longer than any line.
 const TAIL_BYTES: u64 = 1 << 20;
 
@@ -57,6 +61,8 @@ pub struct LocalDirSink {
     root: SafeDir,
     profiles: SafeDir,
     repairs: Repairs,
+    /// The daemon's tiers, applied after each window is written (serialised with the writes).
+    retention: Option<Arc<Mutex<Retention>>>,
 }
 
 impl LocalDirSink {
@@ -89,7 +95,50 @@ impl LocalDirSink {
             root,
             profiles,
             repairs,
+            retention: None,
         })
+    }
+
+    /// Applies `policy` after every window.
+    pub(crate) fn with_retention(mut self, policy: Policy) -> Self {
+        self.retention = Some(Arc::new(Mutex::new(Retention::new(policy))));
+        self
+    }
+
+    fn apply_retention(&self, added: u64) {
+        let Some(retention) = &self.retention else {
+            return;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let mut retention = retention.lock().expect("retention lock");
+        match retention.after_write(&self.root, added, now) {
+            Ok(None) => {}
+            Ok(Some(o)) if o.capped > 0 || o.lines_dropped > 0 || o.merge_failures > 0 => {
+                tracing::warn!(
+                    capped = o.capped,
+                    capped_bytes = o.capped_bytes,
+                    lines_dropped = o.lines_dropped,
+                    merge_failures = o.merge_failures,
+                    windows_merged = o.windows_merged,
+                    expired = o.expired,
+                    bytes = o.bytes_after,
+                    "retention deleted profiles to stay under retention.max_mib, or found damage"
+                );
+            }
+            Ok(Some(o)) => tracing::info!(
+                windows_merged = o.windows_merged,
+                hourly_written = o.hourly_written,
+                expired = o.expired,
+                orphans = o.orphans,
+                bytes = o.bytes_after,
+                "retention pass"
+            ),
+            Err(err) => {
+                tracing::warn!(%err, "retention pass failed; it is tried again next window")
+            }
+        }
     }
 
     /// The data directory.
@@ -225,6 +274,7 @@ impl Sink for LocalDirSink {
                 outcome.requests += 1;
                 outcome.bytes += bytes.len() as u64;
             }
+            sink.apply_retention(outcome.bytes);
             Ok(outcome)
         });
         write.await.unwrap_or_else(|join| {

@@ -169,10 +169,13 @@ pub trait Sink: Send + Sync {
 pub(crate) fn build_sink(
     otlp: Option<&otlp::OtlpConfig>,
     data: &crate::storage::SafeDir,
+    retention: &crate::retention::Policy,
     metrics: Arc<ExportMetrics>,
 ) -> Result<Arc<dyn Sink>, ExportError> {
     Ok(match otlp {
         Some(config) => Arc::new(otlp::OtlpSink::new(config.clone(), metrics)?),
-        None => Arc::new(local::LocalDirSink::in_dir(data.clone())?),
+        None => {
+            Arc::new(local::LocalDirSink::in_dir(data.clone())?.with_retention(retention.clone()))
+        }
     })
 }

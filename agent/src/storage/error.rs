@@ -39,6 +39,8 @@ pub enum StorageError {
     BadName { dir: PathBuf, name: String },
     #[error("{} already exists", path.display())]
     AlreadyExists { path: PathBuf },
+    #[error("{} is larger than {max} bytes", path.display())]
+    TooLarge { path: PathBuf, max: u64 },
     #[error("{}: wrote {written} of {len} bytes (disk full?)", path.display())]
     ShortWrite {
         path: PathBuf,

@@ -12,5 +12,8 @@ mod mode;
 mod safe_dir;
 
 pub use error::StorageError;
+
+/// Lock file of a data directory: held by the `sonde run` using it, and by `sonde prune`.
+pub(crate) const DATA_LOCK: &str = "sonde.lock";
 pub use mode::DataMode;
 pub(crate) use safe_dir::SafeDir;

@@ -4,7 +4,7 @@
 use std::{
     ffi::OsStr,
     fs::File,
-    io::Write as _,
+    io::{Read as _, Write as _},
     os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
     sync::{
@@ -253,6 +253,26 @@ impl SafeDir {
         self.open_file(name, OFlags::RDONLY)
     }
 
+    /// The whole of `name`, refused past `max_bytes`.
+    pub(crate) fn read(&self, name: &str, max_bytes: u64) -> Result<Vec<u8>, StorageError> {
+        let path = self.path.join(name);
+        let file = self.open_read(name)?;
+        let mut out = Vec::new();
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(|source| StorageError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        if out.len() as u64 > max_bytes {
+            return Err(StorageError::TooLarge {
+                path,
+                max: max_bytes,
+            });
+        }
+        Ok(out)
+    }
+
     fn open_file(&self, name: &str, access: OFlags) -> Result<File, StorageError> {
         self.check_name(name)?;
         let path = self.path.join(name);
@@ -287,6 +307,29 @@ impl SafeDir {
         self.check_name(name)?;
         rfs::unlinkat(&self.fd, name, AtFlags::empty())
             .map_err(|e| io_err(&self.path.join(name), e))
+    }
+
+    /// Removes the empty subdirectory `name`.
+    pub(crate) fn remove_dir(&self, name: &str) -> Result<(), StorageError> {
+        self.check_name(name)?;
+        rfs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR)
+            .map_err(|e| io_err(&self.path.join(name), e))
+    }
+
+    /// Takes an exclusive lock on the file `name` (created if missing), held while the returned file
+    /// is open; `None` when another process holds it.
+    pub(crate) fn try_lock(&self, name: &str) -> Result<Option<File>, StorageError> {
+        self.check_name(name)?;
+        let path = self.path.join(name);
+        let flags = FILE_FLAGS | OFlags::RDWR | OFlags::CREATE;
+        let fd = rfs::openat(&self.fd, name, flags, Mode::from_raw_mode(self.mode.file()))
+            .map_err(|e| open_err(&self.fd, name, &path, e))?;
+        self.check_own_file(&fd, &path)?;
+        match rfs::flock(&fd, rfs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(File::from(fd))),
+            Err(Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(io_err(&path, e)),
+        }
     }
 
     /// Every name in the directory except `.` and `..`, unsorted. Names that are not UTF-8 were not
