@@ -7,6 +7,8 @@
 //! data_dir = "/var/lib/sonde"
 //! data_mode = "0600"              # files 0600, directories 0700; "0640" lets a log-reader group read
 //! queue_capacity = 8
+//! spool_max_mib = 256              # OTLP: disk spool for windows the backend cannot take now
+//! spool_max_age_secs = 86400       # optional: spooled windows older than this are dropped
 //! [labels]
 //! "deployment.environment.name" = "prod"
 //! [otlp]
@@ -49,6 +51,11 @@ use crate::{
     status::Thresholds,
     symbolize::SymbolFile,
 };
+
+mod file_key;
+mod ranges;
+
+use file_key::parse_file;
 
 /// Environment variable read for the bearer token unless `otlp.bearer_token_env` names another.
 pub const DEFAULT_TOKEN_ENV: &str = "SONDE_OTLP_TOKEN";
@@ -125,6 +132,10 @@ pub struct RunArgs {
     /// Test hook: the hourly tier's "hour", in seconds, so retention can be seen in a test's minute.
     #[arg(long, hide = true, value_name = "SECS")]
     pub test_retention_hour_secs: Option<u64>,
+    /// Bound of the disk spool (`<data-dir>/spool`) that keeps windows an OTLP backend cannot take now,
+    /// MiB; the oldest are dropped beyond it [default: 256].
+    #[arg(long, value_name = "MIB")]
+    pub spool_max_mib: Option<u64>,
     /// This node's name; enables Kubernetes metadata. Default: `$NODE_NAME` (downward API).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -139,7 +150,9 @@ struct FileConfig {
     data_mode: Option<crate::storage::DataMode>,
     #[serde(default)]
     retention: crate::retention::RetentionFile,
-    queue_capacity: Option<usize>,
+    queue_capacity: Option<u64>,
+    spool_max_mib: Option<u64>,
+    spool_max_age_secs: Option<u64>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -165,7 +178,7 @@ struct FileOtlp {
     ca_file: Option<PathBuf>,
     client_cert_file: Option<PathBuf>,
     client_key_file: Option<PathBuf>,
-    max_request_bytes: Option<usize>,
+    max_request_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -175,7 +188,7 @@ struct FileMetadata {
     region: Option<String>,
     service_name_label: Option<String>,
     service_version_label: Option<String>,
-    cache_capacity: Option<usize>,
+    cache_capacity: Option<u64>,
     proc_root: Option<PathBuf>,
 }
 
@@ -194,6 +207,8 @@ pub struct DaemonConfig {
     pub otlp: Option<OtlpConfig>,
     /// Windows kept while the backend is slow or down.
     pub queue_capacity: usize,
+    /// Bounds of the OTLP sink's disk spool.
+    pub spool: crate::export::spool::SpoolLimits,
     /// Metadata settings, static labels included.
     pub metadata: MetadataConfig,
     /// The `[symbols]` table, completed by the symbol flags (`SymbolArgs::with_file`).
@@ -232,21 +247,25 @@ impl DaemonConfig {
             Some((path, text)) => parse_file(path, text)?,
             None => FileConfig::default(),
         };
-        let secs = args
-            .export_interval
-            .or(file.export_interval_secs)
-            .unwrap_or(10);
-        if secs == 0 {
-            return Err(invalid(
-                "export_interval_secs",
-                "0",
-                "must be at least 1 second",
-            ));
-        }
-        let queue_capacity = file.queue_capacity.unwrap_or(8);
-        if queue_capacity == 0 {
-            return Err(invalid("queue_capacity", "0", "must be at least 1"));
-        }
+        let secs = ranges::EXPORT_INTERVAL_SECS.check(
+            args.export_interval
+                .or(file.export_interval_secs)
+                .unwrap_or(10),
+        )?;
+        let queue_capacity =
+            ranges::QUEUE_CAPACITY.check(file.queue_capacity.unwrap_or(8))? as usize;
+        let spool = crate::export::spool::SpoolLimits {
+            max_bytes: ranges::SPOOL_MAX_MIB.check(
+                args.spool_max_mib
+                    .or(file.spool_max_mib)
+                    .unwrap_or(crate::export::spool::DEFAULT_SPOOL_MAX_MIB),
+            )? << 20,
+            max_age: file
+                .spool_max_age_secs
+                .map(|s| ranges::SPOOL_MAX_AGE_SECS.check(s).map(Duration::from_secs))
+                .transpose()?,
+        };
+        ranges::check_thresholds(&file.status)?;
         let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| {
             // systemd sets INVOCATION_ID for services: use the conventional state directory there.
             if env("INVOCATION_ID").is_some() {
@@ -291,14 +310,9 @@ impl DaemonConfig {
 
         let defaults = MetadataConfig::default();
         let m = file.metadata;
-        let cache_capacity = m.cache_capacity.unwrap_or(defaults.cache_capacity);
-        if cache_capacity == 0 {
-            return Err(invalid(
-                "metadata.cache_capacity",
-                "0",
-                "must be at least 1",
-            ));
-        }
+        let cache_capacity = ranges::METADATA_CACHE_CAPACITY
+            .check(m.cache_capacity.unwrap_or(defaults.cache_capacity as u64))?
+            as usize;
         let metadata = MetadataConfig {
             host_name: m.host_name,
             region: m.region,
@@ -332,6 +346,7 @@ impl DaemonConfig {
                 })?,
             otlp,
             queue_capacity,
+            spool,
             metadata,
             symbols: file.symbols,
             status: file.status,
@@ -376,24 +391,10 @@ fn otlp_config(
     let mut config = OtlpConfig::new(endpoint);
     config.compression = file.compression.unwrap_or_default();
     if let Some(secs) = file.timeout_secs {
-        if secs == 0 {
-            return Err(invalid(
-                "otlp.timeout_secs",
-                "0",
-                "must be at least 1 second",
-            ));
-        }
-        config.timeout = Duration::from_secs(secs);
+        config.timeout = Duration::from_secs(ranges::OTLP_TIMEOUT_SECS.check(secs)?);
     }
     if let Some(max) = file.max_request_bytes {
-        if max < 64 * 1024 {
-            return Err(invalid(
-                "otlp.max_request_bytes",
-                &max.to_string(),
-                "must be at least 65536",
-            ));
-        }
-        config.max_request_bytes = max;
+        config.max_request_bytes = ranges::OTLP_MAX_REQUEST_BYTES.check(max)? as usize;
     }
     config.ca_file = file.ca_file;
     config.client_cert_file = file.client_cert_file;
@@ -447,48 +448,6 @@ fn otlp_config(
             .push(("authorization".to_owned(), format!("Bearer {token}")));
     }
     Ok(config)
-}
-
-/// Parses the TOML text, turning serde's error into one that names the dotted key.
-fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    toml::from_str(text).map_err(|err: toml::de::Error| {
-        let key = err
-            .span()
-            .map(|span| key_at(text, span.start))
-            .unwrap_or_default();
-        ConfigError::Parse {
-            path: path.to_owned(),
-            key,
-            message: err.message().trim().to_owned(),
-        }
-    })
-}
-
-/// The dotted key on the line containing byte `offset`, prefixed with the enclosing `[table]`.
-fn key_at(text: &str, offset: usize) -> String {
-    let offset = offset.min(text.len());
-    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
-    let line = text[line_start..line_end].trim();
-    let table = text[..line_start]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))
-        .map(|l| l.trim_matches(['[', ']']).trim().to_owned());
-    if line.starts_with('[') {
-        return line.trim_matches(['[', ']']).trim().to_owned();
-    }
-    let key = line
-        .split('=')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .trim_matches('"');
-    match table {
-        Some(t) if !t.is_empty() => format!("{t}.{key}"),
-        _ => key.to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -564,16 +523,6 @@ mod tests {
             err.contains("--label") && err.contains("KEY=VALUE"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn key_at_finds_table_and_key() {
-        let text = "a = 1\n[otlp]\ntimeout_secs = \"x\"\n";
-        assert_eq!(
-            key_at(text, text.find("\"x\"").unwrap()),
-            "otlp.timeout_secs"
-        );
-        assert_eq!(key_at(text, 0), "a");
     }
 
     #[test]

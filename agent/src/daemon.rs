@@ -1,7 +1,10 @@
 //! `sonde run`: the always-on daemon. A sampling thread ends a window every export interval; the async
 //! side splits it per process, tags each profile with its workload identity (`metadata`) and hands the
-//! batch to the bounded export queue (`export`), which never blocks sampling. SIGTERM/SIGINT end the
-//! current window early, flush it within a bounded time and exit 0.
+//! batch to the bounded export queue (`export`), which never blocks sampling; with OTLP, what the backend
+//! cannot take waits in the disk spool. SIGTERM/SIGINT end the current window early, flush it within a
+//! bounded time (spooling the rest), log where every window ended and exit 0. A panic or fatal error of
+//! the sampling thread, an export task or the metrics endpoint is logged at ERROR and exits non-zero,
+//! so systemd or Kubernetes restart the agent.
 
 use std::{
     process::ExitCode,
@@ -18,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::{
     bpf::loader::{LoadOptions, OffCpuOptions},
     config::{DaemonConfig, RunArgs},
-    export::{self, Batch, ExportMetrics, Exporter},
+    export::{self, Batch, ExportMetrics, ExportSummary, Exporter, spool::Spool},
     metadata::{MetadataResolver, Tags, keys},
     metrics::{Health, LastWindow, Metrics},
     profile::group,
@@ -44,14 +47,15 @@ pub struct DaemonArgs {
     pub offcpu: bool,
     /// Off-CPU: stack walks per CPU per second; above it episodes are sampled, weighted so totals
     /// stay unbiased (0: every episode, exact counts).
-    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET)]
+    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET,
+          value_parser = clap::value_parser!(u32).range(0..=crate::sampler::MAX_OFFCPU_BUDGET))]
     pub offcpu_budget: u32,
     /// Benchmark aid: log each window's size as one OTLP request and as one gzip pprof per process
     /// (encodes every window twice, so it adds CPU).
     #[arg(long, hide = true)]
     pub report_wire_bytes: bool,
     /// Stop by itself after this many seconds (as on SIGTERM); runs until a signal when absent.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=366 * 86_400))]
     pub duration: Option<u64>,
     /// Stack unwinding.
     #[command(flatten)]
@@ -65,7 +69,13 @@ pub struct DaemonArgs {
     /// Test hook: the sampling thread stops making windows after this many (as if stuck).
     #[arg(long, hide = true)]
     pub test_stall_after_windows: Option<u64>,
+    /// Test hook: the sampling thread panics after this many windows.
+    #[arg(long, hide = true)]
+    pub test_panic_after_windows: Option<u64>,
 }
+
+/// Drain failures in a row after which the sampling thread gives up (the maps are unusable).
+const MAX_DRAIN_FAILURES: u32 = 3;
 
 /// `--metrics-addr`: a socket address, or none.
 #[derive(Clone, Copy, Debug)]
@@ -113,6 +123,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
             report_wire_bytes: args.report_wire_bytes,
             metrics_addr: args.metrics_addr.0,
             stall_after: args.test_stall_after_windows,
+            panic_after: args.test_panic_after_windows,
         },
     ))
 }
@@ -123,6 +134,7 @@ struct Flags {
     report_wire_bytes: bool,
     metrics_addr: Option<std::net::SocketAddr>,
     stall_after: Option<u64>,
+    panic_after: Option<u64>,
 }
 
 async fn serve(
@@ -154,13 +166,35 @@ async fn serve(
         &config.retention,
         export_metrics.clone(),
     )?;
-    let exporter = Exporter::spawn(sink, config.queue_capacity, export_metrics.clone());
+    let exporter = match &config.otlp {
+        // A remote backend gets the disk spool, opened (and checked) before anything is loaded.
+        Some(_) => {
+            let (spool, evicted) = Spool::open(&data, config.spool, export_metrics.clone())
+                .with_context(|| {
+                    format!(
+                        "cannot use the spool directory in {}: fix --data-dir",
+                        config.data_dir.display()
+                    )
+                })?;
+            Exporter::spawn_spooled(
+                sink,
+                config.queue_capacity,
+                export_metrics.clone(),
+                Arc::new(spool),
+                evicted,
+            )
+        }
+        None => Exporter::spawn(sink, config.queue_capacity, export_metrics.clone()),
+    };
     let local_dir = config.otlp.is_none().then(|| config.data_dir.clone());
     let metrics = Metrics::new(exporter.clone(), config.export_interval, local_dir);
     // Bound before anything is loaded: a taken port is an error at start, with nothing sampled.
-    if let Some(addr) = flags.metrics_addr {
-        tokio::spawn(crate::metrics::http::bind(addr, metrics.clone()).await?);
-    }
+    let mut http = match flags.metrics_addr {
+        Some(addr) => Some(tokio::spawn(
+            crate::metrics::http::bind(addr, metrics.clone()).await?,
+        )),
+        None => None,
+    };
     let resolver = MetadataResolver::start(config.metadata.clone()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::channel::<Window>(2);
@@ -172,6 +206,7 @@ async fn serve(
             stop: stop.clone(),
             health: metrics.health.clone(),
             stall_after: flags.stall_after,
+            panic_after: flags.panic_after,
         },
         tx,
     )?;
@@ -191,24 +226,97 @@ async fn serve(
 
     let signal = stop_signal(flags.duration);
     tokio::pin!(signal);
+    let mut fatal: Option<String> = None;
     loop {
+        let stopping = stop.load(Ordering::SeqCst);
         tokio::select! {
-            window = rx.recv() => match window {
-                Some(window) => ship(&window, &resolver, &exporter, &metrics, flags.report_wire_bytes),
-                None => break,
-            },
-            _ = &mut signal, if !stop.load(Ordering::SeqCst) => {
-                tracing::info!("stopping: flushing the last window");
-                stop.store(true, Ordering::SeqCst);
-                sampling.thread().unpark();
+            window = rx.recv() => {
+                match window {
+                    Some(window) => ship(&window, &resolver, &exporter, &metrics, flags.report_wire_bytes),
+                    None => break,
+                }
+                continue;
+            }
+            _ = &mut signal, if !stopping => tracing::info!("stopping: flushing the last window"),
+            reason = exporter.failed(), if !stopping => fatal = Some(reason),
+            ended = ended(&mut http), if !stopping => {
+                fatal = Some(format!("the metrics endpoint stopped: {ended}"));
             }
         }
+        // Every arm but a window asks the sampling thread to end its window and stop.
+        stop.store(true, Ordering::SeqCst);
+        sampling.thread().unpark();
     }
-    let _ = sampling.join();
-    let flushed = exporter.flush(FLUSH_TIMEOUT).await;
-    exporter.close();
-    tracing::info!(flushed, metrics = %export_metrics, "sonde stopped");
-    Ok(ExitCode::SUCCESS)
+    // The channel closes when the sampling thread ends: by the stop, or by dying.
+    let sampler_end = match sampling.join() {
+        Ok(Ok(())) if stop.load(Ordering::SeqCst) => None,
+        Ok(Ok(())) => Some("the sampling thread ended without a stop signal".to_owned()),
+        Ok(Err(err)) => Some(format!("the sampling thread failed: {err:#}")),
+        Err(panic) => Some(format!(
+            "the sampling thread panicked: {}",
+            crate::telemetry::panic_message(panic.as_ref())
+        )),
+    };
+    let summary = exporter.shutdown(FLUSH_TIMEOUT).await;
+    let fatal = fatal.or(sampler_end).or_else(|| exporter.fatal());
+    log_summary(&summary, &export_metrics);
+    match fatal {
+        None => Ok(ExitCode::SUCCESS),
+        Some(reason) => {
+            tracing::error!("{reason}; exiting non-zero so the supervisor restarts sonde");
+            anyhow::bail!("{reason}")
+        }
+    }
+}
+
+/// Resolves when the metrics endpoint's task ends (it never should), with how.
+async fn ended(http: &mut Option<tokio::task::JoinHandle<()>>) -> String {
+    match http {
+        Some(task) => {
+            let end = task.await;
+            *http = None;
+            match end {
+                Ok(()) => "it returned".to_owned(),
+                Err(err) if err.is_panic() => format!(
+                    "it panicked: {}",
+                    crate::telemetry::panic_message(err.into_panic().as_ref())
+                ),
+                Err(err) => err.to_string(),
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The exit summary: where every window of this run ended (produced = delivered + spooled + lost),
+/// and what was delivered or dropped of earlier runs' spooled windows.
+fn log_summary(s: &ExportSummary, metrics: &ExportMetrics) {
+    if !s.adds_up() {
+        tracing::error!(
+            ?s,
+            "export accounting does not add up: a window is unaccounted for"
+        );
+    }
+    macro_rules! stopped {
+        ($level:ident) => {
+            tracing::$level!(
+                windows_produced = s.produced,
+                windows_delivered = s.delivered,
+                windows_spooled = s.spooled,
+                windows_lost = s.lost,
+                earlier_windows_delivered = s.earlier_delivered,
+                earlier_windows_lost = s.earlier_lost,
+                flushed = s.flushed,
+                metrics = %metrics,
+                "sonde stopped"
+            )
+        };
+    }
+    if s.lost > 0 {
+        stopped!(warn);
+    } else {
+        stopped!(info);
+    }
 }
 
 /// Resolves on SIGTERM, SIGINT, or after `duration`.
@@ -242,6 +350,7 @@ struct Sampling {
     stop: Arc<AtomicBool>,
     health: Arc<Health>,
     stall_after: Option<u64>,
+    panic_after: Option<u64>,
 }
 
 fn spawn_sampling(
@@ -249,12 +358,13 @@ fn spawn_sampling(
     debug: DebugInfo,
     pacing: Sampling,
     tx: mpsc::Sender<Window>,
-) -> anyhow::Result<std::thread::JoinHandle<()>> {
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
     let Sampling {
         interval,
         stop,
         health,
         stall_after,
+        panic_after,
     } = pacing;
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let handle = std::thread::Builder::new()
@@ -268,11 +378,15 @@ fn spawn_sampling(
                 }
                 Err(err) => {
                     let _ = started_tx.send(Err(err));
-                    return;
+                    return Ok(());
                 }
             };
             let mut windows = 0u64;
+            let mut failures = 0u32;
             loop {
+                if let Some(n) = panic_after.filter(|n| windows >= *n) {
+                    panic!("test hook: the sampling thread panics after {n} windows");
+                }
                 if stall_after.is_some_and(|n| windows >= n) {
                     tracing::warn!("test hook: the sampling thread stalls");
                     while !stop.load(Ordering::SeqCst) {
@@ -291,13 +405,21 @@ fn spawn_sampling(
                 windows += 1;
                 match sampler.window() {
                     Ok(window) => {
+                        failures = 0;
                         health.beat();
                         if tx.blocking_send(window).is_err() {
                             break;
                         }
                     }
                     Err(err) => {
-                        tracing::error!(%err, "draining the kernel maps failed; window lost")
+                        failures += 1;
+                        tracing::error!(%err, failures, "draining the kernel maps failed; window lost");
+                        if failures >= MAX_DRAIN_FAILURES {
+                            sampler.stop();
+                            return Err(anyhow::Error::new(err).context(format!(
+                                "draining the kernel maps failed {failures} times in a row"
+                            )));
+                        }
                     }
                 }
                 if stop.load(Ordering::SeqCst) {
@@ -305,6 +427,7 @@ fn spawn_sampling(
                 }
             }
             sampler.stop();
+            Ok(())
         })
         .context("spawning the sampler thread")?;
     match started_rx.recv() {

@@ -67,7 +67,8 @@ pub struct RecordArgs {
     pub offcpu_kind: OffCpuChoice,
     /// Off-CPU: stack walks per CPU per second; above it episodes are sampled, weighted so totals
     /// stay unbiased (0: every episode, exact counts).
-    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET)]
+    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET,
+          value_parser = clap::value_parser!(u32).range(0..=crate::sampler::MAX_OFFCPU_BUDGET))]
     pub offcpu_budget: u32,
     /// Output file (gzip pprof).
     #[arg(long)]
@@ -160,58 +161,122 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
     Ok(options)
 }
 
+/// The output files, written under temporary names and renamed into place only when all are written:
+/// a recording that fails leaves any existing output as it was.
 struct Outputs {
-    pprof: (PathBuf, File),
-    folded: Option<(PathBuf, File)>,
-    flamegraph: Option<(PathBuf, File)>,
+    pprof: Pending,
+    folded: Option<Pending>,
+    flamegraph: Option<Pending>,
 }
 
-fn create(path: &Path, what: &str) -> anyhow::Result<(PathBuf, File)> {
-    let file = File::create(path).with_context(|| {
-        format!(
-            "cannot write the {what} to {}: choose a writable path",
-            path.display()
-        )
-    })?;
-    Ok((path.to_owned(), file))
+/// A file being written next to its final path: created with `O_EXCL` under a fresh temporary name
+/// in the same directory (so the rename is atomic), removed unless committed.
+struct Pending {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<File>,
+}
+
+impl Pending {
+    /// Opens the temporary file for `path`; `what` names the output in the error.
+    fn create(path: &Path, what: &str) -> anyhow::Result<Self> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let name = path
+            .file_name()
+            .with_context(|| format!("the {what} path {} names no file", path.display()))?;
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(
+            ".{}.sonde-{}-{seq}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .with_context(|| {
+                format!(
+                    "cannot write the {what} next to {}: choose a writable directory",
+                    path.display()
+                )
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    fn file(&mut self) -> &mut File {
+        self.file
+            .as_mut()
+            .expect("a pending output's file is taken only by commit")
+    }
+
+    /// Makes the file durable and gives it its final name.
+    fn commit(mut self) -> anyhow::Result<()> {
+        let file = self.file.take().expect("committed once");
+        file.sync_all()
+            .and_then(|()| std::fs::rename(&self.tmp, &self.path))
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            // Not committed: the recording failed, and the final path keeps what it had.
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 impl Outputs {
     fn open(args: &RecordArgs) -> anyhow::Result<Self> {
         Ok(Self {
-            pprof: create(&args.output, "profile")?,
+            pprof: Pending::create(&args.output, "profile")?,
             folded: args
                 .folded
                 .as_deref()
-                .map(|p| create(p, "folded stacks"))
+                .map(|p| Pending::create(p, "folded stacks"))
                 .transpose()?,
             flamegraph: args
                 .flamegraph
                 .as_deref()
-                .map(|p| create(p, "flame graph"))
+                .map(|p| Pending::create(p, "flame graph"))
                 .transpose()?,
         })
     }
 
-    fn write(self, profile: &Profile) -> anyhow::Result<()> {
-        let (path, mut file) = self.pprof;
-        file.write_all(&pprof::encode_gzip(profile))
+    /// Writes every output, then renames them all into place; on any failure none is renamed.
+    fn write(mut self, profile: &Profile) -> anyhow::Result<()> {
+        let path = self.pprof.path.clone();
+        self.pprof
+            .file()
+            .write_all(&pprof::encode_gzip(profile))
             .with_context(|| format!("writing {}", path.display()))?;
         let lines = folded::folded_lines(profile, 0);
-        if let Some((path, mut file)) = self.folded {
-            file.write_all(lines.join("\n").as_bytes())
+        if let Some(out) = &mut self.folded {
+            let path = out.path.clone();
+            out.file()
+                .write_all(lines.join("\n").as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        if let Some((path, file)) = self.flamegraph {
+        if let Some(out) = &mut self.flamegraph {
             let title = format!("sonde {} profile", profile.kind.name());
             if lines.is_empty() {
                 bail!(
-                    "no samples were collected, so no flame graph was written to {}",
-                    path.display()
+                    "no samples were collected, so no flame graph was written to {} (and no other output)",
+                    out.path.display()
                 );
             }
-            folded::write_flamegraph(&lines, &title, file)
+            let path = out.path.clone();
+            folded::write_flamegraph(&lines, &title, out.file())
                 .with_context(|| format!("writing {}", path.display()))?;
+        }
+        self.pprof.commit()?;
+        for out in [self.folded, self.flamegraph].into_iter().flatten() {
+            out.commit()?;
         }
         Ok(())
     }

@@ -73,6 +73,10 @@ impl KernelCost {
     }
 }
 
+/// Largest `--offcpu-budget` of `record` and `run`: a million stack walks per CPU per second is more
+/// than any kernel sustains; beyond it the number is a typo.
+pub const MAX_OFFCPU_BUDGET: i64 = 1_000_000;
+
 /// How many binaries with unnamed frames a window names.
 const TOP_OFFENDERS: usize = 5;
 

@@ -14,3 +14,13 @@ pub fn init(default_filter: &str) {
         .with_writer(std::io::stderr)
         .try_init();
 }
+
+/// The text of a panic's payload (`panic!("...")` gives a `&str` or a `String`), for the ERROR line
+/// that precedes a non-zero exit.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}

@@ -13,10 +13,10 @@
 
 use std::{
     path::Path,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, atomic::Ordering},
 };
 
-use super::{Batch, ExportError, ExportOutcome, Sink};
+use super::{Batch, ExportError, ExportMetrics, ExportOutcome, Sink};
 use crate::{
     metadata::Tags,
     profile::pprof,
@@ -63,6 +63,7 @@ pub struct LocalDirSink {
     repairs: Repairs,
     /// The daemon's tiers, applied after each window is written (serialised with the writes).
     retention: Option<Arc<Mutex<Retention>>>,
+    metrics: Option<Arc<ExportMetrics>>,
 }
 
 impl LocalDirSink {
@@ -96,7 +97,20 @@ impl LocalDirSink {
             profiles,
             repairs,
             retention: None,
+            metrics: None,
         })
+    }
+
+    /// Counts repairs and retention in the export counters (the one registry publishes them).
+    pub(crate) fn with_metrics(mut self, metrics: Arc<ExportMetrics>) -> Self {
+        let add = |c: &std::sync::atomic::AtomicU64, v: u64| c.fetch_add(v, Ordering::Relaxed);
+        add(
+            &metrics.local_repaired_torn_index,
+            u64::from(self.repairs.torn_index_bytes > 0),
+        );
+        add(&metrics.local_repaired_temp_files, self.repairs.temp_files);
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Applies `policy` after every window.
@@ -113,7 +127,15 @@ impl LocalDirSink {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
         let mut retention = retention.lock().expect("retention lock");
-        match retention.after_write(&self.root, added, now) {
+        let outcome = retention.after_write(&self.root, added, now);
+        if let (Ok(Some(o)), Some(m)) = (&outcome, &self.metrics) {
+            m.retention_merged
+                .fetch_add(o.windows_merged, Ordering::Relaxed);
+            m.retention_expired.fetch_add(o.expired, Ordering::Relaxed);
+            m.retention_capped.fetch_add(o.capped, Ordering::Relaxed);
+            m.retention_orphans.fetch_add(o.orphans, Ordering::Relaxed);
+        }
+        match outcome {
             Ok(None) => {}
             Ok(Some(o)) if o.capped > 0 || o.lines_dropped > 0 || o.merge_failures > 0 => {
                 tracing::warn!(

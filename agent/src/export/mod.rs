@@ -3,8 +3,10 @@
 //! One file per backend behind the narrow [`Sink`] trait: [`local::LocalDirSink`] (gzip pprof files plus
 //! `index.jsonl`, the default without an endpoint), [`otlp::OtlpSink`] (OTLP profiles over gRPC),
 //! [`null::NullSink`] (tests) and [`fanout::FanOut`]. [`queue::Exporter`] sits between the window loop and a
-//! sink: a bounded queue the producer never blocks on (oldest batch dropped and counted when full).
-//! Counters live in [`metrics::ExportMetrics`]; [`size`] measures wire bytes for the benchmarks.
+//! sink: a bounded queue the producer never blocks on. A remote sink ([`Spoolable`]) gets a disk
+//! [`spool`] for what it cannot deliver now; every window that is not delivered is either spooled or
+//! counted as lost with its reason. Counters live in [`metrics::ExportMetrics`]; [`size`] measures wire
+//! bytes for the benchmarks.
 
 pub mod fanout;
 pub mod local;
@@ -14,13 +16,19 @@ pub mod otlp;
 pub mod queue;
 pub mod retry;
 pub mod size;
+pub mod spool;
+mod tally;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use crate::{metadata::Tags, profile::Profile};
 
 pub use metrics::ExportMetrics;
-pub use queue::Exporter;
+pub use queue::{ExportSummary, Exporter};
+
+/// Resource attribute carrying a batch's stable id (`<run id, 16 hex digits>-<sequence>`) on every
+/// resource of every request, replays included: a backend or a test deduplicates on it.
+pub const BATCH_ID_KEY: &str = "sonde.batch.id";
 
 /// One export window: every workload's profiles of that window.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -119,6 +127,9 @@ pub enum ExportError {
     /// A file or directory of sonde's own could not be used (disk full, a planted link, a foreign owner).
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
+    /// A spooled request does not decode (written by another version?); it is not retried.
+    #[error("a spooled request does not decode as an OTLP request: {0}")]
+    Decode(#[from] prost::DecodeError),
     /// Several sinks of a fan-out failed; the first failure is the source.
     #[error("{failed} of {total} sinks failed")]
     FanOut {
@@ -162,6 +173,22 @@ pub trait Sink: Send + Sync {
 
     /// Delivers `batch`.
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError>;
+
+    /// A remote sink whose batches can wait in the disk spool; `None` (the default) for sinks that are
+    /// storage themselves (the local directory) or test doubles.
+    fn spoolable(&self) -> Option<&dyn Spoolable> {
+        None
+    }
+}
+
+/// A remote sink's batches as bytes: what the spool keeps, and how to send it later.
+#[async_trait::async_trait]
+pub trait Spoolable: Send + Sync {
+    /// `batch` as the encoded requests [`Spoolable::send_encoded`] sends (what goes on the wire).
+    fn encode(&self, batch: &Batch) -> Vec<Vec<u8>>;
+
+    /// Sends requests made by [`Spoolable::encode`], with the sink's deadline and retries.
+    async fn send_encoded(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError>;
 }
 
 /// The daemon's sink: OTLP when an endpoint is configured, else the local data directory. Must be called
@@ -174,8 +201,10 @@ pub(crate) fn build_sink(
 ) -> Result<Arc<dyn Sink>, ExportError> {
     Ok(match otlp {
         Some(config) => Arc::new(otlp::OtlpSink::new(config.clone(), metrics)?),
-        None => {
-            Arc::new(local::LocalDirSink::in_dir(data.clone())?.with_retention(retention.clone()))
-        }
+        None => Arc::new(
+            local::LocalDirSink::in_dir(data.clone())?
+                .with_retention(retention.clone())
+                .with_metrics(metrics),
+        ),
     })
 }

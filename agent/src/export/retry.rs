@@ -67,7 +67,12 @@ impl RetryPolicy {
                     last: Box::new(err),
                 });
             }
-            tracing::debug!(attempt, ?delay, error = %err, "export failed, retrying");
+            // The first failure says why (a timeout, a refused connection); later ones repeat it.
+            if attempt == 1 {
+                tracing::warn!(?delay, error = %err, "export failed, retrying");
+            } else {
+                tracing::debug!(attempt, ?delay, error = %err, "export failed, retrying");
+            }
             ExportMetrics::add(&metrics.retries, 1);
             tokio::time::sleep(delay).await;
         }

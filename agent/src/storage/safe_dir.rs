@@ -309,6 +309,13 @@ impl SafeDir {
             .map_err(|e| io_err(&self.path.join(name), e))
     }
 
+    /// Renames `from` to `to` inside this directory, replacing `to`.
+    pub(crate) fn rename(&self, from: &str, to: &str) -> Result<(), StorageError> {
+        self.check_name(from)?;
+        self.check_name(to)?;
+        rfs::renameat(&self.fd, from, &self.fd, to).map_err(|e| io_err(&self.path.join(to), e))
+    }
+
     /// Removes the empty subdirectory `name`.
     pub(crate) fn remove_dir(&self, name: &str) -> Result<(), StorageError> {
         self.check_name(name)?;

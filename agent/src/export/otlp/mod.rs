@@ -18,7 +18,9 @@ use tonic::{
     transport::{Channel, Endpoint},
 };
 
-use super::{Batch, ExportError, ExportMetrics, ExportOutcome, Sink, retry::RetryPolicy};
+use super::{
+    Batch, ExportError, ExportMetrics, ExportOutcome, Sink, Spoolable, retry::RetryPolicy,
+};
 use crate::profile::otlp_proto::collector::{
     ExportProfilesServiceRequest, profiles_service_client::ProfilesServiceClient,
 };
@@ -76,6 +78,9 @@ impl OtlpConfig {
     }
 }
 
+/// Added to `timeout` for the whole call, so tonic's own deadline fires first when it can.
+const DEADLINE_SLACK: Duration = Duration::from_millis(500);
+
 /// Sends batches to an OTLP profiles endpoint.
 pub struct OtlpSink {
     client: ProfilesServiceClient<Channel>,
@@ -131,12 +136,24 @@ impl OtlpSink {
             }
         }
         req.set_timeout(self.config.timeout);
-        let response = self.client.clone().export(req).await.map_err(|s| {
-            match tls::handshake_failure(&self.config.endpoint, &s) {
-                Some(tls) => ExportError::from(tls),
-                None => super::retry::classify(&s),
-            }
-        })?;
+        // tonic's timeout covers the call once a connection is up; this one also covers a server that
+        // accepts the connection and never answers, so a hanging backend is a retryable timeout.
+        let deadline = self.config.timeout + DEADLINE_SLACK;
+        let mut client = self.client.clone();
+        let answer = tokio::time::timeout(deadline, client.export(req))
+            .await
+            .unwrap_or_else(|_| {
+                Err(tonic::Status::deadline_exceeded(format!(
+                    "no answer within {deadline:?} (otlp.timeout_secs)"
+                )))
+            });
+        let response =
+            answer.map_err(
+                |s| match tls::handshake_failure(&self.config.endpoint, &s) {
+                    Some(tls) => ExportError::from(tls),
+                    None => super::retry::classify(&s),
+                },
+            )?;
         let rejected = match response.into_inner().partial_success {
             Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => {
                 tracing::warn!(
@@ -160,8 +177,22 @@ impl Sink for OtlpSink {
 
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
         let requests = encode::encode_batch(batch, self.config.max_request_bytes);
+        self.send_all(&requests).await
+    }
+
+    fn spoolable(&self) -> Option<&dyn Spoolable> {
+        Some(self)
+    }
+}
+
+impl OtlpSink {
+    /// Sends each request with its deadline and the retry policy; stops at the first failure.
+    async fn send_all(
+        &self,
+        requests: &[ExportProfilesServiceRequest],
+    ) -> Result<ExportOutcome, ExportError> {
         let mut outcome = ExportOutcome::default();
-        for request in &requests {
+        for request in requests {
             let rejected = self
                 .config
                 .retry
@@ -172,5 +203,23 @@ impl Sink for OtlpSink {
             outcome.rejected_profiles += rejected;
         }
         Ok(outcome)
+    }
+}
+
+#[async_trait::async_trait]
+impl Spoolable for OtlpSink {
+    fn encode(&self, batch: &Batch) -> Vec<Vec<u8>> {
+        encode::encode_batch(batch, self.config.max_request_bytes)
+            .iter()
+            .map(prost::Message::encode_to_vec)
+            .collect()
+    }
+
+    async fn send_encoded(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError> {
+        let requests = requests
+            .iter()
+            .map(|r| <ExportProfilesServiceRequest as prost::Message>::decode(r.as_slice()))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.send_all(&requests).await
     }
 }

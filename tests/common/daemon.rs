@@ -1,0 +1,183 @@
+//! Running `sonde run` in the background for the spool and thread-death tests: its log goes to a file
+//! that the test reads while it runs, and the exit summary line (`sonde stopped windows_produced=...`)
+//! and the export counters printed with it are parsed back.
+#![allow(dead_code)]
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+/// `sonde run` in the background, killed when dropped (also when an assertion fails).
+pub struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `sonde run ARGS` with `SONDE_LOG=info`, its stderr into `log`.
+    pub fn start(args: &[&str], log: &Path) -> Self {
+        let file = std::fs::File::create(log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sonde"))
+            .arg("run")
+            .args(args)
+            .env("SONDE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("running sonde");
+        Self {
+            child: Some(child),
+            log: log.to_owned(),
+        }
+    }
+
+    /// What sonde logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Windows made so far (one `window` line each).
+    pub fn windows(&self) -> usize {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("sonde::daemon: window "))
+            .count()
+    }
+
+    /// Waits until `n` windows were made, panicking with the log after `timeout`.
+    pub fn wait_windows(&mut self, n: usize, timeout: Duration) {
+        let end = Instant::now() + timeout;
+        while self.windows() < n {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "sonde exited ({status}) before {n} windows:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "fewer than {n} windows after {timeout:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends SIGTERM and waits; returns the status, the time the stop took, and the log.
+    pub fn stop(mut self) -> (ExitStatus, Duration, String) {
+        let mut child = self.child.take().unwrap();
+        let asked = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        (status, asked.elapsed(), self.log())
+    }
+
+    /// Waits (at most `timeout`) for sonde to exit by itself; returns the status and the log.
+    pub fn wait_exit(mut self, timeout: Duration) -> (ExitStatus, String) {
+        let mut child = self.child.take().unwrap();
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return (status, self.log());
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("sonde did not exit within {timeout:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The numbers of the exit line (`sonde stopped windows_produced=4 ...`) and the export counters
+/// printed after it (`sonde_export_spooled_batches_total 4`, `..._total{reason="spool_full"} 2`).
+pub fn exit_summary(log: &str) -> HashMap<String, u64> {
+    let at = log
+        .find("sonde stopped")
+        .unwrap_or_else(|| panic!("no exit summary in the log:\n{log}"));
+    let mut out = HashMap::new();
+    let mut lines = log[at..].lines();
+    for field in lines.next().unwrap().split_whitespace() {
+        if let Some((k, v)) = field.split_once('=')
+            && let Ok(v) = v.trim_matches('"').parse()
+        {
+            out.insert(k.to_owned(), v);
+        }
+    }
+    // `metrics=` is the last field; its first counter shares the exit line.
+    let first = log[at..].lines().next().unwrap();
+    let counters = first
+        .split_once("metrics=")
+        .map(|(_, c)| c)
+        .into_iter()
+        .chain(lines);
+    for line in counters {
+        let mut parts = line.split_whitespace();
+        if let (Some(name), Some(value), None) = (parts.next(), parts.next(), parts.next())
+            && name.starts_with("sonde_export_")
+            && let Ok(v) = value.parse()
+        {
+            out.insert(name.to_owned(), v);
+        }
+    }
+    out
+}
+
+/// A field of [`exit_summary`], panicking with the log when missing.
+pub fn field(summary: &HashMap<String, u64>, key: &str, log: &str) -> u64 {
+    *summary
+        .get(key)
+        .unwrap_or_else(|| panic!("the exit summary has no {key}:\n{log}"))
+}
+
+/// The `*.batch` files in `<data>/spool`, sorted, with their sizes.
+pub fn spool_files(data: &Path) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = std::fs::read_dir(data.join("spool"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.metadata().map(|m| m.len()).unwrap_or(0),
+                    )
+                })
+                .filter(|(n, _)| n.ends_with(".batch"))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The batch id inside a spool file name (`<end>-<id>.batch`).
+pub fn batch_id_of_file(name: &str) -> String {
+    let base = name.trim_end_matches(".batch");
+    base.split_once('-').unwrap().1.to_owned()
+}
+
+/// Bytes of every file under `<data>/spool` (quarantined and temporary files included).
+pub fn spool_disk_bytes(data: &Path) -> u64 {
+    std::fs::read_dir(data.join("spool"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
