@@ -18,6 +18,7 @@ use super::{
     drain::Drainer,
     kernel_log,
     maps::{AyaMaps, map_err, take_map},
+    privileges::{self, Step},
     sampling::{LONG_NS_MIN, SamplingMaps, track_all},
     tracefs,
 };
@@ -105,9 +106,11 @@ pub struct Loaded {
     pub sampling: Option<SamplingMaps>,
 }
 
-/// Loads and attaches according to `options`. Checks privileges first.
+/// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
+/// want of a capability is an error naming it.
 pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
-    super::privileges::check()?;
+    privileges::check()?;
+    privileges::warn_degraded();
     // Process exec/exit and off-CPU tracking use classic tracepoints.
     let tracefs = tracefs::ensure_mounted()?;
     let layout = match options.off_cpu {
@@ -164,9 +167,9 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         },
     );
     globals.set(&mut loader);
-    let mut ebpf = loader
-        .load(OBJECT)
-        .map_err(|source| BpfError::Load { source })?;
+    let mut ebpf = loader.load(OBJECT).map_err(|source| {
+        privileges::refused(Step::Load, &source).unwrap_or(BpfError::Load { source })
+    })?;
 
     if !options.pids.is_empty() {
         // Borrowed, not taken: a taken map is closed when dropped, and the programs reference it.
@@ -222,11 +225,17 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     })
 }
 
-/// Takes the sampling settings map, starting every CPU at "track everything", and notes the id of the
-/// counters the controller reads.
+/// Takes the sampling settings map, starting every CPU at "track everything", and a second handle on
+/// the counters the controller reads.
 fn sampling_maps(ebpf: &mut Ebpf) -> Result<SamplingMaps, BpfError> {
-    let stats_id = match ebpf.map(names::STATS) {
-        Some(aya::maps::Map::PerCpuArray(data)) => data.info().map_err(map_err(names::STATS))?.id(),
+    // A duplicated descriptor, not the map's id: opening a map by id needs CAP_SYS_ADMIN.
+    let stats = match ebpf.map(names::STATS) {
+        Some(aya::maps::Map::PerCpuArray(data)) => {
+            let fd = std::os::fd::AsFd::as_fd(data.fd())
+                .try_clone_to_owned()
+                .map_err(|e| map_err(names::STATS)(aya::maps::MapError::IoError(e)))?;
+            MapData::from_fd(fd).map_err(map_err(names::STATS))?
+        }
         _ => {
             return Err(BpfError::Map {
                 map: names::STATS.into(),
@@ -249,7 +258,7 @@ fn sampling_maps(ebpf: &mut Ebpf) -> Result<SamplingMaps, BpfError> {
         sampling,
         process_switches: take_map(ebpf, names::OFFCPU_PROCESS_SWITCHES)?,
         process_sampling: take_map(ebpf, names::OFFCPU_PROCESS_SAMPLING)?,
-        stats_id,
+        stats,
     })
 }
 
@@ -353,14 +362,33 @@ fn program_err(program: &'static str) -> impl Fn(aya::programs::ProgramError) ->
     move |source| BpfError::Program { program, source }
 }
 
-fn attach_tracepoint(ebpf: &mut Ebpf, program: &'static str, event: &str) -> Result<(), BpfError> {
+/// Like [`program_err`], but a refusal of `step` names the capability it needs.
+fn step_err(program: &'static str, step: Step) -> impl Fn(aya::programs::ProgramError) -> BpfError {
+    move |source| {
+        privileges::refused(step, &source).unwrap_or(BpfError::Program { program, source })
+    }
+}
+
+fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    program: &'static str,
+    event: &'static str,
+) -> Result<(), BpfError> {
     let prog: &mut TracePoint = ebpf
         .program_mut(program)
         .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
         .and_then(TryInto::try_into)
         .map_err(program_err(program))?;
-    prog.load().map_err(program_err(program))?;
-    prog.attach("sched", event).map_err(program_err(program))?;
+    prog.load()
+        .map_err(step_err(program, Step::ProgramLoad(program)))?;
+    prog.attach("sched", event).map_err(|source| {
+        // aya reads the tracepoint's id from tracefs, then opens a perf event on it.
+        let step = match source {
+            aya::programs::ProgramError::TracePointError(_) => Step::TracepointId(event),
+            _ => Step::TracepointAttach(event),
+        };
+        step_err(program, step)(source)
+    })?;
     Ok(())
 }
 
@@ -371,7 +399,8 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
         .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
         .and_then(TryInto::try_into)
         .map_err(program_err(PROGRAM))?;
-    prog.load().map_err(program_err(PROGRAM))?;
+    prog.load()
+        .map_err(step_err(PROGRAM, Step::ProgramLoad(PROGRAM)))?;
     let cpus =
         aya::util::online_cpus().map_err(|(path, _)| BpfError::OnlineCpus(path.to_owned()))?;
     for cpu in cpus {
@@ -381,7 +410,7 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
             SamplePolicy::Frequency(hz),
             true,
         )
-        .map_err(program_err(PROGRAM))?;
+        .map_err(step_err(PROGRAM, Step::PerfEventOpen))?;
     }
     Ok(())
 }
@@ -414,16 +443,26 @@ pub fn program_run_stats_by_name(ebpf: &Ebpf) -> Vec<(String, u64, Duration)> {
 }
 
 /// Turns on the kernel's run-time statistics of BPF programs for as long as the returned descriptor
-/// lives (`BPF_ENABLE_STATS`), so no sysctl is left changed when the agent exits or dies. None (with
-/// a warning) when the kernel refuses: the run-time figures then stay 0.
+/// lives (`BPF_ENABLE_STATS`), so no sysctl is left changed when the agent exits or dies. None when
+/// the kernel refuses (it needs CAP_SYS_ADMIN, which sonde is not given): the figures then come from
+/// `kernel.bpf_stats_enabled=1` when the host set it, and stay 0 (with a warning) otherwise.
 pub fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
     match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
         Ok(fd) => Some(fd),
+        Err(_) if sysctl_stats_enabled() => None,
         Err(err) => {
-            tracing::warn!(%err, "BPF run-time statistics unavailable: BPF overhead reads as 0");
+            tracing::warn!(
+                %err,
+                "BPF run-time statistics unavailable, BPF overhead reads as 0: turning them on needs CAP_SYS_ADMIN; without it, set `sysctl kernel.bpf_stats_enabled=1` on the host"
+            );
             None
         }
     }
+}
+
+/// Whether the host keeps BPF run-time statistics on (`kernel.bpf_stats_enabled`).
+fn sysctl_stats_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
 }
 
 #[cfg(test)]

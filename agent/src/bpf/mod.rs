@@ -16,22 +16,51 @@ use std::path::PathBuf;
 /// Everything that can go wrong between sonde and the kernel.
 #[derive(Debug, thiserror::Error)]
 pub enum BpfError {
-    /// The process lacks a capability the programs need.
+    /// The process lacks a capability checked before loading (see [`privileges`]).
     #[error(
-        "missing capability {capability}: run sonde as root, or grant it CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (e.g. `setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search+ep sonde`)"
+        "missing {capability}, needed {why}: run sonde as root, or grant it {all} (deploy/capabilities.txt: the systemd unit's AmbientCapabilities, the DaemonSet's capabilities)"
     )]
     MissingCapability {
         /// Name of the first missing capability.
         capability: &'static str,
+        /// What it is needed for.
+        why: &'static str,
+        /// The whole canonical list, for the message.
+        all: String,
+    },
+    /// The kernel refused a step of loading or attaching for want of a capability.
+    #[error("{step} refused ({errno}): sonde needs {needs}{held_anyway}")]
+    Refused {
+        /// What was refused.
+        step: String,
+        /// `EPERM` or `EACCES`.
+        errno: &'static str,
+        /// The capability (or capabilities) that step needs.
+        needs: String,
+        /// Empty, or why the kernel refused although the capability is held.
+        held_anyway: &'static str,
     },
     /// tracefs is not mounted and could not be mounted.
     #[error(
-        "tracefs is not mounted and mounting it at /sys/kernel/tracing failed ({source}): mount it with `mount -t tracefs nodev /sys/kernel/tracing`"
+        "tracefs is not mounted (looked for {looked}) and sonde cannot mount it ({reason}): mount it on the host with `mount -t tracefs tracefs /sys/kernel/tracing` (systemd: before sonde starts), or in Kubernetes give the pod the host's /sys/kernel/tracing as a hostPath volume mounted at /sys/kernel/tracing"
     )]
     TracefsUnavailable {
-        /// Why the mount failed.
-        #[source]
-        source: std::io::Error,
+        /// The places looked at.
+        looked: String,
+        /// Why mounting failed, with the capability it needs when that is the cause.
+        reason: String,
+    },
+    /// tracefs is mounted but this process may not read it.
+    #[error(
+        "tracefs at {} is mounted but not readable ({io_error}): sonde needs CAP_DAC_READ_SEARCH (tracefs is root-only){held_anyway}", path.display()
+    )]
+    TracefsDenied {
+        /// The tracefs root.
+        path: PathBuf,
+        /// The refusal.
+        io_error: std::io::Error,
+        /// Empty, or why the kernel refused although the capability is held.
+        held_anyway: &'static str,
     },
     /// A tracepoint's format file is missing or lacks a field.
     #[error("tracepoint {tracepoint} is not usable on this kernel: {reason} (read from {path})")]

@@ -194,8 +194,9 @@ pub struct SamplingMaps {
     pub process_switches: PerCpuArray<MapData, u64>,
     /// `OFFCPU_PROCESS_SAMPLING`.
     pub process_sampling: Array<MapData, ProcessSampling>,
-    /// Id of `STATS`, opened again by the controller (the drain owns the first handle).
-    pub stats_id: u32,
+    /// A second handle on `STATS` (a duplicated descriptor: the drain owns the first; opening it by id
+    /// would need CAP_SYS_ADMIN).
+    pub stats: MapData,
 }
 
 impl Controller {
@@ -214,9 +215,8 @@ impl Controller {
                 window,
             });
         }
-        let stats_map = MapData::from_id(maps.stats_id).map_err(map_err(names::STATS))?;
         let stats: PerCpuArray<MapData, u64> =
-            PerCpuArray::try_from(Map::PerCpuArray(stats_map)).map_err(map_err(names::STATS))?;
+            PerCpuArray::try_from(Map::PerCpuArray(maps.stats)).map_err(map_err(names::STATS))?;
         let mut stepper = Stepper {
             sampling: maps.sampling,
             process_switches: maps.process_switches,

@@ -1,39 +1,67 @@
 //! tracefs: finds (or mounts) it and reads tracepoint record layouts from `format` files, because field
 //! offsets differ between kernel versions and must never be hard-coded.
+//!
+//! Mounting needs CAP_SYS_ADMIN, which sonde is not given in its least-privilege deployments: they
+//! mount the host's tracefs instead, and a missing one is an error saying what to mount. tracefs is
+//! root-only (mode 0700), so reading it needs CAP_DAC_READ_SEARCH when sonde is not root.
 
 use std::{
     collections::HashMap,
     ffi::CString,
+    io,
     path::{Path, PathBuf},
 };
 
-use super::BpfError;
+use super::{
+    BpfError,
+    privileges::{self, Cap},
+};
 
 const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// Returns the tracefs root, mounting tracefs at `/sys/kernel/tracing` when no mounted copy is found.
 pub fn ensure_mounted() -> Result<PathBuf, BpfError> {
-    if let Some(found) = CANDIDATES
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.join("events").is_dir())
-    {
-        return Ok(found);
+    for candidate in CANDIDATES.map(PathBuf::from) {
+        match std::fs::metadata(candidate.join("events")) {
+            Ok(meta) if meta.is_dir() => return Ok(candidate),
+            // The root is there but closed to this process: mounting another copy would not help.
+            Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
+                return Err(BpfError::TracefsDenied {
+                    path: candidate,
+                    io_error: err,
+                    held_anyway: privileges::held_anyway_for(Cap::DacReadSearch),
+                });
+            }
+            _ => {}
+        }
     }
     let target = PathBuf::from(CANDIDATES[0]);
-    mount_tracefs(&target).map_err(|source| BpfError::TracefsUnavailable { source })?;
+    mount_tracefs(&target).map_err(|err| BpfError::TracefsUnavailable {
+        looked: CANDIDATES.join(" and "),
+        reason: mount_failure(&target, &err),
+    })?;
     tracing::info!(path = %target.display(), "mounted tracefs");
     Ok(target)
 }
 
-fn mount_tracefs(target: &Path) -> std::io::Result<()> {
+/// Why mounting tracefs at `target` failed, naming the capability when that is the cause.
+fn mount_failure(target: &Path, err: &io::Error) -> String {
+    match err.raw_os_error() {
+        Some(libc::EPERM) => format!(
+            "mounting it at {} needs CAP_SYS_ADMIN, which sonde does not otherwise need",
+            target.display()
+        ),
+        _ => format!("mounting it at {} failed: {err}", target.display()),
+    }
+}
+
+fn mount_tracefs(target: &Path) -> io::Result<()> {
     let c = |s: &str| CString::new(s).expect("no NUL in literal");
-    let target =
-        CString::new(target.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
+    let target = CString::new(target.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
     // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call.
     let rc = unsafe {
         libc::mount(
-            c("nodev").as_ptr(),
+            c("tracefs").as_ptr(),
             target.as_ptr(),
             c("tracefs").as_ptr(),
             0,
@@ -41,7 +69,7 @@ fn mount_tracefs(target: &Path) -> std::io::Result<()> {
         )
     };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -79,8 +107,14 @@ pub fn sched_switch_layout(tracefs: &Path) -> Result<SchedSwitchLayout, BpfError
         reason,
         path: path.clone(),
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| fail(format!("cannot read the format file: {e}")))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        fail(match e.kind() {
+            io::ErrorKind::PermissionDenied => format!(
+                "cannot read the format file ({e}): sonde needs CAP_DAC_READ_SEARCH (tracefs is root-only)"
+            ),
+            _ => format!("cannot read the format file: {e}"),
+        })
+    })?;
     parse_sched_switch(&text).map_err(fail)
 }
 

@@ -48,29 +48,50 @@ pub struct MapsLine {
     pub inode: u64,
 }
 
-/// The process's name (`comm`) and executable mappings; None when it is gone.
-pub(crate) fn read(pid: u32) -> Option<(String, Vec<MapsLine>)> {
-    let process = Process::new_with_root(proc_dir(pid)).ok()?;
-    let name = process.stat().ok()?.comm;
-    let mut maps = read_maps(&proc_dir(pid))?;
+/// Why a process's mappings could not be read.
+#[derive(Debug)]
+pub(crate) enum Unreadable {
+    /// The process is gone.
+    Gone,
+    /// The kernel refused to show its mappings (the ptrace read check: another user's process
+    /// without CAP_SYS_PTRACE). Its name, when readable, and the refusal.
+    Denied(String, std::io::Error),
+}
+
+/// The process's name (`comm`) and executable mappings.
+pub(crate) fn read(pid: u32) -> Result<(String, Vec<MapsLine>), Unreadable> {
+    let process = Process::new_with_root(proc_dir(pid)).map_err(|_| Unreadable::Gone)?;
+    let name = process.stat().map_err(|_| Unreadable::Gone)?.comm;
+    let mut maps = match read_maps(&proc_dir(pid)) {
+        Ok(maps) => maps,
+        Err(err) if denied(&err) => return Err(Unreadable::Denied(name, err)),
+        Err(_) => return Err(Unreadable::Gone),
+    };
     if maps.is_empty() {
         // The leader exited: any live thread shares the address space.
         maps = process
             .tasks()
-            .ok()?
+            .map_err(|_| Unreadable::Gone)?
             .flatten()
             .filter(|t| t.tid as u32 != pid)
             .find_map(|t| {
                 read_maps(&proc_dir(pid).join("task").join(t.tid.to_string()))
+                    .ok()
                     .filter(|m| !m.is_empty())
-            })?;
+            })
+            .ok_or(Unreadable::Gone)?;
     }
-    Some((name, executable(maps)))
+    Ok((name, executable(maps)))
+}
+
+/// Whether `err` is a permission refusal (as opposed to the process being gone).
+pub(crate) fn denied(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EACCES | libc::EPERM))
 }
 
 /// The mappings in `dir/maps`.
-fn read_maps(dir: &Path) -> Option<Vec<MemoryMap>> {
-    Some(parse_maps(&std::fs::read(dir.join("maps")).ok()?))
+fn read_maps(dir: &Path) -> std::io::Result<Vec<MemoryMap>> {
+    Ok(parse_maps(&std::fs::read(dir.join("maps"))?))
 }
 
 /// Parses the text of a maps file with procfs, one line at a time, so that a line procfs cannot read
@@ -234,7 +255,7 @@ mod tests {
                 .and_then(|p| p.maps())
                 .is_ok_and(|m| m.0.is_empty())
         });
-        let read_back = read(pid);
+        let read_back = read(pid).ok();
         let (live, gone) = (has_live_threads(pid), is_gone(pid));
         child.kill().unwrap();
         child.wait().unwrap();

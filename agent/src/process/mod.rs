@@ -2,18 +2,27 @@
 //! reports the process, so a process that exits before the window is drained can still be symbolized.
 //!
 //! Each executable mapping's file is opened through `/proc/PID/map_files/` (which works across mount
-//! namespaces and for deleted files) and kept open while any live process maps it; binaries are shared
-//! by device and inode. Anonymous executable mappings (JIT code) and the vDSO are kept too: the
+//! namespaces and for deleted files), or else by path inside the process's root, checked against the
+//! mapping's device and inode (`open.rs`), and kept open while any live process maps it; binaries are
+//! shared by device and inode. Anonymous executable mappings (JIT code) and the vDSO are kept too: the
 //! unwinder needs to know that code is there.
+//!
+//! A process whose mappings or binaries sonde may not read is counted and warned about (once per
+//! reason, then at debug level), never left silently unsymbolized.
 
 pub mod elf_info;
 pub mod events;
 mod maps_file;
 pub(crate) mod memfd;
+mod open;
 mod vdso;
 
 use std::{
-    collections::HashMap, fs::File, os::unix::fs::MetadataExt as _, path::PathBuf, sync::Arc,
+    collections::{HashMap, HashSet},
+    fs::File,
+    os::unix::fs::MetadataExt as _,
+    path::PathBuf,
+    sync::Arc,
     time::Instant,
 };
 
@@ -96,6 +105,10 @@ pub struct CaptureStats {
     pub gone: u64,
     /// Mapped files that could not be opened (frames in them stay unsymbolized, and are counted there).
     pub unopenable_files: u64,
+    /// Processes whose mappings the kernel refused to show (CAP_SYS_PTRACE).
+    pub maps_denied: u64,
+    /// Captures of processes with at least one mapped binary that could not be opened.
+    pub binaries_unopenable: u64,
 }
 
 /// All known processes and their binaries.
@@ -105,6 +118,10 @@ pub struct ProcessTable {
     binaries: HashMap<(u64, u64), std::sync::Weak<Binary>>,
     /// The vDSO image, once read (None inside: it could not be).
     vdso: Option<Option<Arc<Binary>>>,
+    /// Live processes whose mappings were refused: not asked again until captured explicitly.
+    denied: HashSet<u32>,
+    /// Which refusals were warned about already (maps, binaries): once each, then debug.
+    warned: (bool, bool),
     /// Capture counters.
     pub stats: CaptureStats,
 }
@@ -132,22 +149,35 @@ impl ProcessTable {
     /// is already gone.
     pub fn capture(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
         match self.read_process(pid) {
-            Some(info) => {
+            Ok(info) => {
                 let info = Arc::new(info);
                 self.procs.insert(pid, info.clone());
+                self.denied.remove(&pid);
                 self.stats.captured += 1;
                 Some(info)
             }
-            None => {
+            Err(maps_file::Unreadable::Gone) => {
                 self.stats.gone += 1;
+                None
+            }
+            Err(maps_file::Unreadable::Denied(name, err)) => {
+                self.stats.maps_denied += 1;
+                self.denied.insert(pid);
+                warn_once(
+                    &mut self.warned.0,
+                    &format!(
+                        "cannot read the mappings of process {pid} ({name}): {}/maps refused ({err}): sonde needs CAP_SYS_PTRACE to read other users' processes; its frames stay unnamed (counted in sonde_processes_unreadable_total{{reason=\"maps_denied\"}})",
+                        maps_file::proc_dir(pid).display()
+                    ),
+                );
                 None
             }
         }
     }
 
-    /// Captures `pid` unless it is already known.
+    /// Captures `pid` unless it is already known (or its mappings were refused already).
     pub fn ensure(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
-        if !self.procs.contains_key(&pid) {
+        if !self.procs.contains_key(&pid) && !self.denied.contains(&pid) {
             self.capture(pid);
         }
         self.get(pid)
@@ -155,6 +185,7 @@ impl ProcessTable {
 
     /// Records that `pid` exited; its data stays until [`ProcessTable::evict_exited_before`].
     pub fn mark_exited(&mut self, pid: u32, at: Instant) {
+        self.denied.remove(&pid);
         if let Some(info) = self.procs.get_mut(&pid) {
             Arc::make_mut(info).exited_at = Some(at);
         }
@@ -206,14 +237,25 @@ impl ProcessTable {
             .collect()
     }
 
-    fn read_process(&mut self, pid: u32) -> Option<ProcessInfo> {
+    fn read_process(&mut self, pid: u32) -> Result<ProcessInfo, maps_file::Unreadable> {
         let (name, lines) = maps_file::read(pid)?;
+        let mut unopenable = None;
         let mut mappings: Vec<Mapping> = lines
             .into_iter()
-            .map(|line| self.mapping(pid, line))
+            .map(|line| self.mapping(pid, line, &mut unopenable))
             .collect();
         mappings.sort_by_key(|m| m.module.start);
-        Some(ProcessInfo {
+        // A process that exited while it was read leaves nothing to open: that is no refusal.
+        if let Some((path, why)) = unopenable.filter(|_| !maps_file::is_gone(pid)) {
+            self.stats.binaries_unopenable += 1;
+            warn_once(
+                &mut self.warned.1,
+                &format!(
+                    "cannot open {path}, mapped by process {pid} ({name}): {why}; its frames stay unnamed (counted in sonde_processes_unreadable_total{{reason=\"binary_unopenable\"}})"
+                ),
+            );
+        }
+        Ok(ProcessInfo {
             pid,
             name,
             mappings,
@@ -221,14 +263,27 @@ impl ProcessTable {
         })
     }
 
-    fn mapping(&mut self, pid: u32, line: MapsLine) -> Mapping {
+    /// The mapping of `line`; the first file that could not be opened is noted in `unopenable`.
+    fn mapping(
+        &mut self,
+        pid: u32,
+        line: MapsLine,
+        unopenable: &mut Option<(String, open::Unopenable)>,
+    ) -> Mapping {
         let binary = if line.path == vdso::VDSO_PATH {
             self.vdso()
+        } else if line.path.starts_with('/') {
+            match open::open(pid, &line) {
+                Ok(file) => self.binary(pid, &line, file),
+                Err(why) => {
+                    tracing::debug!(pid, path = %line.path, %why, "cannot open mapped file");
+                    self.stats.unopenable_files += 1;
+                    unopenable.get_or_insert_with(|| (line.path.clone(), why));
+                    None
+                }
+            }
         } else {
-            line.path
-                .starts_with('/')
-                .then(|| self.binary(pid, &line))
-                .flatten()
+            None
         };
         let module = Module {
             path: if line.path.is_empty() {
@@ -247,8 +302,7 @@ impl ProcessTable {
         }
     }
 
-    fn binary(&mut self, pid: u32, line: &MapsLine) -> Option<Arc<Binary>> {
-        let file = self.open_mapped(pid, line)?;
+    fn binary(&mut self, pid: u32, line: &MapsLine, file: File) -> Option<Arc<Binary>> {
         let meta = file.metadata().ok()?;
         let id = (meta.dev(), meta.ino());
         if let Some(existing) = self.binaries.get(&id).and_then(std::sync::Weak::upgrade) {
@@ -264,30 +318,14 @@ impl ProcessTable {
         self.binaries.insert(id, Arc::downgrade(&binary));
         Some(binary)
     }
+}
 
-    /// Opens the file of a mapping: through `/proc/PID/map_files` (works for deleted files and other
-    /// mount namespaces, but needs CAP_SYS_ADMIN), else by its path inside the process's root, kept
-    /// only if device and inode are the mapping's (the path may name another file by now).
-    fn open_mapped(&mut self, pid: u32, line: &MapsLine) -> Option<File> {
-        let dir = maps_file::proc_dir(pid);
-        let mapped = dir.join(format!("map_files/{:x}-{:x}", line.start, line.end));
-        let by_path = dir.join("root").join(line.path.trim_start_matches('/'));
-        let opened = File::open(&mapped).or_else(|_| {
-            let file = File::open(&by_path)?;
-            let meta = file.metadata()?;
-            if (meta.dev(), meta.ino()) == (line.dev, line.inode) {
-                Ok(file)
-            } else {
-                Err(std::io::Error::other("the path now names another file"))
-            }
-        });
-        match opened {
-            Ok(file) => Some(file),
-            Err(err) => {
-                tracing::debug!(pid, path = %line.path, %err, "cannot open mapped file");
-                self.stats.unopenable_files += 1;
-                None
-            }
-        }
+/// Logs `message` at WARN the first time (`warned` still false), at debug level afterwards: one
+/// refusal says what to grant, a thousand processes refused the same way must not flood the log.
+fn warn_once(warned: &mut bool, message: &str) {
+    if std::mem::replace(warned, true) {
+        tracing::debug!("{message}");
+    } else {
+        tracing::warn!("{message}; further ones are logged at debug level");
     }
 }

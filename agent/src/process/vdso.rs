@@ -28,7 +28,7 @@ fn image() -> std::io::Result<Vec<u8>> {
     // SAFETY: getauxval has no preconditions.
     let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
     let (_, lines) = maps_file::read(std::process::id())
-        .ok_or_else(|| std::io::Error::other("cannot read this process's mappings"))?;
+        .map_err(|_| std::io::Error::other("cannot read this process's mappings"))?;
     let vdso = lines
         .iter()
         .find(|l| l.start == base && l.path == VDSO_PATH)
