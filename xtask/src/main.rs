@@ -1,7 +1,9 @@
 //! `cargo xtask`: setup of the build toolchain, test and benchmark orchestration.
 
 mod bench;
+mod deb;
 mod fuzz;
+mod image;
 mod setup;
 mod util;
 
@@ -42,6 +44,10 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Run every cargo-fuzz target of fuzz/ for a fixed time; print executions per second and coverage.
     Fuzz(fuzz::FuzzArgs),
+    /// Build the container image with podman into a local oci-archive; print its size.
+    Image(image::ImageArgs),
+    /// Build the .deb (binary, systemd unit, /etc/sonde/sonde.toml, `sonde` user) with cargo-deb.
+    Deb(deb::DebArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -83,6 +89,8 @@ fn main() -> anyhow::Result<()> {
             Err(err).with_context(|| format!("running {}", sonde.display()))
         }
         Task::Fuzz(args) => fuzz::run_all(&args),
+        Task::Image(args) => image::run_image(&args),
+        Task::Deb(args) => deb::run_deb(&args),
         Task::Bench(args) => {
             util::require_root("the benchmark loads BPF programs and runs perf and bpftrace")?;
             setup::build_toolchain()?;

@@ -69,7 +69,8 @@ pub fn peers_python() -> std::path::PathBuf {
 /// Test and benchmark peers: Python decoders/receivers, gcc for workloads, perf and bpftrace, readelf
 /// (the unwind table tests compare with it), Debian's xz and libc's debug file (the unwinding tests
 /// profile Debian's own binaries and name libc's internal functions), elfutils' debuginfod server (the
-/// symbol tests fetch debug files from a real one on loopback).
+/// symbol tests fetch debug files from a real one on loopback), podman, strace and cargo-deb (the deploy
+/// tests build the image and the .deb and check the unit's system call filter).
 pub fn peers() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
@@ -78,6 +79,9 @@ pub fn peers() -> anyhow::Result<()> {
         ("readelf", "binutils"),
         ("xz", "xz-utils"),
         ("debuginfod", "debuginfod"),
+        // The deploy tests: the container image (podman), the unit's system call filter (strace).
+        ("podman", "podman"),
+        ("strace", "strace"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
@@ -118,7 +122,8 @@ pub fn peers() -> anyhow::Result<()> {
             .arg(&requirements))?;
         std::fs::write(&stamp, wanted)?;
     }
-    Ok(())
+    // The package test builds the .deb.
+    crate::deb::install_cargo_deb()
 }
 
 pub(crate) fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {

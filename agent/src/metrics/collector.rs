@@ -14,7 +14,7 @@ use prometheus_client::{
 use super::{Health, state::State, unix_nanos_now, usage};
 use crate::{
     bpf::drain::{KERNEL_COUNTERS, WALK_OUTCOMES},
-    export::Exporter,
+    export::{ExportMetrics, Exporter},
 };
 
 type Labels = Vec<(&'static str, String)>;
@@ -314,6 +314,22 @@ impl Collector for AgentCollector {
                 ),
             ],
         )?;
+        family(
+            e,
+            "sonde_processes_unreadable",
+            "Captures of processes whose code sonde may not read, so their frames stay unnamed: maps_denied (/proc/PID/maps refused: CAP_SYS_PTRACE), binary_unopenable (a mapped binary could not be opened: deleted or replaced without CAP_CHECKPOINT_RESTORE, or unreadable).",
+            None,
+            vec![
+                (
+                    label("reason", "maps_denied"),
+                    counter(s.capture.maps_denied),
+                ),
+                (
+                    label("reason", "binary_unopenable"),
+                    counter(s.capture.binaries_unopenable),
+                ),
+            ],
+        )?;
         let d = &s.debug;
         family(
             e,
@@ -409,6 +425,20 @@ impl Collector for AgentCollector {
         )?;
         one(
             e,
+            "sonde_export_spool_batches",
+            "Windows waiting in the disk spool (OTLP).",
+            None,
+            gauge(ExportMetrics::get(&m.spool_batches) as f64),
+        )?;
+        one(
+            e,
+            "sonde_export_spool",
+            "Disk used by the spool's files, quarantined ones included.",
+            Some(Unit::Bytes),
+            gauge(ExportMetrics::get(&m.spool_bytes) as f64),
+        )?;
+        one(
+            e,
             "sonde_export_ingest_lag",
             "From the end of the last delivered window to the backend's acknowledgement.",
             Some(Unit::Seconds),
@@ -458,8 +488,17 @@ fn export_help(name: &str) -> &'static str {
         "sonde_export_bytes_sent" => "Bytes put on the wire (compressed) or on disk.",
         "sonde_export_retries" => "Re-attempts after a retryable failure.",
         "sonde_export_dropped_batches" => "Windows lost by the export path, by reason.",
+        "sonde_export_spooled_batches" => "Windows written to the disk spool.",
+        "sonde_export_replayed_batches" => "Spooled windows delivered (also in batches_sent).",
+        "sonde_export_spool_quarantined_files" => {
+            "Spool files that failed their checksum, set aside as *.corrupt."
+        }
         "sonde_export_partial_success_rejected_profiles" => {
             "Profiles the backend rejected in a partial success."
+        }
+        "sonde_local_repairs" => "Damage of an unclean stop repaired at start, by kind.",
+        "sonde_local_retention_deleted_profiles" => {
+            "Profiles the retention tiers deleted from the local data directory, by reason."
         }
         _ => "Export counter.",
     }
