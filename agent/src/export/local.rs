@@ -137,26 +137,30 @@ impl LocalDirSink {
         }
         match outcome {
             Ok(None) => {}
-            Ok(Some(o)) if o.capped > 0 || o.lines_dropped > 0 || o.merge_failures > 0 => {
-                tracing::warn!(
-                    capped = o.capped,
-                    capped_bytes = o.capped_bytes,
-                    lines_dropped = o.lines_dropped,
-                    merge_failures = o.merge_failures,
-                    windows_merged = o.windows_merged,
-                    expired = o.expired,
-                    bytes = o.bytes_after,
-                    "retention deleted profiles to stay under retention.max_mib, or found damage"
-                );
+            Ok(Some(o)) => {
+                // WARN when the cap deleted profiles or the pass found damage; INFO otherwise.
+                macro_rules! pass {
+                    ($level:ident) => {
+                        tracing::$level!(
+                            windows_merged = o.windows_merged,
+                            hourly_written = o.hourly_written,
+                            expired = o.expired,
+                            capped = o.capped,
+                            capped_bytes = o.capped_bytes,
+                            lines_dropped = o.lines_dropped,
+                            orphans = o.orphans,
+                            merge_failures = o.merge_failures,
+                            bytes = o.bytes_after,
+                            "retention pass"
+                        )
+                    };
+                }
+                if o.capped > 0 || o.lines_dropped > 0 || o.merge_failures > 0 {
+                    pass!(warn);
+                } else {
+                    pass!(info);
+                }
             }
-            Ok(Some(o)) => tracing::info!(
-                windows_merged = o.windows_merged,
-                hourly_written = o.hourly_written,
-                expired = o.expired,
-                orphans = o.orphans,
-                bytes = o.bytes_after,
-                "retention pass"
-            ),
             Err(err) => {
                 tracing::warn!(%err, "retention pass failed; it is tried again next window")
             }
@@ -173,8 +177,7 @@ impl LocalDirSink {
         self.repairs
     }
 
-    /// Writes one profile and appends its index line. A name already taken (a second window in the same
-    /// second) gets a `-N` suffix. When the index line cannot be written, the file goes too, so the
+    /// Writes one profile and appends its index line. When the index line cannot be written, the file goes too, so the
     /// directory never holds a profile `sonde diff` cannot find.
     fn write_one(
         &self,
@@ -183,15 +186,7 @@ impl LocalDirSink {
         entry: &mut IndexEntry,
     ) -> Result<(), ExportError> {
         let dir = self.profiles.subdir(window)?;
-        let stem = entry.path.clone();
-        let mut name = format!("{stem}.pb.gz");
-        for n in 1.. {
-            match dir.write_new(&name, bytes) {
-                Ok(()) => break,
-                Err(e) if e.is_already_exists() && n < 1000 => name = format!("{stem}-{n}.pb.gz"),
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let name = dir.write_unique(&entry.path, ".pb.gz", bytes)?;
         entry.path = format!("{PROFILES_DIR}/{window}/{name}");
         let mut line = serde_json::to_string(entry).expect("index entries always serialize");
         line.push('\n');

@@ -302,14 +302,7 @@ fn merge_one(
     let dir = root
         .subdir(HOURLY_DIR)?
         .subdir(&m.hour_start_secs.to_string())?;
-    let mut name = format!("{stem}.pb.gz");
-    for n in 1.. {
-        match dir.write_new(&name, bytes) {
-            Ok(()) => break,
-            Err(e) if e.is_already_exists() && n < 1000 => name = format!("{stem}-{n}.pb.gz"),
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let name = dir.write_unique(&stem, ".pb.gz", bytes)?;
     let members = m.members.iter().map(|&i| &entries[i]);
     let entry = IndexEntry {
         path: format!("{HOURLY_DIR}/{}/{name}", m.hour_start_secs),

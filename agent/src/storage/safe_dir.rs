@@ -216,6 +216,24 @@ impl SafeDir {
         file.commit(false)
     }
 
+    /// Writes `bytes` as the new file `<stem><ext>`, or `<stem>-<n><ext>` when that name is taken (a
+    /// second window in the same second); returns the name used.
+    pub(crate) fn write_unique(
+        &self,
+        stem: &str,
+        ext: &str,
+        bytes: &[u8],
+    ) -> Result<String, StorageError> {
+        let mut name = format!("{stem}{ext}");
+        for n in 1.. {
+            match self.write_new(&name, bytes) {
+                Err(e) if e.is_already_exists() && n < 1000 => name = format!("{stem}-{n}{ext}"),
+                other => return other.map(|()| name),
+            }
+        }
+        unreachable!("the loop returns by its 1000th name")
+    }
+
     /// Appends `bytes` to `name` (created if missing) with one `write` on an `O_APPEND` descriptor. A
     /// short or failed write is truncated back, so the file holds whole records or none.
     pub(crate) fn append(&self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
