@@ -122,8 +122,10 @@ fn in_unit_sandbox(dir: &Path, caps: &str, argv: &[&str]) -> Output {
         fi
         mount --bind /proc/sys /proc/sys; mount -o remount,bind,ro /proc/sys
         for d in /var/lib/sonde /var/cache/sonde; do mount --bind "$d" "$d"; mount -o remount,bind,rw "$d"; done
-        mount -t tmpfs tmpfs /tmp; mount -t tmpfs tmpfs /var/tmp
+        # Before PrivateTmp's fresh /tmp: the blocking file lives in the test's directory, which may be
+        # under /tmp (a CI clone).
         for f in /proc/kcore /proc/kmsg; do [ -e "$f" ] && mount --bind "$blocked" "$f"; done
+        mount -t tmpfs tmpfs /tmp; mount -t tmpfs tmpfs /var/tmp
         exec setpriv --reuid=sonde --regid=sonde --init-groups --inh-caps="$caps" --ambient-caps="$caps" \
             --bounding-set="$caps" --no-new-privs -- "$@""#;
     Command::new("unshare")
