@@ -1,15 +1,17 @@
 """An independent OTLP profiles receiver (grpcio + the PyPI opentelemetry-proto package, proto layout v1.10).
 
-Started by tests/export_python_peer.rs. Listens on 127.0.0.1 (port chosen by the OS), prints `PORT <n>`, then
-one JSON object per received Export request with what it decoded through the request's dictionary:
-resource attributes, sample types, per-sample values and stacks as function names (leaf first). Exits after
---requests requests or --timeout seconds.
+Started by tests/export_python_peer.rs and `cargo xtask bench --outage-minutes`. Listens on 127.0.0.1 (port
+chosen by the OS, or --port so a restarted receiver comes back on the same one), prints `PORT <n>`, then one
+JSON object per received Export request with what it decoded through the request's dictionary: resource
+attributes, sample types, per-sample values and stacks as function names (leaf first), and when it arrived
+(`received_unix_ns`, wall clock). Exits after --requests requests or --timeout seconds.
 """
 
 import argparse
 import json
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -79,7 +81,9 @@ class Service(profiles_service_pb2_grpc.ProfilesServiceServicer):
         self.lock = threading.Lock()
 
     def Export(self, request, context):
+        received = time.time_ns()
         decoded = decode(request)
+        decoded["received_unix_ns"] = received
         with self.lock:
             print(json.dumps(decoded, sort_keys=True), flush=True)
             self.count += 1
@@ -92,11 +96,15 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--port", type=int, default=0, help="0: chosen by the OS")
     args = parser.parse_args()
     done = threading.Event()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    # No SO_REUSEPORT: a second receiver on a taken --port must fail, not share the port with the first.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
     profiles_service_pb2_grpc.add_ProfilesServiceServicer_to_server(Service(args.requests, done), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{args.port}")
+    if port == 0 or (args.port and port != args.port):
+        sys.exit(f"cannot listen on 127.0.0.1:{args.port}: is another process using the port?")
     server.start()
     print(f"PORT {port}", flush=True)
     ok = done.wait(args.timeout)

@@ -7,6 +7,7 @@
 //! they share: starting, stopping and measuring a profiler.
 
 mod offcpu;
+mod outage;
 mod scrape;
 mod symbols;
 mod unwind;
@@ -41,6 +42,10 @@ pub struct BenchArgs {
     /// Instead: the daemon benchmark (50 busy processes, `sonde run`) for this many minutes.
     #[arg(long)]
     daemon_minutes: Option<u64>,
+    /// Instead: the daemon benchmark against a real OTLP receiver that is down this many minutes (10
+    /// without a value) in the middle of the run (`--daemon-minutes`, default 20); see [`outage`].
+    #[arg(long, num_args = 0..=1, default_missing_value = "10")]
+    outage_minutes: Option<u64>,
     /// Only the unwinding comparison (skips the CPU-bound and off-CPU sections).
     #[arg(long, conflicts_with = "offcpu_only")]
     unwind_only: bool,
@@ -104,6 +109,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let sonde = build_release_sonde()?;
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
+    if let Some(outage) = args.outage_minutes {
+        return outage::run(&sonde, &dir, args.daemon_minutes.unwrap_or(20), outage);
+    }
     if let Some(minutes) = args.daemon_minutes {
         return daemon(&sonde, &dir, minutes);
     }
