@@ -4,6 +4,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/daemon.rs"]
+mod daemon;
 
 use std::{path::Path, process::Command};
 
@@ -42,23 +44,6 @@ fn run(data: &Path, secs: &str) -> (bool, String) {
     )
 }
 
-/// `key=value` of the exit summary line.
-fn summary(stderr: &str, key: &str) -> u64 {
-    let needle = format!("{key}=");
-    stderr
-        .lines()
-        .rev()
-        .find_map(|l| {
-            let at = l.find(&needle)?;
-            let digits: String = l[at + needle.len()..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            digits.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no {key} in the exit summary:\n{stderr}"))
-}
-
 #[test]
 fn a_full_disk_loses_counted_windows_and_leaves_a_readable_directory() {
     require_root();
@@ -78,8 +63,18 @@ fn a_full_disk_loses_counted_windows_and_leaves_a_readable_directory() {
     let _workload = Workload::start(&bin, &["60"]);
     let (ok, stderr) = run(&data, "12");
     assert!(ok, "a full disk is not fatal:\n{stderr}");
-    let produced = summary(&stderr, "windows_produced");
-    let lost = summary(&stderr, "windows_lost");
+    let summary = daemon::exit_summary(&stderr);
+    let produced = daemon::field(&summary, "windows_produced", &stderr);
+    let lost = daemon::field(&summary, "windows_lost", &stderr);
+    let write_failed = daemon::field(
+        &summary,
+        r#"sonde_export_dropped_batches_total{reason="write_failed"}"#,
+        &stderr,
+    );
+    assert_eq!(
+        write_failed, lost,
+        "each lost window counted as a failed write"
+    );
     assert!(lost > 0, "the disk filled, windows were lost:\n{stderr}");
     assert!(lost < produced, "the first windows fit:\n{stderr}");
     assert!(

@@ -52,7 +52,13 @@ fn a_full_spool_drops_its_oldest_windows_and_counts_them() {
         }
         run.wait_windows(run.windows() + 1, Duration::from_secs(30));
     };
-    let deadline = Instant::now() + Duration::from_secs(90);
+    // The spool fills at the pace of the windows' size, which depends on the host's processes: wait
+    // for as many windows as 1 MiB takes at the size seen so far, twice over.
+    run.wait_windows(run.windows() + 3, Duration::from_secs(30));
+    let files = spool_files(&data);
+    let mean = files.iter().map(|(_, l)| *l).sum::<u64>() / files.len().max(1) as u64;
+    let windows_to_fill = (1u64 << 20) / mean.max(1) + 1;
+    let deadline = Instant::now() + Duration::from_secs((2 * windows_to_fill).clamp(60, 400));
     let mut peak = 0;
     while spool_files(&data).iter().any(|(n, _)| *n == first) {
         peak = peak.max(spool_disk_bytes(&data));

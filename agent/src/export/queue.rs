@@ -417,7 +417,7 @@ impl Shared {
                         "retries_exhausted",
                         &why,
                     ),
-                    ExportError::Io { .. } => {
+                    ExportError::Io { .. } | ExportError::Storage(_) => {
                         self.lose(&batch, &m.dropped_write_failed, "write_failed", &why)
                     }
                     _ => self.lose(&batch, &m.dropped_rejected, "rejected", &why),
