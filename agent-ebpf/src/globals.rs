@@ -30,6 +30,10 @@ static REFRESH_INTERVAL_NS: u64 = 0;
 #[unsafe(no_mangle)]
 static KERNEL_LOG: u32 = 0;
 #[unsafe(no_mangle)]
+static PYTHON: u32 = 0;
+#[unsafe(no_mangle)]
+static TASK_FSBASE_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
 static TEST_FAIL_EXEC: u32 = 0;
 
 macro_rules! getter {
@@ -86,6 +90,14 @@ getter!(
 getter!(
     /// Minimum time between two mapping refresh requests for one process.
     refresh_interval_ns, REFRESH_INTERVAL_NS, u64
+);
+getter!(
+    /// Non-zero when Python frames are walked (`--python on`).
+    python, PYTHON, u32
+);
+getter!(
+    /// Offset of `thread.fsbase` in `task_struct`; 0 when unknown. x86_64.
+    task_fsbase_offset, TASK_FSBASE_OFFSET, u32
 );
 getter!(
     /// Non-zero when failed invocations are logged through aya-log (see `diag`).

@@ -14,7 +14,7 @@ use aya_ebpf::{
 use sonde_abi::{
     Control, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS, PageEntry, PageKey,
     ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey, THREAD_SLOTS, ThreadSlot,
-    UnwindRule, UserStack, stat, unwind::SCRATCH_SLOTS,
+    UnwindRule, UserStack, python::PyProc, stat, unwind::SCRATCH_SLOTS,
 };
 
 use crate::unwind::Scratch;
@@ -70,6 +70,13 @@ pub static UNWIND_PAGES: HashMap<PageKey, PageEntry> =
 #[map]
 pub static PROC_MAPPINGS: HashMap<u32, ProcMappings> =
     HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+
+/// CPython settings of each Python process, by tgid. Not preallocated (48 bytes per process).
+#[map]
+pub static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+/// The thread state found for each Python thread, by tid; checked against the thread's id at every use.
+#[map]
+pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
 
 #[map]
 static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);

@@ -187,6 +187,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         regs::current_task_user_regs(),
         true,
         SCRATCH_SLOT,
+        false,
     );
     captured.key.weight = weight.min(u32::from(u16::MAX)) as u16;
     if !captured.known_process {

@@ -37,7 +37,15 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
     } else {
         regs::current_task_user_regs()
     };
-    let captured = stack::capture(ctx, tgid, generation, user, !in_user_mode, SCRATCH_SLOT);
+    let captured = stack::capture(
+        ctx,
+        tgid,
+        generation,
+        user,
+        !in_user_mode,
+        SCRATCH_SLOT,
+        true,
+    );
     if !captured.known_process {
         process::announce(tgid);
     }

@@ -20,7 +20,8 @@ pub struct Captured {
 /// Builds the aggregation key of the current task, its stacks stored in the slot of `generation`.
 /// `user`: where the user stack starts (None: a kernel thread, nothing to walk). `with_kernel`: take
 /// the kernel stack (skipped when the sample interrupted user code: there is none, and skipping the
-/// walk saves most of the program's run time on CPU-bound processes).
+/// walk saves most of the program's run time on CPU-bound processes). `on_cpu`: the task was
+/// interrupted running, not switched out.
 #[inline(always)]
 pub fn capture<C: StackIdContext>(
     ctx: &C,
@@ -29,6 +30,7 @@ pub fn capture<C: StackIdContext>(
     user: Option<UserRegs>,
     with_kernel: bool,
     scratch_slot: u32,
+    on_cpu: bool,
 ) -> Captured {
     let slot = generation % SLOTS;
     let kernel_stack_id = if with_kernel {
@@ -38,7 +40,7 @@ pub fn capture<C: StackIdContext>(
     };
     let (user_stack_id, user_stack_status, known_process) = match user {
         Some(regs) => {
-            let stored = unwind::walk_and_store(tgid, regs, generation, scratch_slot);
+            let stored = unwind::walk_and_store(tgid, regs, generation, scratch_slot, on_cpu);
             (stored.id, stored.status, stored.known_process)
         }
         None => (0, STACK_NONE, false),

@@ -105,6 +105,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         }),
         unwind: args.unwind.unwind,
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,
+        python: args.unwind.python.on(),
         ..Default::default()
     };
     let debug = DebugInfo::new(args.symbols.with_file(&config.symbols).config()?)?;

@@ -15,6 +15,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod process;
 pub mod profile;
+pub(crate) mod python;
 pub mod record;
 pub mod retention;
 pub mod sampler;

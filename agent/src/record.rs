@@ -130,6 +130,7 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
         single_window: true,
         unwind: args.unwind.unwind,
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,
+        python: args.unwind.python.on(),
         ..Default::default()
     };
     match args.profile {
@@ -340,6 +341,11 @@ fn print_summary(window: &Window, profile: &Profile, output: &Path) {
         k[stat::PROC_EVENTS_LOST as usize].to_string(),
     );
     line("processes_gone:", capture.gone.to_string());
+    line("python_processes:", capture.python_processes.to_string());
+    line(
+        "python_unsupported:",
+        capture.python_unsupported.to_string(),
+    );
     if profile.kind == crate::profile::ProfileKind::OffCpu {
         line(
             "offcpu_episodes:",
@@ -444,6 +450,19 @@ fn unwind_summary(
             format!("walk_cut_{name}:")
         };
         line(&key, k[*index as usize].to_string());
+    }
+    line(
+        "python_frames_per_stack:",
+        format!("{:.1}", stats.python_frames_per_stack()),
+    );
+    for (name, index) in [
+        ("python_walks:", stat::PY_WALKS),
+        ("python_walk_idle:", stat::PY_IDLE),
+        ("python_walk_no_thread:", stat::PY_NO_THREAD),
+        ("python_walk_read_fault:", stat::PY_READ_FAULT),
+        ("python_walk_truncated:", stat::PY_TRUNCATED),
+    ] {
+        line(name, k[index as usize].to_string());
     }
     for (name, index) in [
         ("fallback_no_process:", stat::FALLBACK_NO_PROCESS),

@@ -104,17 +104,23 @@ impl Sampler {
             events,
             unwind,
             sampling,
+            python,
         } = loader::load(&options)?;
         let offcpu_sampling = match (sampling, options.off_cpu) {
             (Some(maps), Some(off)) => Some(Controller::start(maps, off.budget)?),
             _ => None,
         };
-        let procs = Arc::new(Mutex::new(ProcessTable::default()));
+        let mut table = ProcessTable::default();
+        if let Some(map) = python {
+            table.publish_python(crate::python::publish::Publisher::new(map));
+        }
+        let procs = Arc::new(Mutex::new(table));
         let unwinder = unwind.map(Unwinder::start);
         let events = Some(EventThread::spawn(
             events,
             procs.clone(),
             unwinder.as_ref().map(Unwinder::handle),
+            symbolizer.python_cache(),
         ));
         let sampler = Self {
             ebpf,

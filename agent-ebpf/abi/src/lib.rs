@@ -6,6 +6,7 @@
 #![no_std]
 
 pub mod names;
+pub mod python;
 pub mod unwind;
 
 pub use unwind::{
@@ -183,6 +184,10 @@ pub mod proc_event {
     /// A sample's code address fell outside every mapping the kernel knows for the process (a library
     /// loaded, or code mapped, after the mappings were read): read them again.
     pub const MAPPINGS_STALE: u32 = 4;
+    /// A Python frame named a code object this CPU had not seen in the process lately: read it now,
+    /// while the process lives ([`super::ProcEvent::address`]), so a process that exits before the
+    /// window ends keeps its Python names.
+    pub const PYTHON_CODE: u32 = 5;
 }
 
 /// Process lifecycle notification sent through the `PROC_EVENTS` ring buffer.
@@ -195,8 +200,10 @@ pub struct ProcEvent {
     pub tgid: u32,
     /// `bpf_ktime_get_ns()` when it happened.
     pub time_ns: u64,
+    /// The code object's address ([`proc_event::PYTHON_CODE`]); 0 otherwise.
+    pub address: u64,
 }
-const _: () = assert!(core::mem::size_of::<ProcEvent>() == 16);
+const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);
 
 /// Indexes of the per-CPU `STATS` counters. Every sample or event that is not aggregated lands in one.
 pub mod stat {
@@ -265,8 +272,20 @@ pub mod stat {
     pub const OFFCPU_TRACKED_LONG: u32 = 29;
     /// Sum of the weights of tracked episodes (the switches they stand for).
     pub const OFFCPU_WEIGHT: u32 = 30;
+    /// Stacks of CPython processes whose Python frames were walked (see [`crate::python`]).
+    pub const PY_WALKS: u32 = 31;
+    /// Python frames stored by those walks (frames per stack = this / walks).
+    pub const PY_FRAMES: u32 = 32;
+    /// Walks of threads with no Python code running (no current frame): not a failure.
+    pub const PY_IDLE: u32 = 33;
+    /// Walks that failed: the sampled thread's state was not found among the interpreter's threads.
+    pub const PY_NO_THREAD: u32 = 34;
+    /// Walks that failed: interpreter memory (runtime, thread state or a frame) was unreadable.
+    pub const PY_READ_FAULT: u32 = 35;
+    /// Walks cut because the stack was full (`MAX_STACK_DEPTH` native and Python frames together).
+    pub const PY_TRUNCATED: u32 = 36;
     /// Number of counters.
-    pub const COUNT: u32 = 31;
+    pub const COUNT: u32 = 37;
 }
 
 #[cfg(feature = "user")]
@@ -289,4 +308,5 @@ mod pod {
     unsafe impl aya::Pod for super::OffCpuSampling {}
     unsafe impl aya::Pod for super::ThreadSlot {}
     unsafe impl aya::Pod for super::ProcessSampling {}
+    unsafe impl aya::Pod for super::python::PyProc {}
 }

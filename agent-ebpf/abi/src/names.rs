@@ -35,6 +35,10 @@ pub const PROC_MAPPINGS: &str = "PROC_MAPPINGS";
 /// Kernel log records (ring buffer), declared by `aya-log-ebpf` and read by `aya-log`; written only when
 /// [`globals::KERNEL_LOG`] is set.
 pub const AYA_LOGS: &str = "AYA_LOGS";
+/// CPython settings per process ([`crate::python::PyProc`]), by tgid.
+pub const PY_PROCS: &str = "PY_PROCS";
+/// The thread state of each Python thread found so far, by tid (a cache the kernel fills).
+pub const PY_THREADS: &str = "PY_THREADS";
 
 /// Kernel stack-trace maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
@@ -46,7 +50,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 28] = [
+pub const ALL_MAPS: [&str; 30] = [
     CONTROL,
     PIDS,
     STATS,
@@ -63,6 +67,8 @@ pub const ALL_MAPS: [&str; 28] = [
     UNWIND_RULES,
     PROC_MAPPINGS,
     AYA_LOGS,
+    PY_PROCS,
+    PY_THREADS,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],
     KERNEL_STACKS[2],
@@ -104,6 +110,11 @@ pub mod globals {
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
     /// `u64`: minimum time between two mapping refresh requests for one process, nanoseconds.
     pub const REFRESH_INTERVAL_NS: &str = "REFRESH_INTERVAL_NS";
+    /// `u32`: non-zero when the Python frames of processes in `PY_PROCS` are walked (`--python on`).
+    pub const PYTHON: &str = "PYTHON";
+    /// `u32`: byte offset of `thread.fsbase` in the kernel's `task_struct` (from its BTF; x86_64), or 0
+    /// when unknown.
+    pub const TASK_FSBASE_OFFSET: &str = "TASK_FSBASE_OFFSET";
     /// `u32`: non-zero when the programs log their failed invocations through aya-log
     /// ([`super::AYA_LOGS`]); at 0 the verifier prunes every log call.
     pub const KERNEL_LOG: &str = "KERNEL_LOG";

@@ -7,6 +7,7 @@
 //! verifier's work independent of the depth, and 127 frames fit in one program run.
 
 mod lookup;
+mod python;
 pub mod regs;
 mod step;
 mod window;
@@ -53,6 +54,8 @@ pub struct Scratch {
     stored: [StoredStack; STORED_SLOTS],
     /// Rules found by earlier walks on this CPU.
     rows: [lookup::CachedRow; lookup::ROW_CACHE_SLOTS],
+    /// The Python walk that follows the native one.
+    py: python::PyWalk,
 }
 
 /// Recently stored stacks remembered per CPU.
@@ -90,8 +93,15 @@ pub struct Stored {
 
 /// Walks the user stack of `tgid` from `regs` and stores it in the user-stack map of `generation`'s
 /// slot. `scratch_slot` is the caller's own scratch entry (see `sonde_abi::unwind::SCRATCH_SLOTS`).
+/// `on_cpu`: the thread was interrupted running (see `python::walk`).
 #[inline(always)]
-pub fn walk_and_store(tgid: u32, regs: UserRegs, generation: u64, scratch_slot: u32) -> Stored {
+pub fn walk_and_store(
+    tgid: u32,
+    regs: UserRegs,
+    generation: u64,
+    scratch_slot: u32,
+    on_cpu: bool,
+) -> Stored {
     let Some(scratch) = UNWIND_SCRATCH.get_ptr_mut(scratch_slot) else {
         bump(stat::PROGRAM_ERRORS);
         return Stored {
@@ -150,6 +160,9 @@ pub fn walk_and_store(tgid: u32, regs: UserRegs, generation: u64, scratch_slot: 
                 )
             };
         }
+    }
+    if globals::python() != 0 {
+        python::walk(s, tgid, on_cpu);
     }
     let mut stored = finish(s, generation);
     stored.known_process = known_process;

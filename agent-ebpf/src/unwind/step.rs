@@ -215,5 +215,6 @@ fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
         kind: proc_event::MAPPINGS_STALE,
         tgid,
         time_ns: now,
+        address: 0,
     });
 }

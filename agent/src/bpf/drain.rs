@@ -60,7 +60,7 @@ pub struct RawSample {
 }
 
 /// Counters of one window (differences of the kernel's cumulative counters, plus drain-side ones).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowStats {
     /// Kernel counters for this window, indexed by `sonde_abi::stat`.
     pub kernel: [u64; stat::COUNT as usize],
@@ -68,6 +68,17 @@ pub struct WindowStats {
     pub stacks_missing: u64,
     /// Threads remembered as off-CPU at the end of the window.
     pub off_cpu_pending: usize,
+}
+
+// By hand: arrays longer than 32 have no `Default`.
+impl Default for WindowStats {
+    fn default() -> Self {
+        Self {
+            kernel: [0; stat::COUNT as usize],
+            stacks_missing: 0,
+            off_cpu_pending: 0,
+        }
+    }
 }
 
 /// Every way a user-stack walk ends, with a short name; the first is the complete one.
@@ -114,6 +125,12 @@ pub const KERNEL_COUNTERS: [(&str, u32); stat::COUNT as usize] = [
     ("offcpu_eligible", stat::OFFCPU_ELIGIBLE),
     ("offcpu_tracked_long", stat::OFFCPU_TRACKED_LONG),
     ("offcpu_weight", stat::OFFCPU_WEIGHT),
+    ("python_walks", stat::PY_WALKS),
+    ("python_frames", stat::PY_FRAMES),
+    ("python_idle", stat::PY_IDLE),
+    ("python_no_thread", stat::PY_NO_THREAD),
+    ("python_read_fault", stat::PY_READ_FAULT),
+    ("python_truncated", stat::PY_TRUNCATED),
 ];
 
 impl WindowStats {
@@ -151,6 +168,14 @@ impl WindowStats {
         .iter()
         .map(|i| self.kernel[*i as usize])
         .sum()
+    }
+
+    /// Python frames per walk of a Python process's stack.
+    pub fn python_frames_per_stack(&self) -> f64 {
+        match self.kernel[stat::PY_WALKS as usize] {
+            0 => 0.0,
+            walks => self.kernel[stat::PY_FRAMES as usize] as f64 / walks as f64,
+        }
     }
 
     fn per_walk(&self, n: u64) -> f64 {
@@ -350,7 +375,6 @@ mod tests {
     use crate::bpf::maps::UserStackRead;
 
     /// A fake kernel: what the programs would have written, per slot.
-    #[derive(Default)]
     struct FakeMaps {
         generation_writes: Vec<u64>,
         on_cpu: BTreeMap<u64, Vec<(SampleKey, u64)>>,
@@ -359,6 +383,21 @@ mod tests {
         user_stacks: BTreeMap<(u64, u64), (Vec<u64>, u32)>,
         cleared: Vec<u64>,
         stats: [u64; stat::COUNT as usize],
+    }
+
+    // By hand: arrays longer than 32 have no `Default`.
+    impl Default for FakeMaps {
+        fn default() -> Self {
+            Self {
+                generation_writes: Vec::new(),
+                on_cpu: BTreeMap::new(),
+                off_cpu: BTreeMap::new(),
+                stacks: BTreeMap::new(),
+                user_stacks: BTreeMap::new(),
+                cleared: Vec::new(),
+                stats: [0; stat::COUNT as usize],
+            }
+        }
     }
 
     impl KernelMaps for FakeMaps {

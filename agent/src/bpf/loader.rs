@@ -11,7 +11,9 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{Control, OffCpuKind, OffCpuSampling, names, names::globals, unwind::MAX_RULES};
+use sonde_abi::{
+    Control, OffCpuKind, OffCpuSampling, names, names::globals, python::PyProc, unwind::MAX_RULES,
+};
 
 use super::{
     BpfError,
@@ -75,6 +77,8 @@ pub struct LoadOptions {
     /// Have the programs log their failed invocations (see [`super::kernel_log`]) even when the log
     /// filter does not enable `sonde::bpf::kernel` at debug level (the lines still go through it).
     pub kernel_log: bool,
+    /// Walk the Python frames of CPython processes (`--python on`).
+    pub python: bool,
 }
 
 impl Default for LoadOptions {
@@ -88,6 +92,7 @@ impl Default for LoadOptions {
             unwind: UnwindMode::Auto,
             max_unwind_table_mib: DEFAULT_UNWIND_TABLE_MIB,
             kernel_log: false,
+            python: true,
         }
     }
 }
@@ -104,6 +109,8 @@ pub struct Loaded {
     pub(crate) unwind: Option<UnwindMaps>,
     /// The off-CPU sampling maps, when off-CPU time is tracked.
     pub sampling: Option<SamplingMaps>,
+    /// `PY_PROCS`, when Python frames are walked.
+    pub(crate) python: Option<HashMap<MapData, u32, PyProc>>,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -166,6 +173,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             (_, n) => n as u32,
         },
     );
+    if !options.python {
+        loader.map_max_entries(names::PY_PROCS, 1);
+        loader.map_max_entries(names::PY_THREADS, 1);
+    }
     globals.set(&mut loader);
     let mut ebpf = loader.load(OBJECT).map_err(|source| {
         privileges::refused(Step::Load, &source).unwrap_or(BpfError::Load { source })
@@ -201,6 +212,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         Some(_) => Some(sampling_maps(&mut ebpf)?),
         None => None,
     };
+    let python = match options.python {
+        true => Some(take_map(&mut ebpf, names::PY_PROCS)?),
+        false => None,
+    };
     let maps = AyaMaps::new(&mut ebpf)?;
     // The control block and the sampling settings are written before any program is attached.
     let drainer = Drainer::new(maps, Control::default())?;
@@ -222,6 +237,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         events,
         unwind,
         sampling,
+        python,
     })
 }
 
@@ -277,6 +293,8 @@ struct Globals {
     preempt_state_bit: u64,
     kernel_log: u32,
     test_fail_exec: u32,
+    python: u32,
+    task_fsbase_offset: u32,
 }
 
 impl Globals {
@@ -298,6 +316,8 @@ impl Globals {
             preempt_state_bit: off.map_or(0, |(_, l)| u64::from(l.preempt_bit)),
             kernel_log: u32::from(kernel_log::wanted(options.kernel_log)),
             test_fail_exec: u32::from(test_fail_exec()),
+            python: u32::from(options.python),
+            task_fsbase_offset: if options.python { fsbase_offset() } else { 0 },
         }
     }
 
@@ -319,7 +339,24 @@ impl Globals {
             .override_global(globals::NEXT_PID_OFFSET, &self.next_pid_offset, true)
             .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true)
             .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
-            .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true);
+            .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
+            .override_global(globals::PYTHON, &self.python, true)
+            .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true);
+    }
+}
+
+/// Where the kernel keeps a task's fs base, which recognises CPython 3.9/3.10 threads (their thread
+/// states hold `pthread_self()`, the fs base, and no native thread id); 0 when unknown (x86_64 only).
+fn fsbase_offset() -> u32 {
+    if !cfg!(target_arch = "x86_64") {
+        return 0;
+    }
+    match super::btf::task_fsbase_offset() {
+        Ok(offset) => offset,
+        Err(e) => {
+            tracing::warn!("{e}");
+            0
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! without root).
 
 pub(crate) mod batch;
+pub(crate) mod btf;
 pub mod drain;
 pub(crate) mod kernel_log;
 pub mod loader;

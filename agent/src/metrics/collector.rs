@@ -330,6 +330,22 @@ impl Collector for AgentCollector {
                 ),
             ],
         )?;
+        family(
+            e,
+            "sonde_python_processes",
+            "Processes found running CPython, by whether sonde walks their Python frames (supported) or shows native frames only (unsupported: a version outside 3.9 to 3.13).",
+            None,
+            vec![
+                (
+                    label("support", "supported"),
+                    counter(s.capture.python_processes),
+                ),
+                (
+                    label("support", "unsupported"),
+                    counter(s.capture.python_unsupported),
+                ),
+            ],
+        )?;
         let d = &s.debug;
         family(
             e,

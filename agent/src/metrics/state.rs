@@ -18,7 +18,7 @@ use crate::{
 pub const TOP_SERVICES: usize = 10;
 
 /// Totals and the last window's figures.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct State {
     pub windows: u64,
     /// Kernel counters summed over CPUs and windows.
@@ -39,6 +39,30 @@ pub struct State {
     pub processes_held: usize,
     pub last: LastWindow,
     prev: Option<Sample>,
+}
+
+// By hand: arrays longer than 32 have no `Default`.
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            windows: 0,
+            kernel: [0; stat::COUNT as usize],
+            stacks_missing: 0,
+            samples_cpu: 0,
+            samples_offcpu: 0,
+            frames: 0,
+            frames_named: 0,
+            symbolize: SymbolizeStats::default(),
+            capture: CaptureStats::default(),
+            debug: DebugInfoStats::default(),
+            perf_maps: PerfMapStats::default(),
+            unwind: None,
+            kernel_cost: KernelCost::default(),
+            processes_held: 0,
+            last: LastWindow::default(),
+            prev: None,
+        }
+    }
 }
 
 /// Figures of the last window.

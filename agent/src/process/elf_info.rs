@@ -1,10 +1,11 @@
 //! What sonde needs to know about a mapped ELF file, read once when the binary is first captured: its
 //! loadable segments (file offset to ELF address, for unwind tables and debug files), its GNU build id,
-//! and what symbols it carries or points to (`.symtab`, DWARF, `.gnu_debuglink`, `.gnu_debugdata`).
+//! and what symbols it carries or points to (`.symtab`, DWARF, `.gnu_debuglink`, `.gnu_debugdata`), and
+//! whether it is a CPython interpreter (`_PyRuntime`, `Py_Version`: a symbol look-up, no DWARF).
 
 use std::fs::File;
 
-use object::{Object as _, ObjectSection as _, ObjectSegment as _};
+use object::{Object as _, ObjectSection as _, ObjectSegment as _, ObjectSymbol as _};
 
 /// A loadable segment: where its bytes are in the file and where they go in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +33,10 @@ pub struct ElfInfo {
     pub debuglink: Option<(String, u32)>,
     /// A `.gnu_debugdata` section (MiniDebugInfo: an xz-compressed ELF with a symbol table).
     pub has_debugdata: bool,
+    /// ELF address of `_PyRuntime`: the file holds a CPython interpreter.
+    pub py_runtime: Option<u64>,
+    /// CPython (major, minor) from the value of `Py_Version` (3.11+ export it).
+    pub py_version: Option<(u8, u8)>,
 }
 
 impl ElfInfo {
@@ -44,6 +49,7 @@ impl ElfInfo {
             file.section_by_name(name)
                 .is_some_and(|s| s.size() > 0 && s.file_range().is_some())
         };
+        let py_runtime = symbol(&file, "_PyRuntime");
         Self {
             segments: file
                 .segments()
@@ -65,6 +71,12 @@ impl ElfInfo {
                 .flatten()
                 .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
             has_debugdata: has(".gnu_debugdata"),
+            py_runtime,
+            // Looked up only in interpreters: a miss scans the whole symbol table.
+            py_version: py_runtime
+                .and_then(|_| symbol(&file, "Py_Version"))
+                .and_then(|addr| read_u32(&file, bytes, addr))
+                .and_then(version_of_hex),
         }
     }
 
@@ -85,6 +97,52 @@ impl ElfInfo {
             .find(|s| s.offset <= file_offset && file_offset < s.offset + s.size)
             .map_or(file_offset, |s| file_offset - s.offset + s.vaddr)
     }
+}
+
+/// The address of the defined symbol `name`, from `.dynsym` (what an interpreter exports for its
+/// extension modules), else `.symtab`.
+fn symbol(file: &object::File, name: &str) -> Option<u64> {
+    let named = |s: &object::Symbol| !s.is_undefined() && s.name() == Ok(name);
+    file.dynamic_symbols()
+        .find(named)
+        .or_else(|| file.symbols().find(named))
+        .map(|s| s.address())
+}
+
+/// The little-endian u32 at ELF address `addr`, from the file bytes of the segment holding it.
+fn read_u32(file: &object::File, bytes: &[u8], addr: u64) -> Option<u32> {
+    let (offset, _) = file.segments().find_map(|s| {
+        let (offset, size) = s.file_range();
+        (s.address() <= addr && addr + 4 <= s.address() + size)
+            .then(|| (offset + (addr - s.address()), size))
+    })?;
+    let at = usize::try_from(offset).ok()?;
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// (major, minor) of a `PY_VERSION_HEX` value such as 0x030b02f0 (3.11.2 final).
+pub(crate) fn version_of_hex(hex: u32) -> Option<(u8, u8)> {
+    let (major, minor) = ((hex >> 24) as u8, (hex >> 16) as u8);
+    (major >= 2).then_some((major, minor))
+}
+
+/// CPython (major, minor) from an interpreter's file name: `python3.11`, `libpython3.9.so.1.0`,
+/// `libpython3.13t.so` (for binaries without `Py_Version`, before 3.11).
+pub(crate) fn python_version_from_path(path: &str) -> Option<(u8, u8)> {
+    let name = path.rsplit('/').next()?;
+    let rest = name
+        .strip_prefix("libpython")
+        .or_else(|| name.strip_prefix("python"))?;
+    let (major, rest) = rest.split_once('.')?;
+    let minor: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    // `python3.11-config` is no interpreter; `python3.11`, `.so...` and ABI flags (`3.7m`, `3.13t`,
+    // `3.13d`) are.
+    let tail = &rest[minor.len()..];
+    let tail = tail.trim_start_matches(['m', 'd', 't', 'u']);
+    if !(tail.is_empty() || tail.starts_with(".so")) {
+        return None;
+    }
+    Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// Lowercase hex of `bytes`.
@@ -116,6 +174,43 @@ mod tests {
         );
         let (name, _) = info.debuglink.expect("Debian's libc has a .gnu_debuglink");
         assert!(name.ends_with(".debug"), "{name}");
+    }
+
+    #[test]
+    fn debian_python_exports_its_runtime_and_version() {
+        let info = ElfInfo::read(
+            &File::open("/usr/bin/python3.11").expect("Debian's python3.11 (package python3.11)"),
+        );
+        let runtime = info.py_runtime.expect("_PyRuntime in .dynsym");
+        assert!(
+            info.segments
+                .iter()
+                .any(|s| s.vaddr <= runtime && runtime < s.vaddr + s.size),
+            "_PyRuntime at {runtime:#x} lies in no segment's file bytes: {info:?}"
+        );
+        assert_eq!(info.py_version, Some((3, 11)));
+        let libc = ElfInfo::read(&File::open("/lib/x86_64-linux-gnu/libc.so.6").unwrap());
+        assert_eq!((libc.py_runtime, libc.py_version), (None, None));
+    }
+
+    #[test]
+    fn versions_from_py_version_and_file_names() {
+        assert_eq!(version_of_hex(0x030b02f0), Some((3, 11)));
+        assert_eq!(version_of_hex(0x030d00f0), Some((3, 13)));
+        assert_eq!(version_of_hex(0), None);
+        for (path, version) in [
+            ("/usr/bin/python3.11", Some((3, 11))),
+            ("/opt/lib/libpython3.9.so.1.0", Some((3, 9))),
+            ("libpython3.10.so", Some((3, 10))),
+            ("/usr/lib/libpython3.7m.so.1.0", Some((3, 7))),
+            ("/usr/bin/python3.13t", Some((3, 13))),
+            ("/usr/bin/python3", None),
+            ("/usr/bin/python3.11-config", None),
+            ("/usr/lib/libpythonista.so", None),
+            ("/usr/bin/cpython3.11", None),
+        ] {
+            assert_eq!(python_version_from_path(path), version, "{path}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Consumes the kernel's process events on a dedicated thread: captures a process when it is first
 //! sampled, after an exec, or when the kernel found code outside its known mappings, and marks it
 //! exited when it exits. Every capture and exit is passed on to the unwinder (which builds tables on
-//! its own thread, so this one never waits for it).
+//! its own thread, so this one never waits for it). Code objects the kernel announces in Python
+//! processes are read here at once, while their process lives.
 
 use std::{
     os::fd::AsRawFd as _,
@@ -17,7 +18,7 @@ use aya::maps::{MapData, RingBuf};
 use sonde_abi::{ProcEvent, proc_event};
 
 use super::{ProcessTable, has_live_threads};
-use crate::unwind::UnwindHandle;
+use crate::{symbolize::PythonNames, unwind::UnwindHandle};
 
 /// The running event thread.
 pub struct EventThread {
@@ -26,11 +27,13 @@ pub struct EventThread {
 }
 
 impl EventThread {
-    /// Starts consuming `ring` into `table`, telling `unwinder` (when unwinding with tables).
+    /// Starts consuming `ring` into `table`, telling `unwinder` (when unwinding with tables), and
+    /// reading announced Python code objects into `python`.
     pub(crate) fn spawn(
         mut ring: RingBuf<MapData>,
         table: Arc<Mutex<ProcessTable>>,
         unwinder: Option<UnwindHandle>,
+        python: Arc<Mutex<PythonNames>>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -39,9 +42,9 @@ impl EventThread {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
-                    drain(&mut ring, &table, unwinder.as_ref());
+                    drain(&mut ring, &table, unwinder.as_ref(), &python);
                 }
-                drain(&mut ring, &table, unwinder.as_ref());
+                drain(&mut ring, &table, unwinder.as_ref(), &python);
             })
             .expect("spawning a thread");
         Self {
@@ -73,6 +76,7 @@ fn drain(
     ring: &mut RingBuf<MapData>,
     table: &Mutex<ProcessTable>,
     unwinder: Option<&UnwindHandle>,
+    python: &Mutex<PythonNames>,
 ) {
     let mut events = Vec::new();
     while let Some(item) = ring.next() {
@@ -85,8 +89,10 @@ fn drain(
         return;
     }
     let mut table = table.lock().expect("process table lock");
+    let mut codes = Vec::new();
     for ev in events {
         match ev.kind {
+            proc_event::PYTHON_CODE => codes.push(ev),
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if let (Some(info), Some(unwinder)) = (table.capture(ev.tgid), unwinder) {
                     unwinder.process_changed(info);
@@ -100,6 +106,17 @@ fn drain(
                 }
             }
             _ => {}
+        }
+    }
+    // After the captures above, so a process's first code objects find its interpreter.
+    if !codes.is_empty() {
+        let mut python = python.lock().expect("python names lock");
+        for ev in codes {
+            if let Some(info) = table.get(ev.tgid)
+                && let Some(interpreter) = &info.python
+            {
+                python.read_code(ev.tgid, interpreter, ev.address);
+            }
         }
     }
 }

@@ -85,6 +85,8 @@ pub struct ProcessInfo {
     pub mappings: Vec<Mapping>,
     /// When the kernel reported the exit, if it did.
     pub exited_at: Option<Instant>,
+    /// The CPython interpreter it runs, when Python detection is on and found one sonde can walk.
+    pub(crate) python: Option<Arc<crate::python::detect::Interpreter>>,
 }
 
 impl ProcessInfo {
@@ -109,6 +111,11 @@ pub struct CaptureStats {
     pub maps_denied: u64,
     /// Captures of processes with at least one mapped binary that could not be opened.
     pub binaries_unopenable: u64,
+    /// Processes found running a CPython interpreter sonde walks (counted once per process image).
+    pub python_processes: u64,
+    /// Processes running a CPython interpreter sonde cannot walk (an unsupported version): their
+    /// native frames are still shown.
+    pub python_unsupported: u64,
 }
 
 /// All known processes and their binaries.
@@ -122,6 +129,16 @@ pub struct ProcessTable {
     denied: HashSet<u32>,
     /// Which refusals were warned about already (maps, binaries): once each, then debug.
     warned: (bool, bool),
+    /// Whether captures look for a CPython interpreter (`--python`).
+    python: bool,
+    /// Processes already counted in `python_unsupported` (until evicted).
+    python_unsupported: HashSet<u32>,
+    /// Interpreter binaries whose refusal was warned about: once per binary, then debug.
+    python_warned: HashSet<String>,
+    /// Whether an interpreter's memory was refused and warned about: once, then debug.
+    python_memory_warned: bool,
+    /// Where found interpreters are handed to the kernel (`PY_PROCS`), when it walks Python frames.
+    python_publisher: Option<crate::python::publish::Publisher>,
     /// Capture counters.
     pub stats: CaptureStats,
 }
@@ -140,6 +157,18 @@ impl ProcessTable {
             .clone()
     }
 
+    /// Whether captures look for a CPython interpreter in each process (off by default).
+    pub fn set_python(&mut self, on: bool) {
+        self.python = on;
+    }
+
+    /// Looks for CPython in every capture and keeps the kernel's `PY_PROCS` in step: written at each
+    /// capture that finds an interpreter, removed at exit or at an exec into something else.
+    pub(crate) fn publish_python(&mut self, publisher: crate::python::publish::Publisher) {
+        self.python = true;
+        self.python_publisher = Some(publisher);
+    }
+
     /// The captured process `pid`.
     pub fn get(&self, pid: u32) -> Option<Arc<ProcessInfo>> {
         self.procs.get(&pid).cloned()
@@ -150,6 +179,15 @@ impl ProcessTable {
     pub fn capture(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
         match self.read_process(pid) {
             Ok(info) => {
+                // A process is captured again after an exec or new mappings: count its interpreter
+                // once per image.
+                let known_python = self.procs.get(&pid).is_some_and(|p| p.python.is_some());
+                if info.python.is_some() && !known_python {
+                    self.stats.python_processes += 1;
+                }
+                if let Some(publisher) = &mut self.python_publisher {
+                    publisher.captured(pid, info.python.as_deref());
+                }
                 let info = Arc::new(info);
                 self.procs.insert(pid, info.clone());
                 self.denied.remove(&pid);
@@ -186,6 +224,9 @@ impl ProcessTable {
     /// Records that `pid` exited; its data stays until [`ProcessTable::evict_exited_before`].
     pub fn mark_exited(&mut self, pid: u32, at: Instant) {
         self.denied.remove(&pid);
+        if let Some(publisher) = &mut self.python_publisher {
+            publisher.exited(pid);
+        }
         if let Some(info) = self.procs.get_mut(&pid) {
             Arc::make_mut(info).exited_at = Some(at);
         }
@@ -201,6 +242,7 @@ impl ProcessTable {
             .collect();
         for pid in &gone {
             self.procs.remove(pid);
+            self.python_unsupported.remove(pid);
         }
         self.binaries.retain(|_, b| b.strong_count() > 0);
         gone
@@ -255,12 +297,58 @@ impl ProcessTable {
                 ),
             );
         }
+        let python = if self.python {
+            self.python(pid, &name, &mappings)
+        } else {
+            None
+        };
         Ok(ProcessInfo {
             pid,
             name,
             mappings,
             exited_at: None,
+            python,
         })
+    }
+
+    /// The CPython interpreter of `pid`, if it runs one sonde can walk; one it cannot is counted and
+    /// warned about once per binary.
+    fn python(
+        &mut self,
+        pid: u32,
+        name: &str,
+        mappings: &[Mapping],
+    ) -> Option<Arc<crate::python::detect::Interpreter>> {
+        match crate::python::detect::detect(pid, mappings) {
+            Ok(found) => {
+                if let Some(interpreter) = &found {
+                    tracing::debug!(pid, %name, binary = %interpreter.binary, version = ?interpreter.version, runtime = interpreter.runtime, "CPython found");
+                }
+                found.map(Arc::new)
+            }
+            Err(err) => {
+                match err.binary() {
+                    Some(binary) => {
+                        if self.python_unsupported.insert(pid) {
+                            self.stats.python_unsupported += 1;
+                        }
+                        if self.python_warned.insert(binary.to_owned()) {
+                            tracing::warn!(pid, %name, "{err}");
+                        } else {
+                            tracing::debug!(pid, %name, "{err}");
+                        }
+                    }
+                    // The process exited while it was read.
+                    None if maps_file::is_gone(pid) => tracing::debug!(pid, %name, "{err}"),
+                    // Its memory is refused: say once what to grant.
+                    None => warn_once(
+                        &mut self.python_memory_warned,
+                        &format!("process {pid} ({name}): {err}; its Python frames stay unnamed"),
+                    ),
+                }
+                None
+            }
+        }
     }
 
     /// The mapping of `line`; the first file that could not be opened is noted in `unopenable`.

@@ -3,6 +3,8 @@
 //! User frames: address -> the process's captured mapping -> file offset -> symbols of the binary, or
 //! of its separate debug file (`debuginfo`: debug links, build-id directories, MiniDebugInfo,
 //! debuginfod) -> names demangled, inlined frames, file and line. JIT code: the process's perf map.
+//! Python frames (CPython code objects the kernel stored after the native frames): read from the
+//! process (`python`), then put in place of the evaluation loop's native frames (`crate::python::merge`).
 //! Kernel frames: kallsyms. Results are cached per (binary device+inode, file offset) and per kernel
 //! address, so a stack seen again costs hash lookups. A frame that cannot be symbolized is kept with
 //! its module, address and build id, counted, and its binary is listed with the reason.
@@ -13,12 +15,15 @@ pub mod debuginfo;
 mod lookup;
 pub mod offenders;
 mod perfmap;
+mod python;
+#[cfg(test)]
+mod python_tests;
 mod roots;
 mod sources;
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -27,8 +32,9 @@ pub use cache::SymbolCache;
 pub use debuginfo::{DebugInfoStats, Reason};
 pub use offenders::Offender;
 pub use perfmap::PerfMapStats;
+pub(crate) use python::PythonNames;
 
-use sonde_abi::unwind::FRAME_EXACT;
+use sonde_abi::{python::unpack_frame, unwind::FRAME_EXACT};
 
 use self::{
     debuginfo::{DebugInfo, Resolved},
@@ -41,6 +47,7 @@ use crate::{
     bpf::drain::{RawSample, RawStack},
     process::{Binary, JIT_PATH, ProcessInfo, ProcessTable},
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
+    python::merge::{PyFrame, merge},
 };
 
 /// Symbolization counters, cumulative.
@@ -56,6 +63,14 @@ pub struct SymbolizeStats {
     pub with_user_stack: u64,
     /// blazesym calls that failed outright (their frames stay unsymbolized).
     pub errors: u64,
+    /// Stacks (weighted) with at least one Python frame.
+    pub python_stacks: u64,
+    /// Python frames emitted (weighted; also in `frames`, and in `symbolized` when named).
+    pub python_frames: u64,
+    /// Of those, frames whose code object could not be read (left unnamed in `[python]`).
+    pub python_unreadable: u64,
+    /// Python frames dropped (weighted) because their process has no interpreter known to sonde.
+    pub python_dropped: u64,
 }
 
 impl SymbolizeStats {
@@ -85,6 +100,8 @@ pub struct Symbolizer {
     cache: SymbolCache,
     sources: Sources,
     perf_maps: PerfMaps,
+    /// Shared with the process-event thread, which reads code objects the kernel announces.
+    python: Arc<Mutex<PythonNames>>,
     offenders: Offenders,
     kernel_module: Arc<Module>,
     stats: SymbolizeStats,
@@ -106,10 +123,20 @@ impl Symbolizer {
             cache: SymbolCache::default(),
             sources: Sources::new(debug, wait),
             perf_maps: PerfMaps::default(),
+            python: Arc::default(),
             offenders: Offenders::default(),
             kernel_module,
             stats: SymbolizeStats::default(),
         }
+    }
+
+    /// The Python frame cache, for the process-event thread to fill as the kernel announces code.
+    pub(crate) fn python_cache(&self) -> Arc<Mutex<PythonNames>> {
+        self.python.clone()
+    }
+
+    fn python_names(&self) -> std::sync::MutexGuard<'_, PythonNames> {
+        self.python.lock().expect("python names lock")
     }
 
     /// Counters so far.
@@ -143,6 +170,7 @@ impl Symbolizer {
         }
         self.sources.retain(live);
         self.perf_maps.retain(live_pids);
+        self.python_names().retain(live_pids);
     }
 
     /// Symbolizes `samples` of `kind`. Processes not yet captured are captured now if still alive.
@@ -159,6 +187,7 @@ impl Symbolizer {
             .map(|pid| (pid, procs.ensure(pid)))
             .collect();
         self.cache.trim(MAX_CACHED_ADDRESSES);
+        self.python_names().trim();
         self.refresh_sources(samples, &infos);
         self.resolve_missing(samples, &infos);
         samples
@@ -184,7 +213,7 @@ impl Symbolizer {
             else {
                 continue;
             };
-            for (i, &ip) in ips.iter().enumerate() {
+            for (i, &ip) in native_words(ips) {
                 let Some(m) = info.mapping_for(user_lookup_address(ip, i)) else {
                     continue;
                 };
@@ -218,7 +247,12 @@ impl Symbolizer {
         let mut kernel: Vec<u64> = Vec::new();
         for s in samples {
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
-                for (i, &ip) in ips.iter().enumerate() {
+                if let Some(interpreter) = &info.python {
+                    for word in ips.iter().filter_map(|&w| unpack_frame(w)) {
+                        self.python_names().resolve(s.key.tgid, interpreter, word);
+                    }
+                }
+                for (i, &ip) in native_words(ips) {
                     let addr = user_lookup_address(ip, i);
                     let Some(m) = info.mapping_for(addr) else {
                         continue;
@@ -277,8 +311,12 @@ impl Symbolizer {
         self.push_kernel(&s.kernel, &mut frames);
         let user_start = frames.len();
         let mut unnamed = Vec::new();
-        self.push_user(s, info, &mut frames, &mut unnamed);
+        let py = self.push_user(s, info, &mut frames, &mut unnamed);
         let weight = s.count;
+        self.stats.python_stacks += weight * u64::from(py.frames > 0);
+        self.stats.python_frames += weight * py.frames;
+        self.stats.python_unreadable += weight * py.unreadable;
+        self.stats.python_dropped += weight * py.dropped;
         self.offenders.add_sample(&mut unnamed, weight);
         let user = &frames[user_start..];
         // Complete when the kernel's walk reached a thread root, or (frame-pointer walks cannot tell)
@@ -332,19 +370,53 @@ impl Symbolizer {
         }
     }
 
-    /// The user frames of `s`; each unnamed one adds its binary and the reason to `unnamed`.
+    /// The user frames of `s`, Python frames merged in place of the evaluation loop's; each unnamed
+    /// native frame adds its binary and the reason to `unnamed`.
     fn push_user<'a>(
         &self,
         s: &RawSample,
         info: Option<&'a ProcessInfo>,
         frames: &mut Vec<Frame>,
         unnamed: &mut Vec<(&'a str, Reason)>,
-    ) {
+    ) -> PythonCounts {
         let RawStack::Frames(ips) = &s.user else {
             frames.extend(marker(&s.user, "user"));
-            return;
+            return PythonCounts::default();
         };
-        for (i, &ip) in ips.iter().enumerate() {
+        let (native, py) = self.split_user(s, ips, info, unnamed);
+        let words = ips.len() - native.len();
+        let counts = PythonCounts {
+            frames: py.len() as u64,
+            unreadable: py.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64,
+            // Without the interpreter nothing can name them (the kernel should not have walked it).
+            dropped: (words - py.len()) as u64,
+        };
+        frames.extend(merge(native, py));
+        counts
+    }
+
+    /// The native frames of `ips` and, when the process's interpreter is known, its Python frames.
+    fn split_user<'a>(
+        &self,
+        s: &RawSample,
+        ips: &[u64],
+        info: Option<&'a ProcessInfo>,
+        unnamed: &mut Vec<(&'a str, Reason)>,
+    ) -> (Vec<Frame>, Vec<PyFrame>) {
+        let interpreter = info.and_then(|p| p.python.as_ref());
+        let mut py = Vec::new();
+        if let Some(interpreter) = interpreter {
+            py.extend(
+                ips.iter()
+                    .filter_map(|&w| unpack_frame(w))
+                    .map(|word| PyFrame {
+                        frame: self.python_names().frame(s.key.tgid, interpreter, word),
+                        entry: word.entry,
+                    }),
+            );
+        }
+        let mut frames = Vec::with_capacity(ips.len());
+        for (i, &ip) in native_words(ips) {
             let addr = user_lookup_address(ip, i);
             let mapping = info.and_then(|p| p.mapping_for(addr));
             let symbols = match mapping {
@@ -370,6 +442,7 @@ impl Symbolizer {
                 symbols,
             });
         }
+        (frames, py)
     }
 
     /// Why a frame in `mapping` has no name.
@@ -383,6 +456,21 @@ impl Symbolizer {
             },
         }
     }
+}
+
+/// Python frames of one stack, for the counters.
+#[derive(Default)]
+struct PythonCounts {
+    frames: u64,
+    unreadable: u64,
+    dropped: u64,
+}
+
+/// The native frames of a stored user stack with their depth (the Python frames follow them).
+fn native_words(ips: &[u64]) -> impl Iterator<Item = (usize, &u64)> {
+    ips.iter()
+        .enumerate()
+        .filter(|(_, w)| unpack_frame(**w).is_none())
 }
 
 /// Return addresses point after the call; look up the call itself so the caller's line is right.

@@ -7,7 +7,7 @@
 
 pub mod inspect;
 mod layout;
-mod mappings;
+pub(crate) mod mappings;
 mod store;
 pub(crate) mod table;
 mod worker;
@@ -51,6 +51,26 @@ pub struct UnwindArgs {
     #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_UNWIND_TABLE_MIB,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_unwind_table_mib: u32,
+    /// Python frames of CPython 3.9 to 3.13 processes (function, file and line in place of the
+    /// interpreter's evaluation loop): `on` or `off`.
+    #[arg(long, value_enum, default_value = "on")]
+    pub python: Switch,
+}
+
+/// An on/off flag value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+impl Switch {
+    /// Whether it is on.
+    pub fn on(self) -> bool {
+        self == Self::On
+    }
 }
 
 /// Counters of the unwind tables, cumulative except where noted.

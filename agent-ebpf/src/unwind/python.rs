@@ -1,0 +1,384 @@
+//! CPython frames: after the native walk, the sampled thread's Python frame chain, one word per frame
+//! appended to the same stack (layout in `sonde_abi::python`). The interpreter's structures are found
+//! through the settings userspace wrote for the process (`PY_PROCS`); their offsets differ per version,
+//! so every field is read at an offset from those settings, never from a compiled-in struct.
+//!
+//! Frames and threads are walked in `bpf_loop`s, as native frames are: the verifier's work does not
+//! grow with the depth.
+
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::{
+    bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_user, generated,
+    generated::{bpf_get_current_task, bpf_loop},
+};
+use sonde_abi::{
+    MAX_STACK_DEPTH, ProcEvent, proc_event,
+    python::{
+        FRAME_SPAN_MAX, MAX_THREADS, OFFSET_NONE, OWNED_BY_CSTACK, PY_ENTRY, PyProc, layout,
+        pack_frame,
+    },
+    stat,
+};
+
+use super::{Scratch, mix};
+use crate::{
+    globals,
+    maps::{PY_PROCS, PY_THREADS, bump, send_proc_event},
+};
+
+/// Per-CPU state of one Python walk (inside `Scratch`).
+#[repr(C)]
+pub struct PyWalk {
+    /// The next frame to read (0: the chain ended).
+    frame: u64,
+    /// Python frames stored by this walk.
+    frames: u32,
+    /// Non-zero when the walk ended on unreadable memory.
+    fault: u32,
+    /// The process walked.
+    tgid: u32,
+    _pad: u32,
+    /// The frame's first `frame_span` bytes.
+    buf: [u8; FRAME_SPAN_MAX as usize],
+    /// Code objects this CPU announced to userspace lately (direct-mapped by address).
+    announced: [Announced; ANNOUNCED_SLOTS],
+}
+
+/// Code objects remembered per CPU as announced.
+const ANNOUNCED_SLOTS: usize = 128;
+
+/// A code object announced to userspace.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Announced {
+    code: u64,
+    tgid: u32,
+    _pad: u32,
+}
+
+/// What the frame callback gets.
+#[repr(C)]
+struct FrameWalk {
+    scratch: *mut Scratch,
+    settings: *const PyProc,
+}
+
+/// What the thread-search callback gets.
+#[repr(C)]
+struct ThreadSearch {
+    settings: *const PyProc,
+    /// The thread state to look at next; the match once found.
+    tstate: u64,
+    /// The value `field` holds in the thread's state.
+    key: u64,
+    field: u32,
+    found: u32,
+}
+
+/// Appends the Python frames of the current thread of `tgid`, when it runs a known interpreter.
+/// `gil_holder_ok`: on versions without native thread ids, the GIL holder may stand for the current
+/// thread (true on-CPU, where a thread running Python holds the GIL; false off-CPU, where the thread
+/// released it to block).
+#[inline(always)]
+pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) {
+    let Some(settings) = PY_PROCS.get_ptr(tgid) else {
+        return;
+    };
+    bump(stat::PY_WALKS);
+    // SAFETY: a pointer from a successful lookup, valid for this program run.
+    let p = unsafe { &*settings };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(tstate) = thread_state(p, settings, tid, gil_holder_ok) else {
+        bump(stat::PY_NO_THREAD);
+        return;
+    };
+    let Some(mut frame) = read_u64(tstate, p.tstate_frame) else {
+        bump(stat::PY_READ_FAULT);
+        return;
+    };
+    if p.cframe_current != OFFSET_NONE && frame != 0 {
+        let Some(current) = read_u64(frame, p.cframe_current) else {
+            bump(stat::PY_READ_FAULT);
+            return;
+        };
+        frame = current;
+    }
+    if frame == 0 {
+        bump(stat::PY_IDLE);
+        return;
+    }
+    s.py.frame = frame;
+    s.py.frames = 0;
+    s.py.fault = 0;
+    s.py.tgid = tgid;
+    let mut walk = FrameWalk {
+        scratch: s,
+        settings,
+    };
+    // SAFETY: the callback matches bpf_loop's contract and uses `walk` only while the loop runs.
+    unsafe {
+        bpf_loop(
+            MAX_STACK_DEPTH as u32,
+            python_frame as *mut c_void,
+            (&raw mut walk).cast(),
+            0,
+        )
+    };
+    // SAFETY: the loop is over; `s` is ours again.
+    let s = unsafe { &mut *walk.scratch };
+    crate::maps::add(stat::PY_FRAMES, u64::from(s.py.frames));
+    if s.py.fault != 0 {
+        bump(stat::PY_READ_FAULT);
+    } else if s.py.frame != 0 {
+        bump(stat::PY_TRUNCATED);
+    }
+}
+
+/// How the sampled thread's state is recognised among the interpreter's: the field compared, and the
+/// value it must hold.
+#[inline(always)]
+fn thread_key(p: &PyProc, tid: u32) -> Option<(u16, u64)> {
+    if p.tstate_native_tid != OFFSET_NONE {
+        return Some((p.tstate_native_tid, u64::from(tid)));
+    }
+    let fsbase_offset = globals::task_fsbase_offset();
+    if p.tstate_pthread == OFFSET_NONE || fsbase_offset == 0 {
+        return None;
+    }
+    // x86_64: glibc's pthread_self() is the thread's fs base, which the kernel keeps in
+    // task_struct.thread.fsbase (offset from the kernel's BTF).
+    // SAFETY: the current task is valid for the program's run; a failed read is handled.
+    let task = unsafe { bpf_get_current_task() };
+    let fsbase =
+        unsafe { bpf_probe_read_kernel((task + u64::from(fsbase_offset)) as *const u64) }.ok()?;
+    (fsbase != 0).then_some((p.tstate_pthread, fsbase))
+}
+
+/// The thread state of the current thread: the cached one if it still names the thread, else found
+/// among the interpreter's threads (and cached); without a way to recognise it, the GIL holder when
+/// `gil_holder_ok`.
+#[inline(always)]
+fn thread_state(p: &PyProc, settings: *const PyProc, tid: u32, gil_holder_ok: bool) -> Option<u64> {
+    let Some((field, key)) = thread_key(p, tid) else {
+        if !gil_holder_ok || p.gil_tstate == 0 {
+            return None;
+        }
+        // SAFETY: a user address; a fault makes the helper fail.
+        let holder = unsafe { bpf_probe_read_user(p.gil_tstate as *const u64) }.ok()?;
+        return (holder != 0).then_some(holder);
+    };
+    if let Some(cached) = PY_THREADS.get_ptr(tid) {
+        // SAFETY: a pointer from a successful lookup.
+        let cached = unsafe { *cached };
+        if read_u64(cached, field) == Some(key) {
+            return Some(cached);
+        }
+    }
+    // SAFETY: as above.
+    let interp = unsafe { bpf_probe_read_user(p.interp_head as *const u64) }.ok()?;
+    let first = read_u64(interp, p.interp_threads_head)?;
+    let mut search = ThreadSearch {
+        settings,
+        tstate: first,
+        key,
+        field: u32::from(field),
+        found: 0,
+    };
+    // SAFETY: as in `walk`.
+    unsafe {
+        bpf_loop(
+            MAX_THREADS,
+            next_thread as *mut c_void,
+            (&raw mut search).cast(),
+            0,
+        )
+    };
+    if search.found == 0 {
+        return None;
+    }
+    let _ = PY_THREADS.insert(tid, search.tstate, 0);
+    Some(search.tstate)
+}
+
+/// `bpf_loop` callback: one thread state of the interpreter's list.
+#[inline(never)]
+extern "C" fn next_thread(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `ThreadSearch` passed by `thread_state`.
+    let (search, p) = unsafe {
+        let search = &mut *ctx.cast::<ThreadSearch>();
+        let p = &*search.settings;
+        (search, p)
+    };
+    if search.tstate == 0 {
+        return 1;
+    }
+    if read_u64(search.tstate, search.field as u16) == Some(search.key) {
+        search.found = 1;
+        return 1;
+    }
+    match read_u64(search.tstate, p.tstate_next) {
+        Some(next) => {
+            search.tstate = next;
+            0
+        }
+        None => 1,
+    }
+}
+
+/// `bpf_loop` callback: one Python frame.
+#[inline(never)]
+extern "C" fn python_frame(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `FrameWalk` passed by `walk`; both pointers are live for the loop.
+    let (s, p) = unsafe {
+        let walk = &*ctx.cast::<FrameWalk>();
+        (&mut *walk.scratch, &*walk.settings)
+    };
+    let frame = s.py.frame;
+    if frame == 0 {
+        return 1;
+    }
+    // A mask the verifier can bound the helper's size with; the range check below is the real one.
+    let span = p.frame_span & (2 * FRAME_SPAN_MAX - 1);
+    if span == 0 || span > FRAME_SPAN_MAX {
+        s.py.fault = 1;
+        return 1;
+    }
+    // SAFETY: `span` bytes fit in `buf`; a fault makes the helper fail, which is handled.
+    let read = unsafe {
+        generated::bpf_probe_read_user(s.py.buf.as_mut_ptr().cast(), span, frame as *const c_void)
+    };
+    if read != 0 {
+        s.py.fault = 1;
+        return 1;
+    }
+    let (Some(code), Some(previous)) = (
+        buf_u64(&s.py.buf, p.frame_code),
+        buf_u64(&s.py.buf, p.frame_previous),
+    ) else {
+        s.py.fault = 1;
+        return 1;
+    };
+    s.py.frame = previous;
+    let (instr, entry) = match p.layout {
+        layout::FRAME_OBJECT => {
+            let lasti = buf_u32(&s.py.buf, p.frame_instr).unwrap_or(0) as i32;
+            (lasti.max(0) as u64, true)
+        }
+        layout::INTERP_FRAME_IS_ENTRY => (
+            code_units(&s.py.buf, p, code),
+            buf_u8(&s.py.buf, p.frame_entry).unwrap_or(0) != 0,
+        ),
+        _ => {
+            if buf_u8(&s.py.buf, p.frame_entry) == Some(OWNED_BY_CSTACK) {
+                // The evaluation loop's entry shim: the frame stored last was its call's first.
+                mark_entry(s);
+                return 0;
+            }
+            (code_units(&s.py.buf, p, code), false)
+        }
+    };
+    if code == 0 {
+        return 0;
+    }
+    let len = s.stack.len as usize;
+    let Some(slot) = s.stack.frames.get_mut(len) else {
+        // Full: the walk stops here with frames left (counted as truncated).
+        s.py.frame = frame;
+        return 1;
+    };
+    let word = pack_frame(code, instr, entry);
+    *slot = word;
+    s.stack.len += 1;
+    s.py.frames += 1;
+    s.hash = mix(s.hash ^ word, 0x9e37_79b9_7f4a_7c15);
+    s.check = mix(s.check ^ word, 0xc2b2_ae3d_27d4_eb4f);
+    announce(&mut s.py, code);
+    0
+}
+
+/// Tells userspace about a code object it may not have read yet, unless this CPU did lately: code
+/// objects live in the process's memory, and a process that exits before its window is drained
+/// would otherwise leave its Python frames unnamed. Most walks announce nothing (the same functions
+/// run again and again); a lost announcement is counted, and the frame is read at the window's end.
+#[inline(always)]
+fn announce(py: &mut PyWalk, code: u64) {
+    let tgid = py.tgid;
+    let slot =
+        (mix(code ^ u64::from(tgid), 0xff51_afd7_ed55_8ccd) as usize) & (ANNOUNCED_SLOTS - 1);
+    let Some(seen) = py.announced.get_mut(slot) else {
+        return;
+    };
+    if seen.code == code && seen.tgid == tgid {
+        return;
+    }
+    *seen = Announced {
+        code,
+        tgid,
+        _pad: 0,
+    };
+    let _ = send_proc_event(&ProcEvent {
+        kind: proc_event::PYTHON_CODE,
+        tgid,
+        time_ns: 0,
+        address: code,
+    });
+}
+
+/// Flags the last stored Python frame as its evaluation call's first (3.12+, where the call's end is
+/// only seen at the next frame); the flag is mixed into the hashes so stacks differing only in it stay
+/// apart.
+#[inline(always)]
+fn mark_entry(s: &mut Scratch) {
+    if s.py.frames == 0 {
+        return;
+    }
+    let last = (s.stack.len as usize).wrapping_sub(1);
+    if let Some(word) = s.stack.frames.get_mut(last) {
+        *word |= PY_ENTRY;
+        s.hash = mix(s.hash ^ PY_ENTRY, 0x9e37_79b9_7f4a_7c15);
+        s.check = mix(s.check ^ PY_ENTRY, 0xc2b2_ae3d_27d4_eb4f);
+    }
+}
+
+/// The instruction of a 3.11+ frame, in code units from the start of its code's bytecode.
+#[inline(always)]
+fn code_units(buf: &[u8; FRAME_SPAN_MAX as usize], p: &PyProc, code: u64) -> u64 {
+    let Some(ptr) = buf_u64(buf, p.frame_instr) else {
+        return 0;
+    };
+    let start = code.wrapping_add(u64::from(p.code_bytecode));
+    if p.code_bytecode == OFFSET_NONE || ptr < start {
+        return 0;
+    }
+    (ptr - start) >> 1
+}
+
+/// The word at `base + offset` in the process; None when unreadable or the offset does not exist.
+#[inline(always)]
+fn read_u64(base: u64, offset: u16) -> Option<u64> {
+    if offset == OFFSET_NONE || base == 0 {
+        return None;
+    }
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    unsafe { bpf_probe_read_user((base + u64::from(offset)) as *const u64) }.ok()
+}
+
+#[inline(always)]
+fn buf_u64(buf: &[u8; FRAME_SPAN_MAX as usize], offset: u16) -> Option<u64> {
+    let at = usize::from(offset);
+    let bytes = buf.get(at..at + 8)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+#[inline(always)]
+fn buf_u32(buf: &[u8; FRAME_SPAN_MAX as usize], offset: u16) -> Option<u32> {
+    let at = usize::from(offset);
+    let bytes = buf.get(at..at + 4)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
+#[inline(always)]
+fn buf_u8(buf: &[u8; FRAME_SPAN_MAX as usize], offset: u16) -> Option<u8> {
+    buf.get(usize::from(offset)).copied()
+}

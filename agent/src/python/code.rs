@@ -1,0 +1,353 @@
+//! Reads one code object (`PyCodeObject`) out of a CPython process at the address the kernel stored
+//! for a Python frame: its name (`co_qualname` from 3.11, `co_name` before), file (`co_filename`),
+//! first line (`co_firstlineno`) and line table (`co_linetable`, `co_lnotab` in 3.9).
+//!
+//! The address may be stale (the code was freed between the sample and now) or garbage: the object's
+//! type is checked to be `code` (its `tp_name`; the type's address is remembered once checked), every
+//! length is bounded before it is read, and any failure is an error for the caller to count.
+
+use super::{
+    linetable::{Format, LineTable},
+    memory::ProcessMemory,
+    offsets::Offsets,
+    strings::{ObjectError, field, read_bytes, read_str},
+};
+
+/// Longest function name read (characters).
+const MAX_NAME_CHARS: usize = 1024;
+/// Longest file name read (characters).
+const MAX_FILE_CHARS: usize = 4096;
+/// Largest line table read (bytes): a function of tens of thousands of lines.
+const MAX_TABLE_BYTES: usize = 64 * 1024;
+/// `PyObject.ob_type`.
+const OB_TYPE: u64 = 8;
+/// `PyTypeObject.tp_name`: after `PyObject_VAR_HEAD` in every CPython 3.
+const TP_NAME: u64 = 24;
+/// The `tp_name` of `PyCode_Type`, with its terminating NUL.
+const CODE_TYPE_NAME: &[u8] = b"code\0";
+
+/// What a Python frame is named from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Code {
+    /// `co_qualname` (3.11+) or `co_name`.
+    pub(crate) name: String,
+    /// `co_filename`.
+    pub(crate) file: String,
+    /// `co_firstlineno`.
+    pub(crate) first_line: u32,
+    /// The line table.
+    pub(crate) lines: LineTable,
+}
+
+impl Code {
+    /// Bytes held (for the cache's bound).
+    pub(crate) fn size(&self) -> usize {
+        self.name.len() + self.file.len() + self.lines.bytes().len()
+    }
+}
+
+/// Reads the code objects of one process.
+pub(crate) struct CodeReader<'a> {
+    mem: ProcessMemory,
+    offsets: &'a Offsets,
+    format: Format,
+}
+
+impl<'a> CodeReader<'a> {
+    /// A reader for process `pid`, whose interpreter has `offsets` and line tables in `format`.
+    pub(crate) fn new(pid: u32, offsets: &'a Offsets, format: Format) -> Self {
+        Self {
+            mem: ProcessMemory::new(pid),
+            offsets,
+            format,
+        }
+    }
+
+    /// The code object at `addr`. `code_type` is the address of the process's `PyCode_Type` once one
+    /// object was checked to be code (then a type at another address is refused without reading its
+    /// name); the first check sets it.
+    pub(crate) fn read(&self, addr: u64, code_type: &mut Option<u64>) -> Result<Code, ObjectError> {
+        const WHAT: &str = "code object";
+        let o = self.offsets;
+        let name_off = o.code_qualname.unwrap_or(o.code_name);
+        let span = [
+            OB_TYPE,
+            name_off,
+            o.code_filename,
+            o.code_firstlineno,
+            o.code_linetable,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+            + 8;
+        let mut head = vec![0u8; span as usize];
+        self.mem
+            .read(addr, &mut head)
+            .map_err(|source| ObjectError::Memory {
+                what: WHAT,
+                addr,
+                source,
+            })?;
+        let ptr = |off| field::<8>(&head, off, WHAT, addr).map(u64::from_le_bytes);
+        self.check_type(addr, ptr(OB_TYPE)?, code_type)?;
+        let first_line = i32::from_le_bytes(field(&head, o.code_firstlineno, WHAT, addr)?);
+        let first_line = u32::try_from(first_line)
+            .ok()
+            .filter(|&l| l > 0)
+            .ok_or_else(|| ObjectError::Implausible {
+                what: WHAT,
+                addr,
+                why: format!("first line {first_line}"),
+            })?;
+        let name = read_str(
+            &self.mem,
+            o,
+            ptr(name_off)?,
+            MAX_NAME_CHARS,
+            "function name",
+        )?;
+        let file = read_str(
+            &self.mem,
+            o,
+            ptr(o.code_filename)?,
+            MAX_FILE_CHARS,
+            "file name",
+        )?;
+        let table = read_bytes(
+            &self.mem,
+            o,
+            ptr(o.code_linetable)?,
+            MAX_TABLE_BYTES,
+            "line table",
+        )?;
+        Ok(Code {
+            name,
+            file,
+            first_line,
+            lines: LineTable::new(self.format, first_line, table.into()),
+        })
+    }
+
+    /// Checks that `ty`, the object's type, is `PyCode_Type`.
+    fn check_type(&self, addr: u64, ty: u64, known: &mut Option<u64>) -> Result<(), ObjectError> {
+        let not_code = |why: String| ObjectError::Implausible {
+            what: "code object",
+            addr,
+            why,
+        };
+        match *known {
+            Some(code_type) if code_type == ty => return Ok(()),
+            Some(code_type) => {
+                return Err(not_code(format!(
+                    "its type {ty:#x} is not the code type {code_type:#x}"
+                )));
+            }
+            None => {}
+        }
+        let name_ptr = self
+            .mem
+            .u64(ty + TP_NAME)
+            .map_err(|e| not_code(format!("its type {ty:#x} cannot be read: {e}")))?;
+        let mut name = [0u8; CODE_TYPE_NAME.len()];
+        self.mem
+            .read(name_ptr, &mut name)
+            .map_err(|e| not_code(format!("its type's name cannot be read: {e}")))?;
+        if name != CODE_TYPE_NAME {
+            return Err(not_code(format!(
+                "its type is {:?}, not code",
+                String::from_utf8_lossy(&name)
+            )));
+        }
+        *known = Some(ty);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{BufRead as _, BufReader},
+        process::{Child, Command, Stdio},
+    };
+
+    use super::*;
+    use crate::{process::ProcessTable, python::offsets};
+
+    /// Prints, for code objects of several string kinds (ASCII, Latin-1, 2-byte and 4-byte
+    /// characters), `id(code)`, name (qualified from 3.11), file, first line and line table, then a
+    /// forged code object whose name claims 2^40 characters, then waits for stdin to close.
+    const SCRIPT: &str = r#"
+import ctypes, sys
+
+class Outer:
+    class Inner:
+        def busy_loop(self, n):
+            total = 0
+            for i in range(n):
+                total += i
+            return total
+
+def größe():
+    return 1
+
+def 関数():
+    return 2
+
+ns = {}
+exec(compile("\n\ndef emoji_file():\n    return 3\n", "/tmp/😀/f.py", "exec"), ns)
+
+def name(c):
+    return getattr(c, "co_qualname", c.co_name)
+
+def table(c):
+    return c.co_linetable if sys.version_info >= (3, 10) else c.co_lnotab
+
+for f in [Outer.Inner.busy_loop, größe, 関数, ns["emoji_file"]]:
+    c = f.__code__
+    print("code", id(c), name(c), c.co_filename, c.co_firstlineno, table(c).hex(), sep="\t")
+
+# A forged str claiming 2^40 characters, and a copy of a real code object naming it.
+real = Outer.Inner.busy_loop.__code__
+fake_str = ctypes.create_string_buffer(ctypes.string_at(id("abc"), 64), 64)
+ctypes.c_int64.from_buffer(fake_str, 16).value = 1 << 40
+head = bytearray(ctypes.string_at(id(real), 256))
+target = id(name(real)).to_bytes(8, "little")
+at = head.index(target)
+head[at:at + 8] = ctypes.addressof(fake_str).to_bytes(8, "little")
+fake_code = ctypes.create_string_buffer(bytes(head), 256)
+print("forged", ctypes.addressof(fake_code), sep="\t")
+print("str", id("not code"), sep="\t")
+print("ready", flush=True)
+sys.stdin.read()
+"#;
+
+    struct Peer(Child);
+    impl Drop for Peer {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Runs `python` on [`SCRIPT`]; its pid and rows once it is ready.
+    fn start(python: &str) -> (Peer, Vec<Vec<String>>) {
+        let mut peer = Peer(
+            Command::new(python)
+                .args(["-c", SCRIPT])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {python}: {e} (Debian's /usr/bin/python3 is the package python3; the pyenv builds are part of the machine image)")),
+        );
+        let out = BufReader::new(peer.0.stdout.take().unwrap());
+        let mut rows = Vec::new();
+        for line in out.lines() {
+            let line = line.unwrap();
+            if line == "ready" {
+                return (peer, rows);
+            }
+            rows.push(line.split('\t').map(str::to_owned).collect());
+        }
+        panic!("{python} ended before it was ready: {rows:?}");
+    }
+
+    /// Reads the code objects of a live `python` with `offsets` and compares them with what the
+    /// interpreter says about them; forged and wrong objects are refused.
+    fn reads_code_objects(python: &str, offsets: Option<Offsets>, format: Format) {
+        let (peer, rows) = start(python);
+        let pid = peer.0.id();
+        // Without a table (3.13+), the interpreter describes itself: found as sonde finds it.
+        let offsets = offsets.unwrap_or_else(|| {
+            let mut table = ProcessTable::default();
+            table.set_python(true);
+            let info = table.capture(pid).expect("the interpreter runs");
+            let found = info.python.as_ref();
+            found
+                .unwrap_or_else(|| panic!("{python}: no interpreter found"))
+                .offsets
+                .clone()
+        });
+        let reader = CodeReader::new(pid, &offsets, format);
+        let mut code_type = None;
+        let codes: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "code").collect();
+        assert_eq!(codes.len(), 4, "{python}: rows {rows:?}");
+        for row in &codes {
+            let addr: u64 = row[1].parse().unwrap();
+            let code = reader
+                .read(addr, &mut code_type)
+                .unwrap_or_else(|e| panic!("{python}: reading {} at {addr:#x}: {e}", row[2]));
+            let hex: String = code
+                .lines
+                .bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(
+                (&code.name, &code.file, code.first_line.to_string(), &hex),
+                (&row[2], &row[3], row[4].clone(), &row[5]),
+                "{python}"
+            );
+            assert!(code.lines.line(0).is_some_and(|l| l >= code.first_line));
+        }
+        assert!(code_type.is_some(), "the code type is remembered");
+        let field = |tag: &str| -> u64 {
+            rows.iter().find(|r| r[0] == tag).unwrap()[1]
+                .parse()
+                .unwrap()
+        };
+        match reader.read(field("forged"), &mut code_type) {
+            Err(ObjectError::Length { len, max, .. }) => {
+                assert_eq!((len, max), (1 << 40, MAX_NAME_CHARS), "{python}")
+            }
+            other => panic!("{python}: a name of 2^40 characters must be refused: {other:?}"),
+        }
+        let s = field("str");
+        assert!(
+            matches!(
+                reader.read(s, &mut code_type),
+                Err(ObjectError::Implausible { .. })
+            ),
+            "{python}: a str is not a code object (type known)"
+        );
+        assert!(
+            matches!(
+                reader.read(s, &mut None),
+                Err(ObjectError::Implausible { .. })
+            ),
+            "{python}: a str is not a code object (type checked by name)"
+        );
+        assert!(
+            matches!(reader.read(8, &mut None), Err(ObjectError::Memory { .. })),
+            "{python}: an unmapped address is a memory error"
+        );
+    }
+
+    /// Debian's `/usr/bin/python3` (3.11).
+    #[test]
+    fn reads_code_objects_of_debians_python() {
+        reads_code_objects(
+            "/usr/bin/python3",
+            offsets::for_version(3, 11),
+            Format::Locations,
+        );
+    }
+
+    /// The pyenv builds of the machine image: 3.9 and 3.10 (`co_name`, a `wstr` in every string
+    /// header), 3.12 (no `ready` bit) and 3.13 (offsets from the runtime's `_Py_DebugOffsets`).
+    #[test]
+    fn reads_code_objects_of_the_pyenv_builds() {
+        for (version, offsets, format) in [
+            ("3.9.18", offsets::for_version(3, 9), Format::Lnotab),
+            ("3.10.13", offsets::for_version(3, 10), Format::Pep626),
+            ("3.12.1", offsets::for_version(3, 12), Format::Locations),
+            ("3.13.0", None, Format::Locations),
+        ] {
+            reads_code_objects(
+                &format!("/root/.pyenv/versions/{version}/bin/python3"),
+                offsets,
+                format,
+            );
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! CPython processes: finding the interpreter in a captured process (`detect`), the structure offsets of
+//! each version (`offsets`), and naming the Python frames the kernel stored (code objects read from the
+//! process, `code`, `linetable`), merged into the native stack in place of the evaluation loop's frames
+//! (`merge`). The kernel's side of the contract is `sonde_abi::python`.
+
+pub(crate) mod code;
+pub(crate) mod debug_offsets;
+pub(crate) mod detect;
+pub(crate) mod linetable;
+pub(crate) mod memory;
+pub(crate) mod merge;
+pub(crate) mod offsets;
+pub(crate) mod publish;
+pub(crate) mod strings;

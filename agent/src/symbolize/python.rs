@@ -1,0 +1,363 @@
+//! Names the Python frames the kernel stored in user stacks (`sonde_abi::python`): each code object is
+//! read once from its process (`python::code`) and cached with the frames built for the instruction
+//! offsets seen, so a stack seen again costs hash lookups.
+//!
+//! The cache is per process and remembers the interpreter it was filled for: a process captured again
+//! after an exec has a new interpreter (a new `Arc`), and its old entries are dropped before any is
+//! used. Processes gone are dropped by [`PythonNames::retain`]; the whole cache starts over beyond
+//! [`MAX_ENTRIES`] or [`MAX_BYTES`]; code that could not be read is asked again the next window.
+//! A code object freed and another allocated at its address while the process runs keeps the first
+//! one's name (as in other CPython profilers): re-reading every code object every window would cost
+//! more than the rare misnamed frame of code created and dropped at run time (`exec`, lambdas).
+
+use std::{
+    collections::{HashMap, HashSet},
+    hash::{DefaultHasher, Hash as _, Hasher as _},
+    sync::Arc,
+};
+
+use sonde_abi::python::PyFrame as Word;
+
+use crate::{
+    profile::{Frame, FrameKind, Module, Symbol},
+    python::{
+        code::{Code, CodeReader},
+        detect::Interpreter,
+        linetable::Format,
+    },
+};
+
+/// Code objects plus frames cached, over all processes, before the cache starts over.
+const MAX_ENTRIES: usize = 100_000;
+/// Bytes of names, file names and line tables cached before the cache starts over (line tables may
+/// each be up to 64 KiB).
+const MAX_BYTES: usize = 64 << 20;
+
+/// Pseudo path of the mapping every Python frame is in.
+pub(crate) const PYTHON_PATH: &str = "[python]";
+
+/// One process's code objects.
+struct Process {
+    /// The interpreter the entries were read with; another one (an exec) invalidates them.
+    interpreter: Arc<Interpreter>,
+    /// `PyCode_Type`'s address once one code object was checked.
+    code_type: Option<u64>,
+    /// By code address; None when the object could not be read.
+    codes: HashMap<u64, Option<Entry>>,
+}
+
+/// A code object and the frames of the instruction offsets seen in it.
+struct Entry {
+    code: Code,
+    frames: HashMap<u32, Frame>,
+}
+
+/// The Python frame cache.
+pub(crate) struct PythonNames {
+    processes: HashMap<u32, Process>,
+    /// Code objects and frames held.
+    entries: usize,
+    /// [`Code::size`] of the code objects held.
+    bytes: usize,
+    module: Arc<Module>,
+}
+
+impl Default for PythonNames {
+    fn default() -> Self {
+        Self {
+            processes: HashMap::new(),
+            entries: 0,
+            bytes: 0,
+            module: Arc::new(Module {
+                path: PYTHON_PATH.into(),
+                build_id: None,
+                start: 0,
+                limit: u64::MAX,
+                file_offset: 0,
+            }),
+        }
+    }
+}
+
+impl PythonNames {
+    /// Reads the code object of `word` in `pid` unless cached, and builds its frame for `word`'s
+    /// instruction offset.
+    pub(crate) fn resolve(&mut self, pid: u32, interpreter: &Arc<Interpreter>, word: Word) {
+        self.read_code(pid, interpreter, word.code);
+        let module = &self.module;
+        let Some(Some(entry)) = self
+            .processes
+            .get_mut(&pid)
+            .and_then(|p| p.codes.get_mut(&word.code))
+        else {
+            return;
+        };
+        if !entry.frames.contains_key(&word.instr) {
+            let frame = named_frame(module, &entry.code, word.instr);
+            entry.frames.insert(word.instr, frame);
+            self.entries += 1;
+        }
+    }
+
+    /// Reads the code object at `code` in `pid` unless cached: at the window's end, or as soon as the
+    /// kernel announces it (`proc_event::PYTHON_CODE`), while the process still runs.
+    pub(crate) fn read_code(&mut self, pid: u32, interpreter: &Arc<Interpreter>, code: u64) {
+        let process = self.processes.entry(pid).or_insert_with(|| Process {
+            interpreter: interpreter.clone(),
+            code_type: None,
+            codes: HashMap::new(),
+        });
+        if !Arc::ptr_eq(&process.interpreter, interpreter) {
+            // Captured again (exec): nothing read from the old image may name the new one's frames.
+            let (entries, bytes) = footprint(&process.codes);
+            self.entries -= entries;
+            self.bytes -= bytes;
+            *process = Process {
+                interpreter: interpreter.clone(),
+                code_type: None,
+                codes: HashMap::new(),
+            };
+        }
+        process.codes.entry(code).or_insert_with(|| {
+            self.entries += 1;
+            let format = Format::for_version(interpreter.version)?;
+            let reader = CodeReader::new(pid, &interpreter.offsets, format);
+            match reader.read(code, &mut process.code_type) {
+                Ok(code) => Some(Entry {
+                    code: {
+                        self.bytes += code.size();
+                        code
+                    },
+                    frames: HashMap::new(),
+                }),
+                Err(e) => {
+                    // Counted per frame as `python_unreadable`; a stale or garbage address is common
+                    // enough (code freed since the sample) not to warn.
+                    tracing::debug!(pid, "Python frame left unnamed: {e}");
+                    None
+                }
+            }
+        });
+    }
+
+    /// The frame of `word` in `pid`, resolved before: named, or (code unreadable, not resolved) the
+    /// `[python]` mapping with the code's address and no name.
+    pub(crate) fn frame(&self, pid: u32, interpreter: &Arc<Interpreter>, word: Word) -> Frame {
+        self.processes
+            .get(&pid)
+            .filter(|p| Arc::ptr_eq(&p.interpreter, interpreter))
+            .and_then(|p| p.codes.get(&word.code)?.as_ref()?.frames.get(&word.instr))
+            .cloned()
+            .unwrap_or_else(|| Frame {
+                address: word.code,
+                kind: FrameKind::User,
+                module: Some(self.module.clone()),
+                symbols: Arc::from(Vec::new()),
+            })
+    }
+
+    /// Drops the processes not in `live_pids`.
+    pub(crate) fn retain(&mut self, live_pids: &HashSet<u32>) {
+        let (mut entries, mut bytes) = (0, 0);
+        self.processes.retain(|pid, p| {
+            let keep = live_pids.contains(pid);
+            if !keep {
+                let (e, b) = footprint(&p.codes);
+                entries += e;
+                bytes += b;
+            }
+            keep
+        });
+        self.entries -= entries;
+        self.bytes -= bytes;
+    }
+
+    /// Starts over beyond [`MAX_ENTRIES`] or [`MAX_BYTES`] (hot code comes back within a window).
+    /// Call between windows, before [`Self::resolve`].
+    pub(crate) fn trim(&mut self) {
+        if self.entries > MAX_ENTRIES || self.bytes > MAX_BYTES {
+            self.processes.clear();
+            self.entries = 0;
+            self.bytes = 0;
+            return;
+        }
+        // Code that could not be read is asked again next window: the read may have raced the
+        // object's creation, and a failure costs one small read.
+        for p in self.processes.values_mut() {
+            let before = p.codes.len();
+            p.codes.retain(|_, e| e.is_some());
+            self.entries -= before - p.codes.len();
+        }
+    }
+}
+
+/// (entries, bytes) held for one process's code objects.
+fn footprint(codes: &HashMap<u64, Option<Entry>>) -> (usize, usize) {
+    codes.values().fold((0, 0), |(n, b), e| match e {
+        Some(e) => (n + 1 + e.frames.len(), b + e.code.size()),
+        None => (n + 1, b),
+    })
+}
+
+/// The frame of `code` at `instr`. Its address stands for (function, file, line): encoders keep one
+/// location per address in a mapping, so two lines of a function stay two locations, and the same
+/// line seen in two processes is one.
+fn named_frame(module: &Arc<Module>, code: &Code, instr: u32) -> Frame {
+    let line = code.lines.line(instr);
+    let mut h = DefaultHasher::new();
+    (&code.name, &code.file, line).hash(&mut h);
+    Frame {
+        // Below the mapping's limit (u64::MAX), as every address in a mapping is.
+        address: h.finish() >> 1,
+        kind: FrameKind::User,
+        module: Some(module.clone()),
+        symbols: Arc::from(vec![Symbol {
+            name: code.name.clone(),
+            file: Some(code.file.clone()),
+            line,
+        }]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{BufRead as _, BufReader},
+        process::{Command, Stdio},
+    };
+
+    use super::*;
+    use crate::python::offsets;
+
+    const SCRIPT: &str = r#"
+import sys
+def work():
+    a = 1
+    b = 2
+    return a + b
+c = work.__code__
+units = [f"{s // 2}:{l}" for s, e, l in c.co_lines() if l is not None]
+print(id(c), *units, flush=True)
+sys.stdin.read()
+"#;
+
+    fn interpreter() -> Arc<Interpreter> {
+        Arc::new(Interpreter {
+            version: (3, 11),
+            runtime: 0,
+            offsets: offsets::for_version(3, 11).unwrap(),
+            binary: "/usr/bin/python3".into(),
+        })
+    }
+
+    /// Names frames of a live `/usr/bin/python3` (3.11), one location per line, and forgets them on
+    /// an exec (a new interpreter) and when the process is no longer live.
+    #[test]
+    fn caches_per_process_and_interpreter() {
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", SCRIPT])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting /usr/bin/python3 (Debian package python3)");
+        let pid = child.id();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let mut cols = line.split_whitespace();
+        let code: u64 = cols.next().unwrap().parse().unwrap();
+        // (code unit, line) of the first instruction of each line of `work`: lines 3 to 6.
+        let units: Vec<(u32, u32)> = cols
+            .map(|c| c.split_once(':').unwrap())
+            .map(|(u, l)| (u.parse().unwrap(), l.parse().unwrap()))
+            .collect();
+        assert!(units.len() >= 3, "{line}");
+        let word = |instr| Word {
+            code,
+            instr,
+            entry: true,
+        };
+        let first = interpreter();
+        let mut names = PythonNames::default();
+        for &(unit, _) in &units {
+            names.resolve(pid, &first, word(unit));
+            names.resolve(pid, &first, word(unit));
+        }
+        assert_eq!(
+            names.entries,
+            1 + units.len(),
+            "one code object, one frame per offset"
+        );
+        let frames: Vec<Frame> = units
+            .iter()
+            .map(|&(unit, _)| names.frame(pid, &first, word(unit)))
+            .collect();
+        for (f, &(unit, line)) in frames.iter().zip(&units) {
+            let s = &f.symbols[0];
+            assert_eq!(
+                (s.name.as_str(), s.file.as_deref(), s.line),
+                ("work", Some("<string>"), Some(line)),
+                "code unit {unit}"
+            );
+            assert_eq!(f.module.as_ref().unwrap().path, PYTHON_PATH);
+        }
+        // One address per line: the same for two offsets of a line, another for each other line.
+        let lines: HashSet<u32> = units.iter().map(|&(_, l)| l).collect();
+        let addresses: HashSet<u64> = frames.iter().map(|f| f.address).collect();
+        assert!(lines.len() >= 3, "{line}");
+        assert_eq!(addresses.len(), lines.len(), "one location per line");
+
+        // A bad address is an unnamed frame in `[python]`, at the code's address.
+        names.resolve(pid, &first, word(0).with_code(0x10));
+        let bad = names.frame(pid, &first, word(0).with_code(0x10));
+        assert!(bad.symbols.is_empty() && bad.address == 0x10);
+        assert_eq!(names.entries, 2 + units.len());
+        names.trim();
+        assert_eq!(
+            names.entries,
+            1 + units.len(),
+            "failures are asked again next window"
+        );
+
+        // After an exec the process has a new interpreter: nothing of the old one is used.
+        let second = interpreter();
+        assert!(
+            names
+                .frame(pid, &second, word(units[0].0))
+                .symbols
+                .is_empty()
+        );
+        names.resolve(pid, &second, word(units[0].0));
+        assert_eq!(names.entries, 2, "the old entries are gone");
+        assert_eq!(names.frame(pid, &second, word(units[0].0)), frames[0]);
+
+        // Past the bound everything starts over.
+        names.resolve(pid, &second, word(units[1].0));
+        names.entries += MAX_ENTRIES;
+        names.trim();
+        assert_eq!((names.entries, names.bytes), (0, 0));
+        assert!(names.processes.is_empty());
+        names.resolve(pid, &second, word(units[0].0));
+
+        names.retain(&HashSet::from([pid + 1]));
+        assert_eq!((names.entries, names.bytes), (0, 0));
+        assert!(
+            names
+                .frame(pid, &second, word(units[0].0))
+                .symbols
+                .is_empty()
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    trait WithCode {
+        fn with_code(self, code: u64) -> Self;
+    }
+    impl WithCode for Word {
+        fn with_code(self, code: u64) -> Self {
+            Word { code, ..self }
+        }
+    }
+}

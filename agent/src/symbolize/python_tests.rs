@@ -1,0 +1,153 @@
+//! The symbolizer on stacks holding Python frames, as the kernel stores them, of a live
+//! `/usr/bin/python3`: native frames named by blazesym, Python frames read from the process, merged in
+//! place of the evaluation loop's frame, and counted.
+
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Child, Command, Stdio},
+    sync::Arc,
+};
+
+use sonde_abi::{SampleKey, python::pack_frame, unwind::outcome};
+
+use super::{
+    Symbolizer,
+    debuginfo::{DebugInfo, DebugInfoConfig},
+};
+use crate::{
+    bpf::drain::{RawSample, RawStack},
+    process::ProcessTable,
+    profile::ProfileKind,
+};
+
+/// Prints the addresses of `_PyEval_EvalFrameDefault` and `Py_RunMain` and of two code objects.
+const SCRIPT: &str = r#"
+import ctypes, sys
+
+def leaf():
+    return 1
+
+def outer():
+    return leaf()
+
+def addr(name):
+    return ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+
+print(addr("_PyEval_EvalFrameDefault"), addr("Py_RunMain"), id(leaf.__code__), id(outer.__code__), flush=True)
+sys.stdin.read()
+"#;
+
+struct Peer(Child);
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
+    RawSample {
+        key: SampleKey {
+            tgid: pid,
+            kernel_stack_id: -1,
+            user_stack_id: 1,
+            user_stack_status: 0,
+            stack_slot: 0,
+            weight: 1,
+            comm: [0; sonde_abi::TASK_COMM_LEN],
+        },
+        user: RawStack::Frames(Arc::from(frames)),
+        user_outcome: outcome::ROOT,
+        kernel: RawStack::None,
+        count,
+        total_ns: 0,
+    }
+}
+
+fn symbolizer() -> Symbolizer {
+    let debug = DebugInfo::new(DebugInfoConfig {
+        debug_dirs: Vec::new(),
+        debuginfod: None,
+    })
+    .expect("a debug info finder without debuginfod");
+    Symbolizer::new(debug, None)
+}
+
+#[test]
+fn python_frames_replace_the_evaluation_loop_and_are_counted() {
+    let mut peer = Peer(
+        Command::new("/usr/bin/python3")
+            .args(["-c", SCRIPT])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting /usr/bin/python3 (Debian package python3)"),
+    );
+    let pid = peer.0.id();
+    let mut line = String::new();
+    BufReader::new(peer.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let (eval, run_main, leaf, outer) = (v[0], v[1], v[2], v[3]);
+    // Return addresses a few bytes into each function; the root-most Python frame is the entry.
+    let words = vec![
+        eval + 0x10,
+        run_main + 0x10,
+        pack_frame(leaf, 0, false),
+        pack_frame(outer, 0, true),
+    ];
+
+    let mut with_python = ProcessTable::default();
+    with_python.set_python(true);
+    let mut s = symbolizer();
+    let out = s.symbolize(
+        ProfileKind::Cpu,
+        &[sample(pid, words.clone(), 3)],
+        &mut with_python,
+        1,
+    );
+    let names: Vec<String> = out[0].frames.iter().map(|f| f.display_name()).collect();
+    assert_eq!(names, ["leaf", "outer", "Py_RunMain"]);
+    let leaf_symbol = &out[0].frames[0].symbols[0];
+    assert_eq!(
+        (leaf_symbol.file.as_deref(), leaf_symbol.line),
+        (Some("<string>"), Some(4))
+    );
+    let stats = s.stats();
+    assert_eq!(
+        (
+            stats.python_stacks,
+            stats.python_frames,
+            stats.python_unreadable,
+            stats.python_dropped
+        ),
+        (3, 6, 0, 0)
+    );
+    assert_eq!((stats.frames, stats.symbolized), (9, 9));
+
+    // A code address that is not code: an unnamed `[python]` frame, counted.
+    let mut bad = words.clone();
+    bad[2] = pack_frame(0x1000, 0, false);
+    let out = s.symbolize(
+        ProfileKind::Cpu,
+        &[sample(pid, bad, 1)],
+        &mut with_python,
+        1,
+    );
+    assert_eq!(out[0].frames[0].display_name(), "[python]+0x1000");
+    assert_eq!(s.stats().python_unreadable, 1);
+
+    // Without the interpreter (`--python off`), Python words are dropped and counted.
+    let mut without = ProcessTable::default();
+    without.set_python(false);
+    let mut s = symbolizer();
+    let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 2)], &mut without, 1);
+    let names: Vec<String> = out[0].frames.iter().map(|f| f.display_name()).collect();
+    assert_eq!(names, ["_PyEval_EvalFrameDefault", "Py_RunMain"]);
+    let stats = s.stats();
+    assert_eq!((stats.python_stacks, stats.python_dropped), (0, 4));
+}
