@@ -3,12 +3,14 @@
 //! CPU seconds per wall second, peak RSS, and for sonde the BPF run time per program invocation and BPF
 //! map memory. Off-CPU profiling under a context-switch storm lives in [`offcpu`], the unwinding
 //! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`],
-//! symbolization (stripped binaries, debuginfod, its cache) in [`symbols`]; this file holds what
+//! symbolization (stripped binaries, debuginfod, its cache) in [`symbols`], a Python workload under
+//! sonde and py-spy in [`python`]; this file holds what
 //! they share: starting, stopping and measuring a profiler.
 
 mod daemon;
 mod offcpu;
 mod outage;
+mod python;
 mod scrape;
 mod symbols;
 mod unwind;
@@ -68,6 +70,15 @@ pub struct BenchArgs {
     /// Only the scrape-cost section (`sonde run` with 1,000 services, /metrics scraped).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only"])]
     scrape_only: bool,
+    /// Only the Python section (a CPU-bound Python workload alone, under sonde and under py-spy).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only"])]
+    python_only: bool,
+    /// Timed work of the Python workload in each run of the Python section, seconds.
+    #[arg(long, default_value_t = 15)]
+    python_seconds: u64,
+    /// Interleaved rounds of the Python section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    python_rounds: usize,
 }
 
 /// What a profiler process cost, from wait4 and its fdinfo.
@@ -133,6 +144,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.scrape_only {
         return scrape::run(&sonde, &dir);
     }
+    let python = python::Options {
+        seconds: args.python_seconds,
+        rounds: args.python_rounds,
+    };
+    if args.python_only {
+        return python::run(&sonde, &dir, &python);
+    }
     let busy = Busy::calibrate(&dir, args.seconds)?;
     let offcpu = offcpu::Options {
         pipe_loops: args.pipe_loops,
@@ -148,7 +166,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
     unwind::run(&sonde, &dir, &unwind)?;
     symbols::run(&sonde, &dir, &symbols)?;
-    scrape::run(&sonde, &dir)
+    scrape::run(&sonde, &dir)?;
+    python::run(&sonde, &dir, &python)
 }
 
 /// The CPU-bound workload: busy_threads (frame pointers) with a fixed amount of work.
