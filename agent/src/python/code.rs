@@ -166,13 +166,13 @@ impl<'a> CodeReader<'a> {
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        io::{BufRead as _, BufReader},
-        process::{Child, Command, Stdio},
-    };
+    use std::io::{BufRead as _, BufReader};
 
     use super::*;
-    use crate::{process::ProcessTable, python::offsets};
+    use crate::{
+        process::ProcessTable,
+        python::{offsets, peer::Peer},
+    };
 
     /// Prints, for code objects of several string kinds (ASCII, Latin-1, 2-byte and 4-byte
     /// characters), `id(code)`, name (qualified from 3.11), file, first line and line table, then a
@@ -222,24 +222,9 @@ print("ready", flush=True)
 sys.stdin.read()
 "#;
 
-    struct Peer(Child);
-    impl Drop for Peer {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
     /// Runs `python` on [`SCRIPT`]; its pid and rows once it is ready.
     fn start(python: &str) -> (Peer, Vec<Vec<String>>) {
-        let mut peer = Peer(
-            Command::new(python)
-                .args(["-c", SCRIPT])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("starting {python}: {e} (Debian's /usr/bin/python3 is the package python3; the pyenv builds are part of the machine image)")),
-        );
+        let mut peer = Peer::start(python, SCRIPT);
         let out = BufReader::new(peer.0.stdout.take().unwrap());
         let mut rows = Vec::new();
         for line in out.lines() {

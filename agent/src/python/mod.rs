@@ -10,5 +10,7 @@ pub(crate) mod linetable;
 pub(crate) mod memory;
 pub(crate) mod merge;
 pub(crate) mod offsets;
+#[cfg(test)]
+pub(crate) mod peer;
 pub(crate) mod publish;
 pub(crate) mod strings;

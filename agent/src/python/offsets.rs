@@ -184,35 +184,18 @@ const V3_12: Offsets = Offsets {
     bytes_data: 32,
 };
 
-/// CPython 3.13.0, from the same headers: what `debug_offsets` must find in a 3.13 runtime (the
+/// CPython 3.13.0, from the same headers (as 3.12 but for the fields below): what `debug_offsets` must find in a 3.13 runtime (the
 /// tests compare; sonde itself reads 3.13's offsets from the process).
 #[cfg(test)]
 pub(crate) const V3_13: Offsets = Offsets {
-    layout: layout::INTERP_FRAME_OWNER,
     runtime_interpreters_head: 632,
-    runtime_gil_tstate: None,
     interp_threads_head: 7344,
-    tstate_next: 8,
     tstate_native_tid: Some(160),
     tstate_pthread: Some(152),
     tstate_frame: 72,
     cframe_current: None,
-    frame_code: 0,
-    frame_previous: 8,
-    frame_instr: 56,
-    frame_entry: Some(70),
     code_bytecode: Some(200),
-    code_filename: 112,
-    code_name: 120,
-    code_qualname: Some(128),
-    code_firstlineno: 68,
-    code_linetable: 136,
-    unicode_state: 32,
-    unicode_ascii_data: 40,
-    unicode_compact_data: 56,
-    unicode_length: 16,
-    bytes_size: 16,
-    bytes_data: 32,
+    ..V3_12
 };
 
 impl Offsets {

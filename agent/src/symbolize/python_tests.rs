@@ -4,7 +4,6 @@
 
 use std::{
     io::{BufRead as _, BufReader},
-    process::{Child, Command, Stdio},
     sync::Arc,
 };
 
@@ -18,6 +17,7 @@ use crate::{
     bpf::drain::{RawSample, RawStack},
     process::ProcessTable,
     profile::ProfileKind,
+    python::peer::Peer,
 };
 
 /// Prints the addresses of `_PyEval_EvalFrameDefault` and `Py_RunMain` and of two code objects.
@@ -36,14 +36,6 @@ def addr(name):
 print(addr("_PyEval_EvalFrameDefault"), addr("Py_RunMain"), id(leaf.__code__), id(outer.__code__), flush=True)
 sys.stdin.read()
 "#;
-
-struct Peer(Child);
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
     RawSample {
@@ -75,14 +67,7 @@ fn symbolizer() -> Symbolizer {
 
 #[test]
 fn python_frames_replace_the_evaluation_loop_and_are_counted() {
-    let mut peer = Peer(
-        Command::new("/usr/bin/python3")
-            .args(["-c", SCRIPT])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starting /usr/bin/python3 (Debian package python3)"),
-    );
+    let mut peer = Peer::start("/usr/bin/python3", SCRIPT);
     let pid = peer.0.id();
     let mut line = String::new();
     BufReader::new(peer.0.stdout.take().unwrap())
