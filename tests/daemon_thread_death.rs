@@ -2,35 +2,36 @@
 //! ERROR line naming it, so systemd's `Restart=on-failure` or Kubernetes restarts the agent; the
 //! windows made before it are still accounted for at exit.
 
-#[path = "common/mod.rs"]
-mod bpf;
-#[path = "common/daemon.rs"]
-mod daemon;
+use crate::common as bpf;
+use crate::common::daemon;
 
 use std::time::Duration;
 
 use daemon::{Daemon, exit_summary, field};
+
+/// `sonde run` with 1 s windows into a fresh data directory (returned), with a sampling-thread test hook.
+fn run_with_hook(name: &str, hook: &str, windows: &str) -> (Daemon, std::path::PathBuf) {
+    let dir = bpf::temp_dir(name);
+    let data = dir.join("data");
+    let args = [
+        "--export-interval",
+        "1",
+        "--metrics-addr",
+        "none",
+        hook,
+        windows,
+    ];
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--data-dir", data.to_str().unwrap()]);
+    (Daemon::start(&all, &dir.join("run.log")), data)
+}
 
 #[test]
 fn a_sampler_panic_exits_non_zero() {
     bpf::require_root();
     let bin = bpf::build_workload("cpu_split", "cpu_split_death", bpf::FP_FLAGS);
     let _workload = bpf::Workload::start(&bin, &["60"]);
-    let dir = bpf::temp_dir("thread_death");
-    let data = dir.join("data");
-    let run = Daemon::start(
-        &[
-            "--export-interval",
-            "1",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--metrics-addr",
-            "none",
-            "--test-panic-after-windows",
-            "2",
-        ],
-        &dir.join("run.log"),
-    );
+    let (run, data) = run_with_hook("thread_death", "--test-panic-after-windows", "2");
     let (status, log) = run.wait_exit(Duration::from_secs(60));
     assert!(
         !status.success(),
@@ -50,5 +51,27 @@ fn a_sampler_panic_exits_non_zero() {
     assert!(
         !index.is_empty(),
         "the windows before the panic were written:\n{log}"
+    );
+}
+
+/// A sampling thread that stops making windows (a test hook: as if stuck on something a process
+/// controls) is a counted stall, then, past the watchdog's limit (6 intervals, at least 30 s), a fatal
+/// error: `sonde run` exits 1 by itself so its supervisor restarts it.
+#[test]
+fn a_stalled_sampler_ends_the_daemon_non_zero() {
+    bpf::require_root();
+    let (run, _) = run_with_hook("thread_stall", "--test-stall-after-windows", "1");
+    let (status, log) = run.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("has made no window")),
+        "the stall is logged as it begins:\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("ERROR")
+            && l.contains("has made no window for")
+            && l.contains("stalled")),
+        "the fatal stall names itself:\n{log}"
     );
 }

@@ -6,11 +6,21 @@
 //!    are their own), kept only if its device and inode are the mapping's: the path may name another
 //!    file by now.
 //!
+//! Both go through [`untrusted`](super::untrusted): the path in the process's root is its choice (a
+//! FIFO or a device put where the binary was would block or act on `open`), so only a regular file off
+//! FUSE is opened, and a path that leads elsewhere resolves inside the root.
+//!
 //! A failure says why in words a user can act on ([`Unopenable`]).
 
-use std::{fmt, fs::File, io, os::unix::fs::MetadataExt as _};
+use std::{fmt, fs::File, io, os::unix::fs::MetadataExt as _, path::Path};
 
-use super::{MapsLine, maps_file};
+use super::{
+    MapsLine, maps_file,
+    untrusted::{self, Input, Refused},
+};
+
+/// No size bound on binaries: they are mapped, never read whole.
+const ANY_SIZE: u64 = u64::MAX;
 
 /// Why neither way opened a mapped file.
 #[derive(Debug)]
@@ -25,6 +35,8 @@ pub(crate) struct Unopenable {
 enum ByPath {
     /// Opening it failed.
     Failed(io::Error),
+    /// It is not a file sonde opens on a process's behalf (counted).
+    Refused(untrusted::Reason),
     /// It opened, but is not the mapped file.
     AnotherFile,
 }
@@ -33,17 +45,55 @@ enum ByPath {
 pub(crate) fn open(pid: u32, line: &MapsLine) -> Result<File, Unopenable> {
     let dir = maps_file::proc_dir(pid);
     let mapped = dir.join(format!("map_files/{:x}-{:x}", line.start, line.end));
-    let map_files = match File::open(&mapped) {
+    let map_files = match untrusted::open_trusted_path(&mapped, Input::Binary, ANY_SIZE) {
         Ok(file) => return Ok(file),
-        Err(err) => err,
+        Err(Refused::Io(err)) => err,
+        Err(Refused::Absent) => io::Error::from_raw_os_error(libc::ENOENT),
+        Err(Refused::Rule(reason)) => {
+            return Err(Unopenable {
+                map_files: io::Error::other(format!("refused ({})", reason.as_str())),
+                by_path: ByPath::Refused(reason),
+            });
+        }
     };
-    let by_path = dir.join("root").join(line.path.trim_start_matches('/'));
-    let by_path = match File::open(by_path).and_then(|f| Ok((f.metadata()?, f))) {
+    let rules = untrusted::Rules {
+        input: Input::Binary,
+        symlinks: true,
+        owned: false,
+        // The kernel mapped this file for the process: no question of its user reading it.
+        user_readable: false,
+        max_bytes: ANY_SIZE,
+    };
+    let opened = untrusted::open_in_root(&dir.join("root"), Path::new(&line.path), None, rules);
+    let by_path = match opened
+        .map_err(by_path_error)
+        .and_then(|f| Ok((f.metadata()?, f)))
+    {
         Ok((meta, file)) if (meta.dev(), meta.ino()) == (line.dev, line.inode) => return Ok(file),
         Ok(_) => ByPath::AnotherFile,
-        Err(err) => ByPath::Failed(err),
+        Err(ByPathError::Refused(reason)) => ByPath::Refused(reason),
+        Err(ByPathError::Io(err)) => ByPath::Failed(err),
     };
     Err(Unopenable { map_files, by_path })
+}
+
+enum ByPathError {
+    Refused(untrusted::Reason),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ByPathError {
+    fn from(err: io::Error) -> Self {
+        Self::Io(err)
+    }
+}
+
+fn by_path_error(refused: Refused) -> ByPathError {
+    match refused {
+        Refused::Absent => ByPathError::Io(io::Error::from_raw_os_error(libc::ENOENT)),
+        Refused::Rule(reason) => ByPathError::Refused(reason),
+        Refused::Io(err) => ByPathError::Io(err),
+    }
 }
 
 impl fmt::Display for Unopenable {
@@ -73,6 +123,11 @@ impl fmt::Display for Unopenable {
                 ", and opening its path was refused ({err}: needs CAP_DAC_READ_SEARCH, and CAP_SYS_PTRACE for another user's /proc/PID/root)"
             ),
             ByPath::Failed(err) => write!(f, ", and opening its path failed: {err}"),
+            ByPath::Refused(reason) => write!(
+                f,
+                ", and its path is not a file sonde opens for a process ({}: see THREAT_MODEL.md)",
+                reason.as_str()
+            ),
         }
     }
 }

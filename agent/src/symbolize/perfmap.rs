@@ -2,21 +2,44 @@
 //! perf-map-agent, Python 3.12 `-X perf`, .NET `DOTNET_PerfMapEnabled`) append `START SIZE name` lines
 //! to `/tmp/perf-PID.map`. The file is read inside the process's root, under the pid the process has in
 //! its own namespace, and read again (only the new part) when it grows. A process without one costs a
-//! failed `stat` per window.
+//! failed `open` per window.
+//!
+//! The process controls the file, so it is opened by the rules of
+//! [`untrusted`](crate::process::untrusted): never through a symbolic link, only a regular file owned by
+//! the process's user or root and readable by that user (perf's rule), never blocking. Each process's
+//! map is bounded in bytes and in entries; what lies beyond is counted, not held.
 
 use std::{
     collections::HashMap,
-    fs::File,
     io::{Read as _, Seek as _, SeekFrom},
     path::PathBuf,
     sync::Arc,
 };
 
-use crate::{process::proc_dir, profile::Symbol};
+use crate::{
+    process::{
+        proc_dir,
+        untrusted::{self, Input, Owner, Reason, Refused, Rules},
+    },
+    profile::Symbol,
+};
 
 /// Most bytes read from one perf map: a runtime that writes more is misbehaving, and the rest is
 /// ignored (counted) rather than held in memory.
 const MAX_BYTES: u64 = 64 << 20;
+
+/// Most entries kept for one process (a busy Node service writes a few hundred thousand over a day).
+const MAX_ENTRIES: usize = 1 << 20;
+
+/// How perf maps are opened: no links, owned by the process's user or root, readable by that user;
+/// any size (only the first [`MAX_BYTES`] are read).
+const RULES: Rules = Rules {
+    input: Input::PerfMap,
+    symlinks: false,
+    owned: true,
+    user_readable: true,
+    max_bytes: u64::MAX,
+};
 
 /// Counters, cumulative.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,12 +54,15 @@ pub struct PerfMapStats {
     pub truncated_bytes: u64,
 }
 
+/// One perf map line: start, size, name.
+pub(crate) type Entry = (u64, u64, Arc<[Symbol]>);
+
 #[derive(Default)]
 struct PerfMap {
     /// Bytes consumed so far (up to the last complete line).
     read: u64,
     /// Entries sorted by start; for equal starts the later line wins.
-    entries: Vec<(u64, u64, Arc<[Symbol]>)>,
+    entries: Vec<Entry>,
 }
 
 /// The perf maps of sampled processes.
@@ -55,9 +81,20 @@ impl PerfMaps {
     /// Reads what `pid`'s perf map gained since the last call. A process that is gone keeps what was
     /// read.
     pub fn refresh(&mut self, pid: u32) {
-        let Some(path) = path_of(pid) else { return };
-        let Ok(mut file) = File::open(&path) else {
-            return;
+        let Some(owner) = Owner::of(pid) else { return };
+        let path = PathBuf::from(format!("/tmp/perf-{}.map", owner.ns_pid));
+        let mut file = match untrusted::open_in_root(
+            &proc_dir(pid).join("root"),
+            &path,
+            Some(&owner),
+            RULES,
+        ) {
+            Ok(file) => file,
+            Err(Refused::Absent) => return,
+            Err(why) => {
+                tracing::debug!(pid, %why, "perf map not read");
+                return;
+            }
         };
         let len = file.metadata().map_or(0, |m| m.len());
         let map = self.maps.entry(pid).or_default();
@@ -82,15 +119,12 @@ impl PerfMaps {
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         map.read += complete as u64;
         self.stats.reads += 1;
-        let mut added = Vec::new();
-        for line in text[..complete].split(|&b| b == b'\n') {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match parse_line(line) {
-                Some(entry) => added.push(entry),
-                None => self.stats.bad_lines += 1,
-            }
+        let (mut added, bad_lines) = parse_lines(&text[..complete]);
+        self.stats.bad_lines += bad_lines;
+        let room = MAX_ENTRIES.saturating_sub(map.entries.len());
+        if added.len() > room {
+            added.truncate(room);
+            untrusted::refusals::count(Input::PerfMap, Reason::Budget);
         }
         self.stats.entries += added.len() as u64;
         map.entries.extend(added);
@@ -112,26 +146,24 @@ impl PerfMaps {
     }
 }
 
-/// `/proc/PID/root/tmp/perf-NSPID.map`, NSPID being the pid inside the process's pid namespace.
-fn path_of(pid: u32) -> Option<PathBuf> {
-    let dir = proc_dir(pid);
-    let status = std::fs::read_to_string(dir.join("status")).ok()?;
-    let ns_pid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .and_then(|v| v.split_whitespace().last())
-        .unwrap_or("")
-        .to_owned();
-    let ns_pid = if ns_pid.is_empty() {
-        pid.to_string()
-    } else {
-        ns_pid
-    };
-    Some(dir.join(format!("root/tmp/perf-{ns_pid}.map")))
+/// The entries of complete lines of perf map text, and how many lines were not entries.
+pub(crate) fn parse_lines(text: &[u8]) -> (Vec<Entry>, u64) {
+    let mut entries = Vec::new();
+    let mut bad = 0;
+    for line in text.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_line(line) {
+            Some(entry) => entries.push(entry),
+            None => bad += 1,
+        }
+    }
+    (entries, bad)
 }
 
 /// `START SIZE name`, hex numbers with or without `0x`; the name is the rest of the line.
-fn parse_line(line: &[u8]) -> Option<(u64, u64, Arc<[Symbol]>)> {
+fn parse_line(line: &[u8]) -> Option<Entry> {
     let line = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
     let mut parts = line.splitn(3, ' ');
     let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
@@ -174,8 +206,8 @@ mod tests {
     fn the_map_is_read_again_when_it_grows() {
         // This test process's own perf map, as a runtime would write it.
         let pid = std::process::id();
-        let path = path_of(pid).unwrap();
-        let mut file = File::create(&path).unwrap();
+        let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+        let mut file = std::fs::File::create(&path).unwrap();
         writeln!(file, "1000 100 first").unwrap();
         write!(file, "2000 100 sec").unwrap(); // a line being written
         let mut maps = PerfMaps::default();

@@ -6,11 +6,14 @@
 
 use std::{
     fs::File,
-    path::{Path, PathBuf},
+    path::{Component, Path, PathBuf},
 };
 
 use super::{DebugFile, Origin};
-use crate::process::{Binary, ElfInfo};
+use crate::process::{
+    Binary, ElfInfo,
+    untrusted::{self, Input, Refused, Rules},
+};
 
 /// The result of a local search.
 #[derive(Debug, Default)]
@@ -22,7 +25,20 @@ pub(crate) struct Search {
 }
 
 /// The distributions' global debug directory, inside each process root.
-const GLOBAL_DEBUG_DIR: &str = "usr/lib/debug";
+const GLOBAL_DEBUG_DIR: &str = "/usr/lib/debug";
+
+/// Largest debug file opened: the biggest real ones (browsers, LLVM) are a few GiB; the CRC check of a
+/// binary without build id reads the whole file.
+pub(crate) const MAX_DEBUG_FILE_BYTES: u64 = 8 << 30;
+
+/// Where a candidate is.
+#[derive(Debug, PartialEq)]
+enum Place {
+    /// A path as the process sees it, opened inside its root on its behalf.
+    InRoot(PathBuf),
+    /// A path in an operator's `--debug-dir` (host paths the operator chose).
+    Operator(PathBuf),
+}
 
 /// Looks for `binary`'s debug file locally, in the documented order; `debug_dirs` are host paths.
 pub(crate) fn search(binary: &Binary, debug_dirs: &[PathBuf]) -> Search {
@@ -33,8 +49,33 @@ pub(crate) fn search(binary: &Binary, debug_dirs: &[PathBuf]) -> Search {
         PathBuf::from("/")
     };
     let mut search = Search::default();
-    for (path, origin) in candidates(binary, &root, debug_dirs) {
-        match check(&path, binary, origin) {
+    for (place, origin) in candidates(binary, debug_dirs) {
+        let (opened, path) = match place {
+            Place::InRoot(path) => {
+                let rules = Rules {
+                    input: Input::DebugFile,
+                    symlinks: true,
+                    owned: false,
+                    user_readable: true,
+                    max_bytes: MAX_DEBUG_FILE_BYTES,
+                };
+                let opened = untrusted::open_in_root(&root, &path, binary.owner.as_ref(), rules);
+                (opened, root.join(path.strip_prefix("/").unwrap_or(&path)))
+            }
+            Place::Operator(path) => (
+                untrusted::open_trusted_path(&path, Input::DebugFile, MAX_DEBUG_FILE_BYTES),
+                path,
+            ),
+        };
+        let file = match opened {
+            Ok(file) => file,
+            Err(Refused::Absent) => continue,
+            Err(why) => {
+                tracing::debug!(binary = %binary.path, candidate = %path.display(), %why, "debug file not opened");
+                continue;
+            }
+        };
+        match check(file, binary, origin) {
             Check::Match(file) => {
                 search.found = Some(DebugFile { file, origin, path });
                 return search;
@@ -43,42 +84,73 @@ pub(crate) fn search(binary: &Binary, debug_dirs: &[PathBuf]) -> Search {
                 tracing::debug!(binary = %binary.path, candidate = %path.display(), "debug file is another build");
                 search.mismatches += 1;
             }
-            Check::Absent | Check::NoSymbols => {}
+            Check::NoSymbols => {}
         }
     }
     search
 }
 
-/// Candidate paths in lookup order (gdb's and elfutils' order, then the operator's directories).
-fn candidates(binary: &Binary, root: &Path, debug_dirs: &[PathBuf]) -> Vec<(PathBuf, Origin)> {
-    let within = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+/// Candidate places in lookup order (gdb's and elfutils' order, then the operator's directories). A
+/// debug link that is not a plain file name (`../../etc/shadow`) is refused and counted: it names a
+/// file next to the binary or in a debug directory, never a path.
+fn candidates(binary: &Binary, debug_dirs: &[PathBuf]) -> Vec<(Place, Origin)> {
     let dir = Path::new(&binary.path)
         .parent()
         .unwrap_or(Path::new("/"))
         .to_path_buf();
-    let relative_dir = dir.strip_prefix("/").unwrap_or(&dir).to_path_buf();
+    // The binary's directory below `/usr/lib/debug` or a debug dir: only plain components, so it
+    // cannot climb out of the operator's directory.
+    let relative_dir: Option<PathBuf> = dir
+        .components()
+        .skip_while(|c| matches!(c, Component::RootDir))
+        .map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        })
+        .collect();
+    let link = binary
+        .elf
+        .debuglink
+        .as_ref()
+        .map(|(link, _)| link.as_str())
+        .filter(|link| untrusted::plain_file_name(link));
     let by_id = binary.build_id().and_then(build_id_path);
+    let global = Path::new(GLOBAL_DEBUG_DIR);
     let mut out = Vec::new();
-    if let Some((link, _)) = &binary.elf.debuglink {
-        out.push((within(&dir.join(link)), Origin::DebugLink));
-        out.push((within(&dir.join(".debug").join(link)), Origin::DebugLink));
-        let global = Path::new("/").join(GLOBAL_DEBUG_DIR);
+    if let Some(link) = link {
+        out.push((Place::InRoot(dir.join(link)), Origin::DebugLink));
         out.push((
-            within(&global.join(&relative_dir).join(link)),
+            Place::InRoot(dir.join(".debug").join(link)),
             Origin::DebugLink,
         ));
+        if let Some(relative_dir) = &relative_dir {
+            out.push((
+                Place::InRoot(global.join(relative_dir).join(link)),
+                Origin::DebugLink,
+            ));
+        }
     }
     if let Some(by_id) = &by_id {
-        let global = Path::new("/").join(GLOBAL_DEBUG_DIR).join(".build-id");
-        out.push((within(&global.join(by_id)), Origin::BuildIdDir));
+        out.push((
+            Place::InRoot(global.join(".build-id").join(by_id)),
+            Origin::BuildIdDir,
+        ));
     }
     for d in debug_dirs {
         if let Some(by_id) = &by_id {
-            out.push((d.join(".build-id").join(by_id), Origin::DebugDir));
+            out.push((
+                Place::Operator(d.join(".build-id").join(by_id)),
+                Origin::DebugDir,
+            ));
         }
-        if let Some((link, _)) = &binary.elf.debuglink {
-            out.push((d.join(link), Origin::DebugDir));
-            out.push((d.join(&relative_dir).join(link), Origin::DebugDir));
+        if let Some(link) = link {
+            out.push((Place::Operator(d.join(link)), Origin::DebugDir));
+            if let Some(relative_dir) = &relative_dir {
+                out.push((
+                    Place::Operator(d.join(relative_dir).join(link)),
+                    Origin::DebugDir,
+                ));
+            }
         }
     }
     out
@@ -86,24 +158,17 @@ fn candidates(binary: &Binary, root: &Path, debug_dirs: &[PathBuf]) -> Vec<(Path
 
 /// `xx/rest.debug` for a build id `xxrest` (the `.build-id` layout).
 pub(crate) fn build_id_path(id: &str) -> Option<PathBuf> {
-    (id.len() > 2 && id.is_ascii())
+    (id.len() > 2 && id.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| PathBuf::from(&id[..2]).join(format!("{}.debug", &id[2..])))
 }
 
 enum Check {
-    Absent,
     NoSymbols,
     Mismatch,
     Match(File),
 }
 
-fn check(path: &Path, binary: &Binary, origin: Origin) -> Check {
-    let Ok(file) = File::open(path) else {
-        return Check::Absent;
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Check::Absent;
-    }
+fn check(file: File, binary: &Binary, origin: Origin) -> Check {
     let info = ElfInfo::read(&file);
     if !info.has_symtab && !info.has_debug_info {
         return Check::NoSymbols;
@@ -141,12 +206,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_debug_link_naming_a_path_is_refused_and_names_no_candidate() {
+        let path = "/lib/x86_64-linux-gnu/libc.so.6";
+        let file = File::open(path).unwrap();
+        let mut elf = ElfInfo::read(&file);
+        elf.build_id = None;
+        elf.debuglink = Some(("../../../etc/shadow".into(), 0));
+        let binary = Binary {
+            id: (0, 0),
+            path: path.into(),
+            elf,
+            file,
+            root: "/proc/self/root".into(),
+            owner: None,
+        };
+        let before = crate::process::untrusted::refusals::total();
+        let places = candidates(&binary, &[PathBuf::from("/usr/lib/debug")]);
+        assert!(places.is_empty(), "{places:?}");
+        assert_eq!(crate::process::untrusted::refusals::total(), before + 1);
+    }
+
+    #[test]
     fn build_id_paths_split_the_first_byte() {
         assert_eq!(
             build_id_path("ab12cd").unwrap(),
             PathBuf::from("ab/12cd.debug")
         );
         assert!(build_id_path("ab").is_none());
+        assert!(build_id_path("ab/../../x").is_none(), "only hex digits");
     }
 
     #[test]
@@ -160,6 +247,7 @@ mod tests {
             elf: ElfInfo::read(&file),
             file,
             root: "/proc/self/root".into(),
+            owner: crate::process::untrusted::Owner::of(std::process::id()),
         };
         let found = search(&binary, &[]).found.expect("libc6-dbg's debug file");
         assert!(

@@ -58,7 +58,7 @@ pub(crate) fn extract(binary: &Binary) -> Result<std::fs::File, MiniDebugError> 
 }
 
 /// xz -> bytes, at most [`MAX_DECOMPRESSED`].
-fn decompress(compressed: &[u8]) -> Result<Vec<u8>, MiniDebugError> {
+pub(crate) fn decompress(compressed: &[u8]) -> Result<Vec<u8>, MiniDebugError> {
     let mut out = Bounded(Vec::new());
     lzma_rs::xz_decompress(&mut std::io::BufReader::new(compressed), &mut out)
         .map_err(|e| MiniDebugError::Decompress(e.to_string()))?;

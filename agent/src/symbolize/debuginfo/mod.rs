@@ -11,7 +11,7 @@
 
 pub mod debuginfod;
 mod local;
-mod minidebug;
+pub(crate) mod minidebug;
 
 use std::{fs::File, path::PathBuf};
 

@@ -10,6 +10,7 @@ use object::read::elf::{ElfFile64, FileHeader};
 use object::{Endianness, FileKind, Object, ObjectSection};
 
 use super::{FrameSource, TableError};
+use crate::process::untrusted::{Input, Reason, refusals};
 
 /// A parsed 64-bit ELF image.
 pub(super) type Elf<'data> = ElfFile64<'data, Endianness, &'data [u8]>;
@@ -78,7 +79,18 @@ pub(super) fn find_cfi<'data>(file: &Elf<'data>) -> Result<FoundCfi<'data>, Tabl
     if let Some(section) = with_contents(file, ".debug_frame") {
         let name = ".debug_frame";
         // `.debug_frame` holds absolute addresses only; it may be compressed (`-gz`, dwz, objcopy
-        // --compress-debug-sections).
+        // --compress-debug-sections). The size it declares is checked before anything is inflated.
+        let declared = section
+            .compressed_file_range()
+            .map_or(section.size(), |range| range.uncompressed_size);
+        if declared > super::MAX_CFI_BYTES as u64 {
+            refusals::count(Input::UnwindTable, Reason::TooLarge);
+            return Err(TableError::TooLarge {
+                section: name,
+                bytes: declared,
+                limit: super::MAX_CFI_BYTES as u64,
+            });
+        }
         let data = section
             .uncompressed_data()
             .map_err(|source| TableError::Section {

@@ -52,6 +52,26 @@ pub(crate) enum TableError {
         /// The first address found above `u32::MAX`.
         address: u64,
     },
+    /// The call frame information is larger than any real binary's: refused before it is read.
+    #[error(
+        "its {section} is {bytes} bytes, over the {limit}-byte bound of a binary's unwind information (see THREAT_MODEL.md); frame pointers are used for it"
+    )]
+    TooLarge {
+        /// `.eh_frame` or `.debug_frame`.
+        section: &'static str,
+        /// The section's size.
+        bytes: u64,
+        /// The bound.
+        limit: u64,
+    },
+    /// The table would hold more rows than a binary's budget.
+    #[error(
+        "its unwind information gives more than {limit} rows, the bound of one binary's table (see THREAT_MODEL.md); frame pointers are used for it"
+    )]
+    TooManyRows {
+        /// The bound.
+        limit: usize,
+    },
     /// gimli could not read or evaluate the call frame information.
     #[error(
         "cannot read the call frame information in {section} (damaged, or an extension gimli does not know); frame pointers are used for this binary"

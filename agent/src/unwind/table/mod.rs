@@ -26,6 +26,15 @@ use std::fs::File;
 use gimli::{DebugFrame, EhFrame, LittleEndian};
 use sonde_abi::UnwindRow;
 
+use crate::process::untrusted::{Input, Reason, refusals};
+
+/// Largest CFI section read. Real binaries stay far below (a browser's `.eh_frame` is tens of MiB);
+/// the bound keeps a crafted one from costing unbounded time (see THREAT_MODEL.md).
+pub(crate) const MAX_CFI_BYTES: usize = 128 << 20;
+
+/// Most rows one binary's table may hold: 64 MiB of rows, the default kernel budget for all tables.
+pub(crate) const MAX_ROWS: usize = 8 << 20;
+
 pub(crate) use error::TableError;
 
 /// The unwind table of one binary.
@@ -72,6 +81,14 @@ pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
     let file = elf::open(elf)?;
     let found = elf::find_cfi(&file)?;
     let data: &[u8] = &found.data;
+    if data.len() > MAX_CFI_BYTES {
+        refusals::count(Input::UnwindTable, Reason::TooLarge);
+        return Err(TableError::TooLarge {
+            section: found.name,
+            bytes: data.len() as u64,
+            limit: MAX_CFI_BYTES as u64,
+        });
+    }
     let collected = match found.source {
         FrameSource::EhFrame => {
             let mut section = EhFrame::new(data, LittleEndian);
@@ -84,8 +101,39 @@ pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
             cfi::collect(&section, data, &found.bases, found.name, x86_64::translate)?
         }
     };
+    if collected.rows.len() > MAX_ROWS {
+        refusals::count(Input::UnwindTable, Reason::Budget);
+        return Err(TableError::TooManyRows { limit: MAX_ROWS });
+    }
     let rows = assemble::assemble(collected.fdes, &collected.rows);
     let mut stats = assemble::stats(&rows, collected.fde_count, found.source);
+    stats.bad_fdes = collected.bad_fdes;
+    Ok(BuiltTable { rows, stats })
+}
+
+/// Where [`build_eh_frame`] places the section: above the code of the small binaries the seeds come
+/// from, so their pc-relative pointers land on positive addresses.
+const FUZZ_EH_FRAME_AT: u64 = 1 << 20;
+
+/// Builds a table from the bytes of an `.eh_frame` section alone, as if it were at [`FUZZ_EH_FRAME_AT`]
+/// of a binary without `.text` or `.got`: the fuzz target's way into the CFI reader and the assembly.
+pub(crate) fn build_eh_frame(data: &[u8]) -> Result<BuiltTable, TableError> {
+    if data.len() > MAX_CFI_BYTES {
+        return Err(TableError::TooLarge {
+            section: ".eh_frame",
+            bytes: data.len() as u64,
+            limit: MAX_CFI_BYTES as u64,
+        });
+    }
+    let mut section = EhFrame::new(data, LittleEndian);
+    section.set_address_size(8);
+    let bases = gimli::BaseAddresses::default().set_eh_frame(FUZZ_EH_FRAME_AT);
+    let collected = cfi::collect(&section, data, &bases, ".eh_frame", x86_64::translate)?;
+    if collected.rows.len() > MAX_ROWS {
+        return Err(TableError::TooManyRows { limit: MAX_ROWS });
+    }
+    let rows = assemble::assemble(collected.fdes, &collected.rows);
+    let mut stats = assemble::stats(&rows, collected.fde_count, FrameSource::EhFrame);
     stats.bad_fdes = collected.bad_fdes;
     Ok(BuiltTable { rows, stats })
 }

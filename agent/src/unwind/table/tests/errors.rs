@@ -105,3 +105,15 @@ int main(int argc, char **argv) { (void)argv; return ordinary(argc) + broken(); 
         "{row:?}"
     );
 }
+
+#[test]
+fn call_frame_information_past_the_bound_is_refused_before_it_is_read() {
+    // Zero-filled: gimli would read it as an endless run of terminators, had it been read at all.
+    let huge = vec![0u8; super::super::MAX_CFI_BYTES + 1];
+    let error = super::super::build_eh_frame(&huge).expect_err("over the bound");
+    assert!(matches!(error, TableError::TooLarge { .. }), "{error:?}");
+    assert!(
+        error.to_string().contains("frame pointers are used"),
+        "{error}"
+    );
+}
