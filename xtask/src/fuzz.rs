@@ -1,6 +1,7 @@
 //! `cargo xtask fuzz`: builds the cargo-fuzz targets of `fuzz/` and runs each for a fixed time, starting
 //! from its committed seed corpus (`fuzz/corpus/<target>`, real outputs of sonde and of this machine),
-//! then prints executions per second and the coverage reached. `cargo xtask test` runs them briefly too.
+//! then prints executions per second and the coverage reached. `cargo xtask test` replays the seeds
+//! and mutations of them in sonde's unit tests instead (`fuzzing::replay`).
 //!
 //! Inputs the fuzzer finds go to `target/fuzz/corpus/<target>`, never into the committed seeds, so a run
 //! leaves the tree clean. A crash, a timeout or an out-of-memory input fails the run; the input is kept
@@ -16,14 +17,36 @@ use crate::{
     util::{cargo, root, run, succeeds},
 };
 
-/// The fuzz targets, each a file in `fuzz/fuzz_targets/`.
-pub const TARGETS: &[&str] = &["pprof", "config", "cgroup", "maps", "index_line"];
-
-/// Seconds per target when `cargo xtask test` runs them: 40 s in all, enough to replay every seed and
-/// mutate well past it, little beside the BPF tests.
-pub const TEST_SECONDS: u64 = 8;
+/// The fuzz targets: the names `sonde::fuzzing::target` knows, each with its seeds in `fuzz/corpus/`.
+pub const TARGETS: &[&str] = &[
+    "pprof",
+    "config",
+    "cgroup",
+    "maps",
+    "index_line",
+    "perf_map",
+    "eh_frame",
+    "python_linetable",
+    "minidebuginfo",
+    "spool_file",
+];
 
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+/// The one fuzz binary (`fuzz/fuzz_targets/parsers.rs`); `SONDE_FUZZ_TARGET` picks the parser.
+const BINARY: &str = "parsers";
+
+/// Coverage instrumentation without AddressSanitizer: the parsers are safe Rust, so ASan found nothing
+/// a panic would not, at a large cost to the instrumented build of the agent and its dependencies.
+/// Debug assertions stay on, so arithmetic overflow still fails the run. 16 codegen units instead of
+/// cargo-fuzz's 1: the build parallelises, at a small cost in executions per second.
+const BUILD_FLAGS: &[&str] = &[
+    "--sanitizer",
+    "none",
+    "--debug-assertions",
+    "--codegen-units",
+    "16",
+];
 
 /// One input may take this long before it counts as a hang.
 const INPUT_TIMEOUT_SECS: u32 = 10;
@@ -65,7 +88,7 @@ pub fn run_all(args: &FuzzArgs) -> anyhow::Result<()> {
     };
     seeds_present(&targets)?;
     let started = Instant::now();
-    run(cargo_fuzz().arg("build"))?;
+    run(cargo_fuzz().arg("build").args(BUILD_FLAGS).arg(BINARY))?;
     eprintln!(
         "xtask: fuzz targets built in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -143,7 +166,10 @@ fn fuzz_one(target: &str, seconds: u64) -> anyhow::Result<Report> {
     }
     let seeds = root().join("fuzz/corpus").join(target);
     let mut cmd = cargo_fuzz();
-    cmd.args(["run", target])
+    cmd.args(["run"])
+        .args(BUILD_FLAGS)
+        .arg(BINARY)
+        .env("SONDE_FUZZ_TARGET", target)
         // libFuzzer writes new inputs into the first directory only: the committed seeds stay as they are.
         .arg(&corpus)
         .arg(&seeds)
@@ -160,11 +186,12 @@ fn fuzz_one(target: &str, seconds: u64) -> anyhow::Result<Report> {
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         bail!(
             "fuzz target {target} failed ({}):\n{}\n\nThe input is in {} (newest file). Replay it with\n  \
-             rustup run nightly cargo fuzz run {target} <that file>\nfix the parser and add the input as a \
+             SONDE_FUZZ_TARGET={target} rustup run nightly cargo fuzz run {} {BINARY} <that file>\nfix the parser and add the input as a \
              unit test beside it.",
             out.status,
             tail.join("\n"),
-            artifacts.display()
+            artifacts.display(),
+            BUILD_FLAGS.join(" ")
         );
     }
     parse_report(&log)

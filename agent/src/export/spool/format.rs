@@ -138,6 +138,20 @@ mod tests {
         }
     }
 
+    /// The fuzz target's seed (`fuzz/corpus/spool_file/`) is a file this encoder wrote (rewritten when
+    /// `SONDE_WRITE_FUZZ_SEED` is set, after a format change).
+    #[test]
+    fn the_fuzz_seed_is_a_spool_file_sonde_wrote() {
+        let seed = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fuzz/corpus/spool_file/sonde-written"
+        );
+        if std::env::var_os("SONDE_WRITE_FUZZ_SEED").is_some() {
+            std::fs::write(seed, encode(&sample())).unwrap();
+        }
+        assert_eq!(decode(&std::fs::read(seed).unwrap()).unwrap(), sample());
+    }
+
     #[test]
     fn a_file_round_trips() {
         assert_eq!(decode(&encode(&sample())).unwrap(), sample());
