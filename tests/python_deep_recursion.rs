@@ -4,9 +4,8 @@
 //! stack is at the cap: at least 100 `recurse` frames under `bottom` in the bottom samples, and the
 //! kernel counted the Python walks it cut (the summary's `python_walk_truncated`).
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::{require_root, summary_field};
 use python::*;

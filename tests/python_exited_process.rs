@@ -3,9 +3,8 @@
 //! samples still carry `burn_fifty`, `burn_thirty` and `burn_twenty` as named Python frames (code
 //! objects cannot be read from a process that is gone, so they must have been read while it ran).
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::{require_root, start_recording, temp_dir};
 use python::*;

@@ -4,9 +4,8 @@
 //! `main` and `<module>` root-ward, and each frame's file is the script and its line inside the
 //! function's body.
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::require_root;
 use python::*;

@@ -3,9 +3,8 @@
 //! as their leaf-most Python frame and `<module>` above it: Python frames root-ward of the native
 //! frames in the same stack, the evaluation loop's frames replaced where they stood.
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::require_root;
 use python::*;

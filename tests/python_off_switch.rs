@@ -2,9 +2,8 @@
 //! `/usr/bin/python3` runs `py_split.py`; no sample has a `[python]` frame, and the interpreter's own
 //! evaluation loop (`_PyEval_EvalFrameDefault`, exported in `.dynsym`) shows instead.
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::require_root;
 use python::*;

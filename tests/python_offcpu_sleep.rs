@@ -3,9 +3,8 @@
 //! splits 2:1 between the two Python functions (±10%), which stand root-ward of the kernel's sleep
 //! path in the same stacks.
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::require_root;
 use python::*;

@@ -7,9 +7,8 @@
 //! installers whose postinstall script downloads the interpreter from GitHub releases (not a
 //! registry this machine reaches).
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::require_root;
 use python::*;

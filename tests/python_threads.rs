@@ -4,9 +4,8 @@
 //! Python thread state, not the one holding the GIL or the main thread's. The same under pyenv's 3.9
 //! and 3.10, whose thread states carry no kernel thread id (the kernel takes the GIL holder's there).
 
-mod common;
-#[path = "common/python.rs"]
-mod python;
+use crate::common;
+use crate::common::python;
 
 use common::require_root;
 use python::*;

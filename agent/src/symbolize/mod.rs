@@ -4,7 +4,7 @@
 //! of its separate debug file (`debuginfo`: debug links, build-id directories, MiniDebugInfo,
 //! debuginfod) -> names demangled, inlined frames, file and line. JIT code: the process's perf map.
 //! Python frames (CPython code objects the kernel stored after the native frames): read from the
-//! process (`python`), then put in place of the evaluation loop's native frames (`crate::python::merge`).
+//! process (`python`), then put in place of the evaluation loop's native frames (`crate::runtimes::python::merge`).
 //! Kernel frames: kallsyms. Results are cached per (binary device+inode, file offset) and per kernel
 //! address, so a stack seen again costs hash lookups. A frame that cannot be symbolized is kept with
 //! its module, address and build id, counted, and its binary is listed with the reason.
@@ -14,14 +14,14 @@ mod cache;
 pub mod debuginfo;
 mod lookup;
 pub mod offenders;
-mod perfmap;
-mod python;
+pub(crate) mod perfmap;
 #[cfg(test)]
 mod python_tests;
 mod roots;
 mod sources;
 
 use std::{
+    borrow::Cow,
     collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
@@ -32,9 +32,11 @@ pub use cache::SymbolCache;
 pub use debuginfo::{DebugInfoStats, Reason};
 pub use offenders::Offender;
 pub use perfmap::PerfMapStats;
-pub(crate) use python::PythonNames;
 
-use sonde_abi::{python::unpack_frame, unwind::FRAME_EXACT};
+use sonde_abi::{
+    python::unpack_frame,
+    unwind::{FRAME_EXACT, unpack_file_frame},
+};
 
 use self::{
     debuginfo::{DebugInfo, Resolved},
@@ -45,9 +47,19 @@ use self::{
 };
 use crate::{
     bpf::drain::{RawSample, RawStack},
-    process::{Binary, JIT_PATH, ProcessInfo, ProcessTable},
+    process::{
+        Binary, JIT_PATH, ProcessInfo, ProcessTable,
+        file_ids::{FileEntry, FileIds},
+    },
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
-    python::merge::{PyFrame, merge},
+    runtimes::{
+        Runtime, Runtimes,
+        go::{GoNames, GoStats},
+        python::{
+            PythonNames,
+            merge::{PyFrame, merge},
+        },
+    },
 };
 
 /// Symbolization counters, cumulative.
@@ -71,16 +83,18 @@ pub struct SymbolizeStats {
     pub python_unreadable: u64,
     /// Python frames dropped (weighted) because their process has no interpreter known to sonde.
     pub python_dropped: u64,
+    /// Go binaries named from their `.gopclntab`.
+    pub go: GoStats,
 }
 
 impl SymbolizeStats {
     /// Symbolized frames / frames.
     pub fn symbolized_ratio(&self) -> f64 {
-        ratio(self.symbolized, self.frames)
+        crate::ratio::good_share(self.symbolized, self.frames)
     }
     /// Truncated user stacks / user stacks.
     pub fn truncated_ratio(&self) -> f64 {
-        ratio(self.truncated, self.with_user_stack)
+        crate::ratio::defect_share(self.truncated, self.with_user_stack)
     }
 }
 
@@ -90,10 +104,6 @@ const MAX_CACHED_ADDRESSES: usize = 200_000;
 /// Pseudo path of frames outside any mapping the process had when it was captured.
 const UNMAPPED: &str = "[unmapped]";
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 { 0.0 } else { a as f64 / b as f64 }
-}
-
 /// The symbolizer with its caches.
 pub struct Symbolizer {
     lookup: Lookup,
@@ -102,15 +112,20 @@ pub struct Symbolizer {
     perf_maps: PerfMaps,
     /// Shared with the process-event thread, which reads code objects the kernel announces.
     python: Arc<Mutex<PythonNames>>,
+    /// `.gopclntab` of Go binaries (when `go` is among the runtimes).
+    go: Option<GoNames>,
+    /// Binaries of file-relative frames (shared with the unwinder, which gives the ids).
+    files: FileIds,
     offenders: Offenders,
     kernel_module: Arc<Module>,
     stats: SymbolizeStats,
 }
 
 impl Symbolizer {
-    /// A symbolizer with empty caches, finding debug files with `debug`. With `wait` (`record`'s one
-    /// window), pending debuginfod fetches are waited for up to that long before symbolizing.
-    pub(crate) fn new(debug: DebugInfo, wait: Option<Duration>) -> Self {
+    /// A symbolizer with empty caches, finding debug files with `debug` and naming the frames of
+    /// `runtimes`. With `wait` (`record`'s one window), pending debuginfod fetches are waited for up
+    /// to that long before symbolizing.
+    pub(crate) fn new(debug: DebugInfo, wait: Option<Duration>, runtimes: Runtimes) -> Self {
         let kernel_module = Arc::new(Module {
             path: "[kernel.kallsyms]".into(),
             build_id: None,
@@ -124,6 +139,8 @@ impl Symbolizer {
             sources: Sources::new(debug, wait),
             perf_maps: PerfMaps::default(),
             python: Arc::default(),
+            go: runtimes.has(Runtime::Go).then(GoNames::default),
+            files: FileIds::default(),
             offenders: Offenders::default(),
             kernel_module,
             stats: SymbolizeStats::default(),
@@ -135,6 +152,11 @@ impl Symbolizer {
         self.python.clone()
     }
 
+    /// The ids of binaries in file-relative frames, for the unwinder to give.
+    pub(crate) fn file_ids(&self) -> FileIds {
+        self.files.clone()
+    }
+
     fn python_names(&self) -> std::sync::MutexGuard<'_, PythonNames> {
         self.python.lock().expect("python names lock")
     }
@@ -143,6 +165,7 @@ impl Symbolizer {
     pub fn stats(&self) -> SymbolizeStats {
         SymbolizeStats {
             errors: self.lookup.errors,
+            go: self.go.as_ref().map(GoNames::stats).unwrap_or_default(),
             ..self.stats
         }
     }
@@ -169,6 +192,9 @@ impl Symbolizer {
             self.lookup.evict(path);
         }
         self.sources.retain(live);
+        if let Some(go) = &mut self.go {
+            go.retain(live);
+        }
         self.perf_maps.retain(live_pids);
         self.python_names().retain(live_pids);
     }
@@ -209,11 +235,21 @@ impl Symbolizer {
         let mut binaries: HashMap<(u64, u64), Arc<Binary>> = HashMap::new();
         let mut jit_pids: HashSet<u32> = HashSet::new();
         for s in samples {
-            let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid))
-            else {
+            let RawStack::Frames(ips) = &s.user else {
+                continue;
+            };
+            for (file, _) in self.file_frames(ips) {
+                binaries
+                    .entry(file.binary.id)
+                    .or_insert_with(|| file.binary.clone());
+            }
+            let Some(Some(info)) = infos.get(&s.key.tgid) else {
                 continue;
             };
             for (i, &ip) in native_words(ips) {
+                if unpack_file_frame(ip).is_some() {
+                    continue;
+                }
                 let Some(m) = info.mapping_for(user_lookup_address(ip, i)) else {
                     continue;
                 };
@@ -246,6 +282,17 @@ impl Symbolizer {
         let mut per_binary: HashMap<(u64, u64), (Arc<Binary>, Vec<u64>)> = HashMap::new();
         let mut kernel: Vec<u64> = Vec::new();
         for s in samples {
+            if let RawStack::Frames(ips) = &s.user {
+                for (file, offset) in self.file_frames(ips) {
+                    if !self.cache.has_user(file.binary.id, offset) {
+                        per_binary
+                            .entry(file.binary.id)
+                            .or_insert_with(|| (file.binary.clone(), Vec::new()))
+                            .1
+                            .push(offset);
+                    }
+                }
+            }
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
                 if let Some(interpreter) = &info.python {
                     for word in ips.iter().filter_map(|&w| unpack_frame(w)) {
@@ -253,6 +300,9 @@ impl Symbolizer {
                     }
                 }
                 for (i, &ip) in native_words(ips) {
+                    if unpack_file_frame(ip).is_some() {
+                        continue;
+                    }
                     let addr = user_lookup_address(ip, i);
                     let Some(m) = info.mapping_for(addr) else {
                         continue;
@@ -285,7 +335,25 @@ impl Symbolizer {
             if let Some(Resolved::Debug(debug)) = source {
                 self.cache.note_path(id, debug.open_path());
             }
-            let chains = self.lookup.user(&binary, source, &offsets);
+            let chains = match self.go.as_mut().and_then(|go| go.table(&binary)) {
+                // A Go binary's own table names Go code, inlined calls included; ELF symbols name
+                // what it does not cover (C linked in with cgo).
+                Some(table) => {
+                    let mut chains = GoNames::chains(&table, &binary, &offsets);
+                    let rest: Vec<usize> = (0..offsets.len())
+                        .filter(|&i| chains[i].is_empty())
+                        .collect();
+                    if !rest.is_empty() {
+                        let rest_offsets: Vec<u64> = rest.iter().map(|&i| offsets[i]).collect();
+                        let found = self.lookup.user(&binary, source, &rest_offsets);
+                        for (i, chain) in rest.into_iter().zip(found) {
+                            chains[i] = chain;
+                        }
+                    }
+                    chains
+                }
+                None => self.lookup.user(&binary, source, &offsets),
+            };
             for (offset, chain) in offsets.into_iter().zip(chains) {
                 self.cache.insert_user(id, offset, chain);
             }
@@ -323,7 +391,10 @@ impl Symbolizer {
         // when the outermost frame is a known thread entry point.
         let truncated = match &s.user {
             RawStack::Frames(_) => {
-                s.user_outcome != sonde_abi::unwind::outcome::ROOT && !roots::is_root(user.last())
+                !matches!(
+                    s.user_outcome,
+                    sonde_abi::unwind::outcome::ROOT | sonde_abi::unwind::outcome::EXITING
+                ) && !roots::is_root(user.last())
             }
             _ => false,
         };
@@ -377,7 +448,7 @@ impl Symbolizer {
         s: &RawSample,
         info: Option<&'a ProcessInfo>,
         frames: &mut Vec<Frame>,
-        unnamed: &mut Vec<(&'a str, Reason)>,
+        unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
     ) -> PythonCounts {
         let RawStack::Frames(ips) = &s.user else {
             frames.extend(marker(&s.user, "user"));
@@ -401,7 +472,7 @@ impl Symbolizer {
         s: &RawSample,
         ips: &[u64],
         info: Option<&'a ProcessInfo>,
-        unnamed: &mut Vec<(&'a str, Reason)>,
+        unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
     ) -> (Vec<Frame>, Vec<PyFrame>) {
         let interpreter = info.and_then(|p| p.python.as_ref());
         let mut py = Vec::new();
@@ -417,6 +488,10 @@ impl Symbolizer {
         }
         let mut frames = Vec::with_capacity(ips.len());
         for (i, &ip) in native_words(ips) {
+            if let Some(frame) = unpack_file_frame(ip) {
+                frames.push(self.file_frame(frame, i, unnamed));
+                continue;
+            }
             let addr = user_lookup_address(ip, i);
             let mapping = info.and_then(|p| p.mapping_for(addr));
             let symbols = match mapping {
@@ -431,8 +506,8 @@ impl Symbolizer {
             };
             if symbols.is_empty() {
                 unnamed.push(match mapping {
-                    Some(m) => (m.module.path.as_str(), self.reason(m)),
-                    None => (UNMAPPED, Reason::NoSymbols),
+                    Some(m) => (Cow::Borrowed(m.module.path.as_str()), self.reason(m)),
+                    None => (Cow::Borrowed(UNMAPPED), Reason::NoSymbols),
                 });
             }
             frames.push(Frame {
@@ -443,6 +518,56 @@ impl Symbolizer {
             });
         }
         (frames, py)
+    }
+
+    /// A file-relative frame at `depth`: named from its binary, whatever became of the process.
+    fn file_frame(
+        &self,
+        frame: sonde_abi::unwind::FileFrame,
+        depth: usize,
+        unnamed: &mut Vec<(Cow<'_, str>, Reason)>,
+    ) -> Frame {
+        let Some(file) = self.files.get(frame.file_id) else {
+            unnamed.push((Cow::Borrowed(UNMAPPED), Reason::NoSymbols));
+            return Frame {
+                address: frame.addr,
+                kind: FrameKind::User,
+                module: None,
+                symbols: empty(),
+            };
+        };
+        let offset = file.file_offset(frame.addr);
+        let symbols = self.cache.user(
+            file.binary.id,
+            file_lookup_offset(offset, frame.exact, depth),
+        );
+        if symbols.is_empty() {
+            unnamed.push((
+                Cow::Owned(file.binary.path.clone()),
+                match self.sources.get(file.binary.id) {
+                    Some(Resolved::Missing(reason)) => *reason,
+                    _ => Reason::NoSymbols,
+                },
+            ));
+        }
+        Frame {
+            address: offset,
+            kind: FrameKind::User,
+            module: Some(file.module.clone()),
+            symbols,
+        }
+    }
+
+    /// The file-relative frames of a stored stack with the file offset each is looked up at.
+    fn file_frames(&self, ips: &[u64]) -> Vec<(FileEntry, u64)> {
+        native_words(ips)
+            .filter_map(|(depth, &ip)| {
+                let frame = unpack_file_frame(ip)?;
+                let file = self.files.get(frame.file_id)?;
+                let offset = file_lookup_offset(file.file_offset(frame.addr), frame.exact, depth);
+                Some((file, offset))
+            })
+            .collect()
     }
 
     /// Why a frame in `mapping` has no name.
@@ -485,6 +610,15 @@ fn user_lookup_address(ip: u64, depth: usize) -> u64 {
         ip & !FRAME_EXACT
     } else {
         lookup_address(ip, depth)
+    }
+}
+
+/// As [`user_lookup_address`] for the file offset of a file-relative frame.
+fn file_lookup_offset(offset: u64, exact: bool, depth: usize) -> u64 {
+    if exact {
+        offset
+    } else {
+        lookup_address(offset, depth)
     }
 }
 

@@ -24,11 +24,18 @@ pub(crate) struct Offenders {
 
 impl Offenders {
     /// Counts one sample of weight `samples` for each distinct (binary, reason) in `unnamed`.
-    pub fn add_sample(&mut self, unnamed: &mut Vec<(&str, Reason)>, samples: u64) {
+    pub fn add_sample(
+        &mut self,
+        unnamed: &mut Vec<(std::borrow::Cow<'_, str>, Reason)>,
+        samples: u64,
+    ) {
         unnamed.sort_unstable();
         unnamed.dedup();
         for (binary, reason) in unnamed.drain(..) {
-            *self.counts.entry((binary.to_owned(), reason)).or_default() += samples;
+            *self
+                .counts
+                .entry((binary.into_owned(), reason))
+                .or_default() += samples;
         }
     }
 
@@ -66,12 +73,12 @@ mod tests {
     fn a_sample_counts_once_per_binary_and_the_largest_come_first() {
         let mut o = Offenders::default();
         let mut unnamed = vec![
-            ("/usr/lib/liblzma.so.5", Reason::NoDebugFile),
-            ("/usr/lib/liblzma.so.5", Reason::NoDebugFile),
-            ("[jit]", Reason::NoPerfMap),
+            ("/usr/lib/liblzma.so.5".into(), Reason::NoDebugFile),
+            ("/usr/lib/liblzma.so.5".into(), Reason::NoDebugFile),
+            ("[jit]".into(), Reason::NoPerfMap),
         ];
         o.add_sample(&mut unnamed, 3);
-        o.add_sample(&mut vec![("[jit]", Reason::NoPerfMap)], 5);
+        o.add_sample(&mut vec![("[jit]".into(), Reason::NoPerfMap)], 5);
         let top = o.take_top(1);
         assert_eq!(
             top,

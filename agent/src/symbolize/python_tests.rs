@@ -17,7 +17,7 @@ use crate::{
     bpf::drain::{RawSample, RawStack},
     process::ProcessTable,
     profile::ProfileKind,
-    python::peer::Peer,
+    runtimes::python::peer::Peer,
 };
 
 /// Prints the addresses of `_PyEval_EvalFrameDefault` and `Py_RunMain` and of two code objects.
@@ -62,7 +62,7 @@ fn symbolizer() -> Symbolizer {
         debuginfod: None,
     })
     .expect("a debug info finder without debuginfod");
-    Symbolizer::new(debug, None)
+    Symbolizer::new(debug, None, crate::runtimes::Runtimes::all())
 }
 
 #[test]

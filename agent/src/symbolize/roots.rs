@@ -15,6 +15,12 @@ const ROOTS: &[&str] = &[
     "thread_start",
     "runtime.goexit",
     "runtime.rt0_go",
+    "runtime.mstart",
+    // Go's switches to the thread's system stack (g0): the frames above them are on another stack,
+    // where Go's own tracebacks (and its CPU profiles, before Go 1.21) end too.
+    "runtime.systemstack",
+    "runtime.mcall",
+    "runtime.morestack",
 ];
 
 /// Whether `outermost` is a known thread entry point.

@@ -18,7 +18,7 @@ use std::{
 
 use anyhow::{Context as _, bail, ensure};
 
-use super::{BpfUsage, bpf_usage, cpus, median, sonde_summary, stop};
+use super::{BpfUsage, bpf_usage, cpu_of, cpus, median, sonde_summary, stop};
 use crate::util::root;
 
 /// The interpreter profiled: the distribution's own (stripped, libpython linked in), as on a host.
@@ -164,16 +164,7 @@ fn measure(
         stem.with_extension("log").display()
     );
     let (cpu_before, bpf_before) = before.unwrap_or_default();
-    let bpf = match (bpf_before, after_bpf) {
-        (Some(b), Some(a)) => BpfUsage {
-            runs: a.runs - b.runs,
-            run_ns: a.run_ns - b.run_ns,
-            sampling_runs: a.sampling_runs - b.sampling_runs,
-            sampling_ns: a.sampling_ns - b.sampling_ns,
-            map_bytes: a.map_bytes,
-        },
-        _ => BpfUsage::default(),
-    };
+    let bpf = BpfUsage::between(bpf_before, after_bpf);
     let (samples, complete) = match kind {
         Kind::PySpy => pyspy_stacks(&std::fs::read_to_string(stem.with_extension("txt"))?),
         _ => {
@@ -273,17 +264,6 @@ fn start_pyspy(pyspy: &Path, pid: u32, stem: &Path) -> anyhow::Result<Child> {
 fn log_file(stem: &Path) -> anyhow::Result<std::fs::File> {
     let path: PathBuf = stem.with_extension("log");
     std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))
-}
-
-/// User + system CPU of a running process so far (/proc/PID/stat).
-fn cpu_of(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after.split(' ').collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Some(Duration::from_millis(ticks * 1000 / hz.max(1)))
 }
 
 /// Samples and complete Python stacks in sonde's folded lines (`comm;root;...;leaf COUNT`): a stack is

@@ -9,8 +9,11 @@ pub(crate) mod detect;
 pub(crate) mod linetable;
 pub(crate) mod memory;
 pub(crate) mod merge;
+mod names;
 pub(crate) mod offsets;
 #[cfg(test)]
 pub(crate) mod peer;
 pub(crate) mod publish;
 pub(crate) mod strings;
+
+pub(crate) use names::PythonNames;

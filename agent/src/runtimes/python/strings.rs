@@ -153,8 +153,12 @@ pub(crate) fn read_bytes(
 }
 
 fn checked_len(len: i64, max: usize, what: &'static str) -> Result<usize, ObjectError> {
-    usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= max)
-        .ok_or(ObjectError::Length { what, len, max })
+    let checked = usize::try_from(len).ok().filter(|&l| l <= max);
+    if checked.is_none() {
+        crate::process::untrusted::refusals::count(
+            crate::process::untrusted::Input::PythonCode,
+            crate::process::untrusted::Reason::TooLarge,
+        );
+    }
+    checked.ok_or(ObjectError::Length { what, len, max })
 }

@@ -138,12 +138,14 @@ fn locations_line(table: &[u8], first: i64, addr: i64) -> Option<i64> {
         }
         let code = (head >> 3) & 15;
         let end = start + (i64::from(head & 7) + 1) * 2;
-        line += match code {
+        let delta = match code {
             form::NO_COLUMNS | form::LONG => signed_varint(&table[i + 1..])?,
             form::ONE_LINE1 => 1,
             form::ONE_LINE2 => 2,
             _ => 0,
         };
+        // The table comes from the process's memory: deltas that overflow are a corrupt table.
+        line = line.checked_add(delta)?;
         if (start..end).contains(&addr) {
             return (code != form::NONE).then_some(line);
         }
@@ -181,6 +183,21 @@ mod tests {
     use std::process::Command;
 
     use super::*;
+
+    /// Found by the `python_linetable` fuzz target: long-form entries whose line deltas add up past
+    /// `i64::MAX` (a panic with overflow checks, a wrapped line without). A corrupt table names no line.
+    #[test]
+    fn line_deltas_that_overflow_are_a_corrupt_table() {
+        let mut table = Vec::new();
+        for _ in 0..20 {
+            // A LONG entry (form 14, one code unit) with a line delta of +(2^59 - 1).
+            table.push(0x80 | (form::LONG << 3));
+            table.extend_from_slice(&[0x7e, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x3f]);
+        }
+        let t = LineTable::new(Format::Locations, 1, table.into());
+        assert_eq!(t.line(19), None);
+        assert_eq!(t.line(0), None, "a line past u32 is no line either");
+    }
 
     /// The 3.9 example of `Objects/lnotab_notes.txt` (3.9): lines start at offsets 0, 6, 50, 350, 361
     /// on lines 1, 2, 7, 207, 208, with the jump of 300 bytes and 200 lines split as the notes say

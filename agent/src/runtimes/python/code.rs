@@ -171,7 +171,7 @@ mod tests {
     use super::*;
     use crate::{
         process::ProcessTable,
-        python::{offsets, peer::Peer},
+        runtimes::python::{offsets, peer::Peer},
     };
 
     /// Prints, for code objects of several string kinds (ASCII, Latin-1, 2-byte and 4-byte

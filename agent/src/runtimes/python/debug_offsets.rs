@@ -202,7 +202,7 @@ pub(crate) fn parse(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::offsets::V3_13;
+    use crate::runtimes::python::offsets::V3_13;
 
     /// `_Py_DebugOffsets` as CPython 3.13.0 lays it out (`Include/internal/pycore_runtime.h`) with
     /// the values a running 3.13.0 holds (pyenv's build, read with ctypes from its own `_PyRuntime`).

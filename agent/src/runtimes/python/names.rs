@@ -19,8 +19,9 @@ use std::{
 use sonde_abi::python::PyFrame as Word;
 
 use crate::{
+    process::untrusted,
     profile::{Frame, FrameKind, Module, Symbol},
-    python::{
+    runtimes::python::{
         code::{Code, CodeReader},
         detect::Interpreter,
         linetable::Format,
@@ -32,6 +33,9 @@ const MAX_ENTRIES: usize = 100_000;
 /// Bytes of names, file names and line tables cached before the cache starts over (line tables may
 /// each be up to 64 KiB).
 const MAX_BYTES: usize = 64 << 20;
+/// Code objects one process may hold before its own cache starts over (counted as a `budget`
+/// refusal): one process spraying code addresses must not flush every other process's names.
+const MAX_PROCESS_CODES: usize = MAX_ENTRIES / 8;
 
 /// Pseudo path of the mapping every Python frame is in.
 pub(crate) const PYTHON_PATH: &str = "[python]";
@@ -117,6 +121,13 @@ impl PythonNames {
                 code_type: None,
                 codes: HashMap::new(),
             };
+        }
+        if process.codes.len() >= MAX_PROCESS_CODES && !process.codes.contains_key(&code) {
+            let (entries, bytes) = footprint(&process.codes);
+            self.entries -= entries;
+            self.bytes -= bytes;
+            process.codes.clear();
+            untrusted::refusals::count(untrusted::Input::PythonCode, untrusted::Reason::Budget);
         }
         process.codes.entry(code).or_insert_with(|| {
             self.entries += 1;
@@ -227,7 +238,7 @@ mod tests {
     };
 
     use super::*;
-    use crate::python::offsets;
+    use crate::runtimes::python::offsets;
 
     const SCRIPT: &str = r#"
 import sys

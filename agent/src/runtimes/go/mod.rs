@@ -1,0 +1,119 @@
+//! Go binaries, named from their own `.gopclntab`: the table Go's runtime uses for its tracebacks, present
+//! in every Go binary, also one built with `-ldflags='-s -w'` that has neither `.symtab` nor DWARF.
+//! It gives each function's name, file and line, and the inlined calls at a pc (the inline tree), so Go
+//! frames read as `go tool pprof` shows them. Go code is walked by the native unwinder (Go keeps frame
+//! pointers on x86_64); nothing of Go is published to the kernel.
+
+pub(crate) mod buildinfo;
+pub(crate) mod pclntab;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::Path,
+    sync::Arc,
+};
+
+use self::{buildinfo::BuildInfo, pclntab::GoTable};
+use crate::{process::Binary, profile::Symbol};
+
+/// Executables larger than this are not read for their build info (no Go binary comes near it).
+const MAX_EXECUTABLE_BYTES: u64 = 4 << 30;
+
+/// The Go version and main module of the executable at `exe` (`/proc/PID/exe`), or None when it is
+/// not a Go binary. The link names the process's own executable, not a path the process chose; it is
+/// still read only if it is a regular file of bounded size.
+pub(crate) fn build_info(exe: &Path) -> Option<BuildInfo> {
+    let file = std::fs::File::open(exe).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.file_type().is_file() || meta.len() > MAX_EXECUTABLE_BYTES {
+        return None;
+    }
+    // SAFETY: read-only map, only read; see `GoTable::open` on files changing underneath.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    buildinfo::read(&map)
+}
+
+/// Counters of the Go tables, cumulative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GoStats {
+    /// Go binaries whose `.gopclntab` was read.
+    pub binaries: u64,
+    /// Go binaries whose `.gopclntab` could not be read (unknown version, malformed): their frames fall
+    /// back to ELF symbols.
+    pub failures: u64,
+    /// Go binaries read without their inline tree (physical functions only).
+    pub without_inline_tree: u64,
+}
+
+/// The Go tables of the binaries seen, by (device, inode); `None` for a Go binary whose table could
+/// not be read, so it is tried once.
+#[derive(Default)]
+pub(crate) struct GoNames {
+    tables: HashMap<(u64, u64), Option<Arc<GoTable>>>,
+    stats: GoStats,
+}
+
+impl GoNames {
+    /// Counters so far.
+    pub(crate) fn stats(&self) -> GoStats {
+        self.stats
+    }
+
+    /// The table of `binary` when it is a Go binary, read on first use.
+    pub(crate) fn table(&mut self, binary: &Binary) -> Option<Arc<GoTable>> {
+        if !binary.elf.is_go {
+            return None;
+        }
+        let stats = &mut self.stats;
+        self.tables
+            .entry(binary.id)
+            .or_insert_with(|| match GoTable::open(&binary.file) {
+                Ok(Some(table)) => {
+                    tracing::debug!(
+                        binary = %binary.path,
+                        functions = table.functions(),
+                        inline_tree = table.has_inline_tree(),
+                        "Go binary named from its .gopclntab"
+                    );
+                    stats.binaries += 1;
+                    stats.without_inline_tree += u64::from(!table.has_inline_tree());
+                    Some(Arc::new(table))
+                }
+                Ok(None) => None,
+                Err(err) => {
+                    stats.failures += 1;
+                    tracing::warn!(binary = %binary.path, %err, "Go binary named from ELF symbols only");
+                    None
+                }
+            })
+            .clone()
+    }
+
+    /// Inline chains (innermost first) of file `offsets` of `binary`, read from `table`; empty where
+    /// no Go function covers the offset (C code linked in with cgo), for ELF symbols to name.
+    pub(crate) fn chains(table: &GoTable, binary: &Binary, offsets: &[u64]) -> Vec<Arc<[Symbol]>> {
+        offsets
+            .iter()
+            .map(|&offset| {
+                let frames = table
+                    .frames(binary.elf.vaddr_of(offset))
+                    .unwrap_or_default();
+                frames
+                    .into_iter()
+                    .map(|f| Symbol {
+                        name: f.function,
+                        file: f.file,
+                        line: f.line,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Drops the tables of binaries no longer mapped by any known process.
+    pub(crate) fn retain(&mut self, live: &HashSet<(u64, u64)>) {
+        self.tables.retain(|id, _| live.contains(id));
+    }
+}

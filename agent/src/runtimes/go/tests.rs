@@ -1,0 +1,551 @@
+//! Checked against real Go binaries and two references: Go's own `go tool addr2line`, and the
+//! runtime itself (`runtime.CallersFrames` of a test program, and the SIGQUIT traceback of Debian's
+//! gofmt and of esbuild), which is the only reference for inlined frames.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use object::{Object, ObjectSection, ObjectSegment};
+
+use super::buildinfo;
+use super::pclntab::{GoError, GoFrame, GoTable};
+
+/// `leaf` is inlined into `caller`'s loop; `snap` into `mid` into `outer`, a three-level chain
+/// ending in `runtime.Callers`, whose result the program prints as the runtime's frames.
+const PROGRAM: &str = r#"package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+)
+
+func leaf(x int) int {
+	return x*3 + 1 // LEAF
+}
+
+//go:noinline
+func caller(n int) int {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += leaf(i) // CALL
+	}
+	return s
+}
+
+var stack [64]uintptr
+
+// Called through a variable so that snap stays cheap enough to inline twice.
+var callers = runtime.Callers
+
+func snap() int {
+	return callers(1, stack[:])
+}
+
+func mid() int {
+	return snap() + 0
+}
+
+//go:noinline
+func outer() []uintptr {
+	return stack[:mid()]
+}
+
+// base is where the executable's first page is mapped (not 0x400000 when it is a PIE).
+func base() string {
+	exe, _ := os.Executable()
+	maps, _ := os.ReadFile("/proc/self/maps")
+	for _, l := range strings.Split(string(maps), "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[5] == exe && f[2] == "00000000" {
+			return strings.Split(f[0], "-")[0]
+		}
+	}
+	return "0"
+}
+
+func main() {
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "base\t%s\n", base())
+	fmt.Fprintf(w, "sum\t%d\n", caller(len(os.Args)*1000))
+	frames := runtime.CallersFrames(outer())
+	for {
+		f, more := frames.Next()
+		fmt.Fprintf(w, "frame\t%x\t%s\t%s\t%d\n", f.PC, f.Function, f.File, f.Line)
+		if !more {
+			break
+		}
+	}
+}
+"#;
+
+/// (function, file, line) as Go prints them: "" and -1 where the table has no value.
+type Loc = (String, String, i64);
+
+fn chain(t: &GoTable, pc: u64) -> Option<Vec<Loc>> {
+    let loc = |f: &GoFrame| {
+        let line = f.line.map_or(-1, i64::from);
+        (f.function.clone(), f.file.clone().unwrap_or_default(), line)
+    };
+    Some(t.frames(pc)?.iter().map(loc).collect())
+}
+
+fn go() -> Command {
+    let found = Command::new("go").arg("version").output();
+    let hint = "these tests need the Go toolchain: `apt-get install -y golang-go`";
+    assert!(found.is_ok_and(|o| o.status.success()), "{hint}");
+    Command::new("go")
+}
+
+fn go_env(key: &str) -> String {
+    let out = go().args(["env", key]).output().expect("go env");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn elf(bytes: &[u8]) -> object::File<'_> {
+    object::File::parse(bytes).expect("an ELF file")
+}
+
+struct Workspace(tempfile::TempDir);
+
+impl Workspace {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let module = "module example.com/sondetest\n\ngo 1.19\n";
+        std::fs::write(dir.path().join("go.mod"), module).expect("go.mod");
+        std::fs::write(dir.path().join("main.go"), PROGRAM).expect("main.go");
+        Workspace(dir)
+    }
+
+    /// Builds offline with a private cache; `cgo` only for external linking.
+    fn build(&self, name: &str, flags: &[&str], cgo: bool) -> PathBuf {
+        let (dir, mut go) = (self.0.path(), go());
+        go.current_dir(dir).args(["build", "-o", name]);
+        go.args(flags).arg(".").env("GOFLAGS", "-mod=mod");
+        go.env("GOTOOLCHAIN", "local").env("GOPROXY", "off");
+        go.env("GOCACHE", dir.join("cache"));
+        go.env("GOPATH", dir.join("gopath"));
+        go.env("CGO_ENABLED", if cgo { "1" } else { "0" });
+        let out = go.output().expect("go build");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "go build {flags:?}: {stderr}");
+        dir.join(name)
+    }
+}
+
+fn table(path: &Path) -> GoTable {
+    let file = File::open(path).expect("open binary");
+    let table = GoTable::open(&file).expect("a readable .gopclntab");
+    table.expect("a Go binary")
+}
+
+fn line_of(marker: &str) -> i64 {
+    let index = PROGRAM.lines().position(|l| l.contains(marker));
+    index.expect("marker") as i64 + 1
+}
+
+/// Every `stride`-th address of `.text`.
+fn text_pcs(path: &Path, stride: usize) -> Vec<u64> {
+    let bytes = std::fs::read(path).expect("read binary");
+    let elf = elf(&bytes);
+    let text = elf.section_by_name(".text").expect(".text");
+    let (start, size) = (text.address(), text.size());
+    (start..start + size).step_by(stride).collect()
+}
+
+/// Compares with `go tool addr2line`, which names the physical function and gives the line of the
+/// pc itself, i.e. of the innermost inlined frame. None when the toolchain cannot read the table.
+fn check_addr2line(t: &GoTable, path: &Path, pcs: &[u64]) -> Option<usize> {
+    let mut a2l = go();
+    a2l.args(["tool", "addr2line"]).arg(path);
+    a2l.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = a2l.stderr(Stdio::null()).spawn().expect("addr2line");
+    let input: String = pcs.iter().map(|pc| format!("{pc:x}\n")).collect();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("addr2line output");
+    writer.join().expect("writer").expect("write pcs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let names = || lines.iter().step_by(2).filter(|&&n| n != "?");
+    if !out.status.success() || lines.len() != 2 * pcs.len() || names().count() == 0 {
+        return None;
+    }
+    for (i, &pc) in pcs.iter().enumerate() {
+        let (name, file_line) = (lines[2 * i], lines[2 * i + 1]);
+        let Some(ours) = chain(t, pc) else {
+            assert_eq!(name, "?", "no frames at {pc:#x}");
+            continue;
+        };
+        let (inner, physical) = (&ours[0], &ours[ours.len() - 1].0);
+        let ours = (physical.as_str(), format!("{}:{}", inner.1, inner.2));
+        assert_eq!(ours, (name, file_line.to_owned()), "at {pc:#x}");
+    }
+    Some(names().count())
+}
+
+/// One physical frame of a runtime traceback: its return pc, its offset from the function's
+/// entry, and the chain of inlined frames ending in it.
+type Traced = (u64, u64, Vec<Loc>);
+
+/// The SIGQUIT traceback (GOTRACEBACK=system prints every pc) of `path` blocked reading stdin.
+fn traceback(path: &Path) -> Vec<Traced> {
+    for delay in ["0.5", "2", "5"] {
+        let mut quit = Command::new("timeout");
+        quit.args(["-s", "QUIT", delay]).arg(path);
+        quit.env("GOTRACEBACK", "system").stdin(Stdio::piped());
+        quit.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = quit.spawn().expect("run timeout");
+        // Held open until the child is gone, so that it blocks reading it.
+        let _stdin = child.stdin.take();
+        let out = child.wait_with_output().expect("traceback");
+        let parsed = parse_traceback(&String::from_utf8_lossy(&out.stderr));
+        if !parsed.is_empty() {
+            return parsed;
+        }
+    }
+    panic!("{} printed no traceback on SIGQUIT", path.display());
+}
+
+fn parse_traceback(text: &str) -> Vec<Traced> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut out, mut chain) = (Vec::new(), Vec::new());
+    for w in lines.windows(2) {
+        if w[0].starts_with("goroutine ") {
+            chain.clear();
+        }
+        let call = !w[0].starts_with('\t') && !w[0].starts_with("created by");
+        let Some(at) = w[1].strip_prefix('\t').filter(|_| call) else {
+            continue;
+        };
+        let function = &w[0][..w[0].rfind('(').unwrap_or(w[0].len())];
+        let field = |p: &str| at.split(' ').find_map(|f| f.strip_prefix(p));
+        let (file, line) = field("")
+            .and_then(|f| f.rsplit_once(':'))
+            .expect("file:line");
+        let line = line.parse().expect("line");
+        chain.push((function.to_owned(), file.to_owned(), line));
+        let pc = field("pc=").and_then(hex);
+        if let (Some(pc), Some(offset)) = (pc, field("+").and_then(hex)) {
+            out.push((pc, offset, std::mem::take(&mut chain)));
+        }
+    }
+    out
+}
+
+/// Each traced physical frame, looked up at its call pc, must give the runtime's chain; returns
+/// how many chains had inlined frames.
+fn check_traceback(t: &GoTable, traced: &[Traced]) -> usize {
+    for (pc, _, want) in traced {
+        // A goroutine stopped by the signal itself has its exact pc on top, not a return address.
+        if chain(t, *pc).as_ref() != Some(want) {
+            let at = pc - 1;
+            assert_eq!(chain(t, at).as_ref(), Some(want), "at {at:#x}");
+        }
+    }
+    traced.iter().filter(|t| t.2.len() > 1).count()
+}
+
+/// The entry of the traced function `name`, its pc minus its offset, starts it.
+fn check_entry(t: &GoTable, traced: &[Traced], name: &str) {
+    let named = |t: &&Traced| t.2.last().is_some_and(|l| l.0 == name);
+    let entry = traced.iter().find(named).map(|t| t.0 - t.1).expect(name);
+    let function = |pc| chain(t, pc).and_then(|c| Some(c.last()?.0.clone()));
+    assert_eq!(function(entry).as_deref(), Some(name));
+    assert_ne!(function(entry - 1).as_deref(), Some(name));
+}
+
+/// Runs the test program and checks the runtime's frames, turning its pcs back into ELF addresses.
+fn check_program_frames(t: &GoTable, path: &Path) {
+    let out = Command::new(path).output().expect("run the test program");
+    assert!(out.status.success());
+    let bytes = std::fs::read(path).expect("read binary");
+    let first = elf(&bytes).segments().map(|s| s.address() & !0xfff).min();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
+    let base = text.lines().find_map(|l| l.strip_prefix("base\t")).map(hex);
+    let bias = base.expect("base") - first.expect("a segment");
+    let frame = |l: &str| {
+        let f: Vec<&str> = l.split('\t').collect();
+        let loc = (
+            f[1].to_owned(),
+            f[2].to_owned(),
+            f[3].parse().expect("line"),
+        );
+        (hex(f[0]) - bias, loc)
+    };
+    let lines = text.lines().filter_map(|l| l.strip_prefix("frame\t"));
+    let frames: Vec<(u64, Loc)> = lines.map(frame).collect();
+    for (i, &(pc, _)) in frames.iter().enumerate() {
+        let ours = chain(t, pc).expect("frames");
+        let want = frames[i..].iter().map(|f| f.1.clone()).take(ours.len());
+        assert_eq!(ours, want.collect::<Vec<_>>(), "chain at {pc:#x}");
+    }
+    let innermost = chain(t, frames[0].0).expect("frames");
+    let names: Vec<&str> = innermost.iter().map(|l| l.0.as_str()).collect();
+    assert_eq!(names, ["main.snap", "main.mid", "main.outer"], "{frames:?}");
+}
+
+#[test]
+fn stripped_program_matches_addr2line_and_runtime() {
+    let ws = Workspace::new();
+    let path = ws.build("stripped", &["-ldflags=-s -w"], false);
+    let t = table(&path);
+    assert!(t.functions() > 1000 && t.has_inline_tree());
+    let pcs = text_pcs(&path, 7);
+    let named = check_addr2line(&t, &path, &pcs).expect("addr2line reads Go 1.19 tables");
+    assert!(named > 10_000, "{named}");
+    check_program_frames(&t, &path);
+
+    // The inlined leaf: its own line first, then the caller at the call site.
+    let physical = |pc| chain(&t, pc).and_then(|c| Some(c.last()?.0.clone()));
+    let in_caller = |pc: &u64| physical(*pc).as_deref() == Some("main.caller");
+    let in_caller: Vec<u64> = pcs.into_iter().filter(in_caller).collect();
+    let (lo, hi) = (in_caller[0], in_caller[in_caller.len() - 1]);
+    let chains: Vec<Vec<Loc>> = (lo..hi + 8).filter_map(|pc| chain(&t, pc)).collect();
+    let leaf: Vec<&Vec<Loc>> = chains.iter().filter(|c| c[0].0 == "main.leaf").collect();
+    assert!(!leaf.is_empty(), "no pc of main.caller is in main.leaf");
+    let (leaf_line, call) = (line_of("// LEAF"), line_of("// CALL"));
+    for c in leaf {
+        let got = (c.len(), c[0].2, c[1].0.as_str(), c[1].2);
+        assert_eq!(got, (2, leaf_line, "main.caller", call));
+        assert!(c[0].1.ends_with("/main.go") && c[0].1 == c[1].1);
+    }
+
+    let info = buildinfo::read(&std::fs::read(&path).unwrap()).expect("build info");
+    assert_eq!(info.go_version, go_env("GOVERSION"));
+    assert_eq!(info.main_path.as_deref(), Some("example.com/sondetest"));
+    assert_eq!(info.main_version.as_deref(), Some("(devel)"));
+}
+
+/// With a symbol table, go:func.* comes from it; stripped, from moduledata.
+#[test]
+fn symbol_table_and_moduledata_agree() {
+    let ws = Workspace::new();
+    let full = ws.build("full", &[], false);
+    let stripped = ws.build("stripped", &["-ldflags=-s -w"], false);
+    let (a, b) = (table(&full), table(&stripped));
+    assert!(a.has_inline_tree() && b.has_inline_tree());
+    let pcs = text_pcs(&full, 5);
+    assert_eq!(text_pcs(&stripped, 5), pcs, "same layout");
+    assert!(pcs.iter().all(|&pc| a.frames(pc) == b.frames(pc)));
+}
+
+/// PIE: `.data.rel.ro.gopclntab` (internal linking); merged into `.data.rel.ro` by the system
+/// linker (external linking, needs gcc); and with every relocated word zeroed, as linkers that
+/// leave them to the loader do, so that only RELATIVE relocations tell where moduledata points.
+#[test]
+fn pie_binaries_match_runtime() {
+    let ws = Workspace::new();
+    let internal = ws.build("pie", &["-buildmode=pie", "-ldflags=-s -w"], false);
+    check_program_frames(&table(&internal), &internal);
+    let flags = ["-buildmode=pie", "-ldflags=-s -w -linkmode=external"];
+    let external = ws.build("epie", &flags, true);
+    check_program_frames(&table(&external), &external);
+
+    let mut bytes = std::fs::read(&external).unwrap();
+    let zeroed = zero_relocated_words(&mut bytes);
+    assert!(zeroed > 100, "{zeroed} relocations");
+    let unrelocated = ws.0.path().join("epie-unrelocated");
+    std::fs::write(&unrelocated, &bytes).unwrap();
+    let (t, reference) = (table(&unrelocated), table(&external));
+    assert!(t.has_inline_tree());
+    let same = |pc: &u64| t.frames(*pc) == reference.frames(*pc);
+    assert!(text_pcs(&external, 5).iter().all(same));
+}
+
+fn zero_relocated_words(bytes: &mut [u8]) -> usize {
+    let copy = bytes.to_vec();
+    let elf = elf(&copy);
+    let mut n = 0;
+    for rela in elf.sections().filter(|s| s.name() == Ok(".rela.dyn")) {
+        for r in rela.data().unwrap().chunks_exact(24) {
+            let word = |i: usize| u64::from_le_bytes(r[8 * i..][..8].try_into().unwrap());
+            let holds =
+                |s: &object::Section| (s.address()..s.address() + s.size()).contains(&word(0));
+            let target = elf.sections().find(holds);
+            let target = target.and_then(|s| Some((s.address(), s.file_range()?.0)));
+            if let (8, Some((address, offset))) = (word(1), target) {
+                let at = (offset + word(0) - address) as usize;
+                bytes[at..at + 8].fill(0);
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+fn gofmt() -> PathBuf {
+    let path = Path::new(&go_env("GOROOT")).join("bin/gofmt");
+    let hint = "missing: `apt-get install -y golang-go`";
+    assert!(path.exists(), "{} {hint}", path.display());
+    path
+}
+
+#[test]
+fn debian_gofmt() {
+    let path = gofmt();
+    let t = table(&path);
+    assert!(t.functions() > 1000 && t.has_inline_tree());
+    let named = check_addr2line(&t, &path, &text_pcs(&path, 61));
+    assert!(named.expect("addr2line reads Debian's gofmt") > 10_000);
+    let traced = traceback(&path);
+    assert!(check_traceback(&t, &traced) > 0, "no inlined frame");
+    check_entry(&t, &traced, "runtime.main");
+    check_entry(&t, &traced, "main.main");
+    let info = buildinfo::read(&std::fs::read(&path).unwrap()).expect("build info");
+    assert!(info.go_version.starts_with("go1."), "{info:?}");
+    assert_eq!(info.main_path.as_deref(), Some("cmd/gofmt"));
+}
+
+/// A Go 1.20+ binary: the 1.20 `_func` and `inlinedCall` layouts, moduledata with coverage
+/// counters.
+#[test]
+fn esbuild_go_1_20_plus() {
+    let hint = "SONDE_TEST_ESBUILD must name esbuild's Linux x64 binary, package/bin/esbuild of \
+                `npm pack @esbuild/linux-x64@0.24.0`";
+    let path = PathBuf::from(std::env::var_os("SONDE_TEST_ESBUILD").expect(hint));
+    let info = buildinfo::read(&std::fs::read(&path).expect("read esbuild")).expect("build info");
+    let minor = info.go_version.split('.').nth(1).map(str::parse::<u32>);
+    assert!(matches!(minor, Some(Ok(20..))), "{info:?}");
+    assert_eq!(info.main_path.as_deref(), Some("github.com/evanw/esbuild"));
+
+    let t = table(&path);
+    assert!(t.functions() > 1000 && t.has_inline_tree());
+    let pcs = text_pcs(&path, 97);
+    // A Go 1.19 toolchain cannot read 1.20 tables; a newer one is a full reference.
+    if check_addr2line(&t, &path, &pcs).is_none() {
+        let chains = pcs.iter().filter_map(|&pc| chain(&t, pc));
+        let names: Vec<String> = chains.flatten().map(|l| l.0).collect();
+        assert!(names.len() > pcs.len() / 2);
+        let esbuild = |n: &String| n.starts_with("github.com/evanw/esbuild/");
+        assert!(names.iter().any(esbuild));
+        // Assembly functions such as `cmpbody` have no package; generic shapes hold spaces.
+        let odd = |n: &&String| n.is_empty() || n.contains(|c: char| c.is_control());
+        assert_eq!(names.iter().find(odd), None);
+    }
+    let traced = traceback(&path);
+    assert!(check_traceback(&t, &traced) > 0, "no inlined frame");
+    check_entry(&t, &traced, "main.main");
+    check_entry(&t, &traced, "runtime.goexit");
+}
+
+/// Debian's gofmt, and where its `.gopclntab` starts and how long it is.
+fn gofmt_bytes() -> (Vec<u8>, usize, usize) {
+    let bytes = std::fs::read(gofmt()).unwrap();
+    let elf = elf(&bytes);
+    let section = elf.section_by_name(".gopclntab").unwrap();
+    let (offset, size) = section.file_range().unwrap();
+    (bytes.clone(), offset as usize, size as usize)
+}
+
+fn malformed(r: Result<Option<GoTable>, GoError>) -> bool {
+    matches!(r, Err(GoError::Malformed(_)))
+}
+
+#[test]
+fn malformed_tables_are_errors() {
+    let (good, off, size) = gofmt_bytes();
+    let with = |at: usize, patch: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + patch.len()].copy_from_slice(patch);
+        GoTable::from_bytes(b)
+    };
+    let too_old = with(off, &0xfffffffbu32.to_le_bytes());
+    assert!(matches!(too_old, Err(GoError::TooOld)));
+    let unknown = with(off, &0x12345678u32.to_le_bytes());
+    let err = unknown.err().expect("bad magic").to_string();
+    assert!(err.contains("0x12345678") && err.contains("Go 1.16 and later"));
+    let word = |i: usize, value: u64| with(off + 8 + 8 * i, &value.to_le_bytes());
+    assert!(malformed(word(0, 1 << 60)), "huge nfunc");
+    assert!(malformed(word(0, 0)), "no functions");
+    assert!(malformed(with(off + 7, &[4])), "32-bit pointers");
+    assert!(
+        (3..8).all(|i| malformed(word(i, u64::MAX))),
+        "sub-table offsets"
+    );
+    // The section shrunk to less than its header, then running past the end of the file.
+    let shoff = u64::from_le_bytes(good[0x28..0x30].try_into().unwrap()) as usize;
+    let header = |name: &str| shoff + 64 * elf(&good).section_by_name(name).unwrap().index().0;
+    let sh_size = header(".gopclntab") + 0x20;
+    assert!(malformed(with(sh_size, &64u64.to_le_bytes())));
+    assert!(malformed(with(sh_size, &(100 * size as u64).to_le_bytes())));
+    assert!(GoTable::from_bytes(good[..off + size / 2].to_vec()).is_err());
+    // Where moduledata is searched for, a section at the very top of the address space.
+    let top = with(header(".noptrdata") + 0x10, &(u64::MAX - 8).to_le_bytes());
+    assert!(top.expect("names need no moduledata").is_some());
+    let script = GoTable::from_bytes(b"#!/bin/sh\n".to_vec());
+    assert!(matches!(script, Err(GoError::NotElf)));
+    let rust = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    assert!(GoTable::from_bytes(rust.clone()).unwrap().is_none(), "Rust");
+    assert_eq!(buildinfo::read(&rust), None);
+}
+
+#[test]
+fn bogus_pc_tables_give_no_lines() {
+    let (mut bytes, off, _) = gofmt_bytes();
+    let word = |i: usize| u64::from_le_bytes(bytes[off + 8 + 8 * i..][..8].try_into().unwrap());
+    let (pctab, functab) = (off + word(6) as usize, off + word(7) as usize);
+    bytes[pctab..functab].fill(0xff);
+    let t = GoTable::from_bytes(bytes).unwrap().unwrap();
+    for pc in text_pcs(&gofmt(), 101) {
+        if let Some(chain) = t.frames(pc) {
+            assert_eq!(chain.len(), 1, "no inline index can be read");
+            assert_eq!((chain[0].file.as_deref(), chain[0].line), (None, None));
+        }
+    }
+}
+
+/// Random byte flips in the table and the build info: errors or odd names, never a panic or hang.
+#[test]
+fn flipped_bytes_never_panic() {
+    let (good, off, size) = gofmt_bytes();
+    let pcs = text_pcs(&gofmt(), 4099);
+    let build_info = good.windows(14).position(|w| w == b"\xff Go buildinf:");
+    let build_info = build_info.expect("build info");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed as usize
+    };
+    // The section headers, at the end of Go binaries.
+    let headers = u64::from_le_bytes(good[0x28..0x30].try_into().unwrap()) as usize;
+    for round in 0..300 {
+        let mut bytes = good.clone();
+        for _ in 0..1 + next() % 16 {
+            // Half the flips in the header and function table, where they matter most.
+            let at = next() % if next() % 2 == 0 { 4096 } else { size };
+            bytes[off + at] ^= 1 << (next() % 8);
+            bytes[build_info + next() % 64] ^= 1 << (next() % 8);
+        }
+        if round % 3 == 0 {
+            let at = headers + next() % (good.len() - headers);
+            bytes[at] ^= 1 << (next() % 8);
+        }
+        let _ = buildinfo::read(&bytes);
+        let Ok(Some(t)) = GoTable::from_bytes(bytes) else {
+            continue;
+        };
+        for &pc in &pcs {
+            let chain = t.frames(pc + round as u64);
+            assert!(chain.is_none_or(|c| !c.is_empty() && c.len() <= 33));
+        }
+    }
+}
+
+#[test]
+fn a_process_executable_tells_its_go_version_and_nothing_else_does() {
+    let gofmt = std::fs::canonicalize("/usr/bin/gofmt").expect("Debian's gofmt (golang-go)");
+    let info = super::build_info(&gofmt).expect("gofmt's build info");
+    assert!(info.go_version.starts_with("go1."), "{info:?}");
+    assert_eq!(super::build_info(Path::new("/bin/sh")), None);
+    assert_eq!(super::build_info(Path::new("/dev/null")), None);
+    assert_eq!(super::build_info(Path::new("/nonexistent")), None);
+}

@@ -1,0 +1,148 @@
+//! Language runtimes whose frames sonde names beyond what native symbols give: one home, one seam.
+//!
+//! A runtime plugs into the data flow at up to four points, always the same ones:
+//! 1. **detect at capture**: when a process is captured, find the runtime in its mappings
+//!    (`python::detect`: the interpreter and its structure offsets);
+//! 2. **publish to the kernel**: per-process settings its kernel walker needs (`python::publish`
+//!    writes `PY_PROCS` for agent-ebpf `unwind/python.rs`, which walks after the native frames);
+//! 3. **name**: turn what the kernel stored into symbols: frame words the walker appended
+//!    (`python::PythonNames`), or native code the runtime describes better than ELF symbols
+//!    (`go::GoNames` reads `.gopclntab`, stripped binaries included);
+//! 4. **merge** the runtime's frames into the native stack (`python::merge`).
+//!
+//! Which runtimes are on is one setting, [`Runtimes`] (`--runtimes`); every step above asks it.
+
+use std::{fmt, str::FromStr};
+
+pub(crate) mod go;
+pub(crate) mod python;
+
+/// A runtime sonde knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// CPython 3.9 to 3.13: Python frames walked in the kernel.
+    Python,
+    /// Go 1.16 and later: names, files, lines and inlined calls from `.gopclntab`.
+    Go,
+}
+
+impl Runtime {
+    /// Every runtime, in the order `--runtimes` lists them.
+    pub const ALL: [Runtime; 2] = [Runtime::Python, Runtime::Go];
+
+    /// The name used by `--runtimes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Python => "python",
+            Runtime::Go => "go",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// The set of runtimes that are on (`--runtimes python,go`, `all` or `none`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Runtimes(u8);
+
+impl Runtimes {
+    /// Every runtime sonde supports (the default).
+    pub fn all() -> Self {
+        Self(Runtime::ALL.iter().fold(0, |bits, r| bits | r.bit()))
+    }
+
+    /// No runtime: native frames only.
+    pub fn none() -> Self {
+        Self(0)
+    }
+
+    /// Whether `runtime` is on.
+    pub fn has(self, runtime: Runtime) -> bool {
+        self.0 & runtime.bit() != 0
+    }
+
+    /// This set with `runtime` on or off.
+    pub fn with(self, runtime: Runtime, on: bool) -> Self {
+        match on {
+            true => Self(self.0 | runtime.bit()),
+            false => Self(self.0 & !runtime.bit()),
+        }
+    }
+}
+
+impl Default for Runtimes {
+    fn default() -> Self {
+        Self::all()
+    }
+}
+
+impl fmt::Debug for Runtimes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl fmt::Display for Runtimes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on: Vec<&str> = Runtime::ALL
+            .iter()
+            .filter(|r| self.has(**r))
+            .map(|r| r.name())
+            .collect();
+        match on.is_empty() {
+            true => f.write_str("none"),
+            false => f.write_str(&on.join(",")),
+        }
+    }
+}
+
+impl FromStr for Runtimes {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "all" => return Ok(Self::all()),
+            "none" | "" => return Ok(Self::none()),
+            _ => {}
+        }
+        s.split(',').map(str::trim).try_fold(Self::none(), |set, name| {
+            let runtime = Runtime::ALL
+                .into_iter()
+                .find(|r| r.name() == name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Runtime::ALL.iter().map(|r| r.name()).collect();
+                    format!(
+                        "unknown runtime `{name}`: use a comma-separated list of {}, or `all` or `none`",
+                        known.join(", ")
+                    )
+                })?;
+            Ok(set.with(runtime, true))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setting_reads_lists_all_and_none_and_names_what_it_does_not_know() {
+        let python_only: Runtimes = "python".parse().unwrap();
+        assert!(python_only.has(Runtime::Python) && !python_only.has(Runtime::Go));
+        let both: Runtimes = " go , python ".parse().unwrap();
+        assert_eq!(both, Runtimes::all());
+        assert_eq!("all".parse::<Runtimes>().unwrap(), Runtimes::all());
+        assert_eq!("none".parse::<Runtimes>().unwrap(), Runtimes::none());
+        assert_eq!(Runtimes::all().to_string(), "python,go");
+        assert_eq!(Runtimes::none().to_string(), "none");
+        let err = "python,jvm".parse::<Runtimes>().unwrap_err();
+        assert!(err.contains("`jvm`") && err.contains("python, go"), "{err}");
+        assert!(
+            !Runtimes::all()
+                .with(Runtime::Python, false)
+                .has(Runtime::Python)
+        );
+    }
+}

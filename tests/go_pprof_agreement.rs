@@ -1,0 +1,96 @@
+//! Peer agreement: Go's own profiler (`runtime/pprof`, written by the workload itself) and sonde profile
+//! the same stripped `go_split` process; the ten functions with the most self time in Go's profile
+//! have the same share in sonde's within ±5 points. Self time, the same for both: a sample counts for
+//! its leaf-most user-space function, inlined functions included (`main.mix`); time in the kernel
+//! counts for the Go function that made the system call, as Go's SIGPROF profiler sees it. Both cover
+//! the workload's whole life: sonde records the host from before it starts to after it ends.
+
+use std::{collections::HashMap, process::Command};
+
+use crate::common;
+use common::{go::*, *};
+
+/// Self-time shares (percent) by function from `go tool pprof -top` of `profile`.
+fn go_self_shares(profile: &std::path::Path) -> HashMap<String, f64> {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top", "-nodecount=1000"])
+        .arg(profile)
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("go tool pprof (golang-go)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "go tool pprof failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Rows after the header: `flat flat% sum% cum cum% name [(inline)]`.
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            let share = fields.get(1)?.strip_suffix('%')?.parse::<f64>().ok()?;
+            let name = fields.get(5..)?.join(" ");
+            Some((name.trim_end_matches(" (inline)").to_owned(), share))
+        })
+        .fold(HashMap::new(), |mut shares, (name, share)| {
+            *shares.entry(name).or_default() += share;
+            shares
+        })
+}
+
+/// Self-time shares (percent) by function of `pid`'s samples in sonde's profile.
+fn sonde_self_shares(samples: &[Resolved], pid: u32) -> HashMap<String, f64> {
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    let mut total = 0.0;
+    for s in samples.iter().filter(|s| s.pid == i64::from(pid)) {
+        if let Some(leaf) = s.user().first() {
+            *counts.entry((*leaf).to_owned()).or_default() += s.values[0] as f64;
+        }
+        total += s.values[0] as f64;
+    }
+    counts
+        .into_iter()
+        .map(|(f, c)| (f, 100.0 * c / total))
+        .collect()
+}
+
+#[test]
+fn sonde_and_gos_own_profiler_agree_on_the_top_ten_functions_by_self_time() {
+    require_root();
+    let bin = build_stripped("go_split");
+    let dir = temp_dir("go_pprof");
+    let go_profile = dir.join("go.pprof");
+    let out = dir.join("sonde.pb.gz");
+    let recording = start_recording(&[
+        "record",
+        "--duration",
+        "10",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let mut workload = spawn(&bin, &["7", go_profile.to_str().unwrap()]);
+    let pid = workload.id();
+    assert!(workload.wait().unwrap().success(), "go_split failed");
+    let summary = recording.finish();
+
+    let go = go_self_shares(&go_profile);
+    let sonde = sonde_self_shares(&resolve(&read_pprof(&out)), pid);
+    let mut top: Vec<(&String, &f64)> = go.iter().collect();
+    top.sort_by(|a, b| b.1.total_cmp(a.1));
+    let top: Vec<(&String, &f64)> = top.into_iter().take(10).collect();
+    eprintln!("Go's top ten: {top:?}\nsonde: {sonde:?}\n{summary}");
+    assert!(
+        top.first()
+            .is_some_and(|(f, share)| *f == "main.mix" && **share > 50.0),
+        "Go's profile is not dominated by the inlined main.mix: {top:?}"
+    );
+    for (function, go_share) in top {
+        let sonde_share = sonde.get(function).copied().unwrap_or(0.0);
+        assert!(
+            (sonde_share - go_share).abs() <= 5.0,
+            "{function}: sonde {sonde_share:.1}% vs Go {go_share:.1}%"
+        );
+    }
+}

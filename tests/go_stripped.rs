@@ -1,0 +1,171 @@
+//! Go programs as they ship, stripped of `.symtab` and DWARF, named from their own `.gopclntab`: a
+//! split workload (shares, inlined calls, Go roots), Debian's stripped `gofmt`, and esbuild as the npm
+//! registry ships it (a recent Go release).
+
+use std::process::{Child, Command, Stdio};
+
+use crate::common;
+use common::{go::*, *};
+
+#[test]
+fn a_stripped_go_split_is_named_inlined_and_rooted() {
+    require_root();
+    let bin = build_stripped("go_split");
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
+    let out = temp_dir("go_split").join("profile.pb.gz");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let summary = record_pid(pid, SPLIT_SECONDS, &[], &out);
+    drop(workload);
+    let samples = resolve(&read_pprof(&out));
+
+    let under_main = inclusive(&samples, pid, "main.main", 0) as f64;
+    let split = [
+        ("main.burnA", 50.0),
+        ("main.burnB", 30.0),
+        ("main.burnC", 20.0),
+    ];
+    assert_shares(&samples, pid, under_main, &split, &summary);
+    // The burners are reached from main.main, not cut off below it.
+    for (burner, _) in split {
+        let reaching = share_reaching(&samples, pid, burner, "main.main", 0);
+        assert!(
+            reaching >= 0.8,
+            "{burner} under main.main in {:.0}% of its samples",
+            reaching * 100.0
+        );
+    }
+    // mix is inlined into spin: it is a frame of its own, directly below spin.
+    let inlined = share_reaching(&samples, pid, "main.spin", "main.mix", 0);
+    assert!(
+        inlined > 0.3,
+        "main.mix in {:.0}% of spin's samples",
+        inlined * 100.0
+    );
+    let leaf_mix = samples
+        .iter()
+        .filter(|s| s.pid == i64::from(pid))
+        .any(|s| s.user().windows(2).any(|w| w == ["main.mix", "main.spin"]));
+    assert!(leaf_mix, "no stack has main.mix directly below main.spin");
+    let mine: Vec<Resolved> = samples
+        .into_iter()
+        .filter(|s| s.pid == i64::from(pid))
+        .collect();
+    assert_go_stacks("go_split", &mine, &summary);
+    assert!(summary_field(&summary, "go_binaries") >= 1.0, "{summary}");
+    assert_eq!(
+        summary_field(&summary, "go_table_failures"),
+        0.0,
+        "{summary}"
+    );
+    assert_eq!(
+        summary_field(&summary, "go_without_inline_tree"),
+        0.0,
+        "{summary}"
+    );
+
+    // With Go off, the same binary is as unnamed as before: the names come from the Go table.
+    let workload = Workload::start(&bin, &["30"]);
+    let pid = workload.pid();
+    let off = temp_dir("go_split").join("off.pb.gz");
+    let summary = record_pid(pid, "2", &["--runtimes", "python"], &off);
+    drop(workload);
+    let samples = resolve(&read_pprof(&off));
+    assert_eq!(inclusive(&samples, pid, "main.burnA", 0), 0, "{summary}");
+    assert_eq!(summary_field(&summary, "go_binaries"), 0.0, "{summary}");
+}
+
+/// `sh -c SCRIPT` in the background, killed with its children when dropped.
+struct Loop(Child);
+
+impl Loop {
+    fn start(script: &str) -> Self {
+        let child = Command::new("setsid")
+            .args(["sh", "-c", script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh");
+        Self(child)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        // setsid made the shell a process group leader: end the loop and what it runs.
+        // SAFETY: signalling a process group of our own.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// Records the whole host for 4 s while `script` runs; the samples of processes named `comm` must
+/// reach a Go root, have named frames, and some of them a function whose name contains `named`.
+fn record_loop(name: &str, script: &str, comm: &str, named: &str) {
+    let running = Loop::start(script);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = temp_dir(name).join("profile.pb.gz");
+    let summary = sonde_ok(&[
+        "record",
+        "--duration",
+        "4",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    drop(running);
+    let samples: Vec<Resolved> = resolve(&read_pprof(&out))
+        .into_iter()
+        .filter(|s| s.comm == comm)
+        .collect();
+    assert!(
+        samples.iter().map(|s| s.values[0]).sum::<i64>() > 100,
+        "fewer than 100 samples of {comm}\n{summary}"
+    );
+    assert_go_stacks(comm, &samples, &summary);
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.functions.iter().any(|f| f.contains(named))),
+        "no {named} frames in {comm}'s samples"
+    );
+}
+
+#[test]
+fn debians_stripped_gofmt_is_named_and_rooted() {
+    require_root();
+    let gofmt = std::fs::canonicalize("/usr/bin/gofmt").expect("Debian's gofmt (golang-go)");
+    assert!(
+        !sections(&gofmt).contains(".symtab"),
+        "{} is not stripped",
+        gofmt.display()
+    );
+    // `src/`, not `src`: Debian's GOROOT/src is a symbolic link, which gofmt's walk does not follow.
+    // One pass over the standard library takes gofmt several seconds on all CPUs.
+    let src = gofmt.parent().unwrap().parent().unwrap().join("src/");
+    let script = format!(
+        "while :; do {} -l {} >/dev/null 2>&1; done",
+        gofmt.display(),
+        src.display()
+    );
+    record_loop("gofmt", &script, "gofmt", "go/parser.");
+}
+
+#[test]
+fn esbuild_from_the_npm_registry_is_named_and_rooted() {
+    require_root();
+    let esbuild = esbuild();
+    // A large input: the same module many times over, minified again and again.
+    let dir = temp_dir("esbuild");
+    let input = dir.join("input.js");
+    let unit = "export function f{i}(a, b) { const o = { a, b, s: `${a}-${b}` }; return [o, ...Object.keys(o)].map((x) => typeof x === 'string' ? x.toUpperCase() : x); }\n";
+    let text: String = (0..20000)
+        .map(|i| unit.replace("{i}", &i.to_string()))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let script = format!(
+        "while :; do {} {} --minify --outfile=/dev/null --log-level=error; done",
+        esbuild.display(),
+        input.display()
+    );
+    record_loop("esbuild", &script, "esbuild", "esbuild/internal/js_parser");
+}
