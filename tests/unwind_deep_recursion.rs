@@ -1,7 +1,7 @@
 //! A recursion 100 deep in a build without frame pointers: the stacks of the samples taken at the
 //! bottom have at least 100 frames and still reach the thread root.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

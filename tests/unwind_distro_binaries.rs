@@ -14,7 +14,7 @@
 //! are equal. sonde records with `--python off`: this compares native unwinding, and perf has no Python
 //! frames (the Python frames have their own tests, `python_*`).
 
-mod common;
+use crate::common;
 use std::{collections::HashSet, process::Stdio, time::Duration};
 
 use common::*;

@@ -2,7 +2,7 @@
 //! table is built: `sonde run` with 1 s windows, and every window that starts 2 s after the load has
 //! at least 95% of the library's samples reaching `main`.
 
-mod common;
+use crate::common;
 use std::{io::BufRead as _, time::Duration};
 
 use common::*;

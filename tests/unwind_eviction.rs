@@ -2,7 +2,7 @@
 //! of distinct binaries (each needing a table of its own, plus libc's), tables are evicted, the
 //! evictions are counted, and the recording completes with a valid profile.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

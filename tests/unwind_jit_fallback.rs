@@ -2,7 +2,7 @@
 //! frame pointer) is crossed by the frame-pointer step: the stacks through it reach `main`, and the
 //! fallback is counted.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -3,7 +3,7 @@
 //! folded output. The same binary walked by frame pointers only (`--unwind fp`) does not reach `main`,
 //! which shows the tables did the work.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -4,7 +4,7 @@
 //! sampling's own accuracy is the subject of the offcpu_sampling_* tests (a first long block drawn at a
 //! startup 1-in-N weighs N times in a 4 s recording, which made this split read 2.46 once).
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

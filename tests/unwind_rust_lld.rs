@@ -2,10 +2,11 @@
 //! whose virtual address is not its file offset (p_vaddr = p_offset + 0x1000; the offset is usually
 //! not page aligned either, so the kernel maps it from a page that also holds the end of the segment
 //! before). Off-CPU stacks of `sonde run`'s threads are
-//! complete: they reach `start_thread` through std's thread entry. (A wrong load bias once sent every
+//! complete: they reach `start_thread` through std's thread entry (the main thread: libc's call of
+//! `main`). (A wrong load bias once sent every
 //! such walk into garbage after the first frame.)
 
-mod common;
+use crate::common;
 use common::*;
 
 /// `(p_offset, p_vaddr)` of the executable `PT_LOAD` of `binary`, from readelf.
@@ -59,11 +60,15 @@ fn threads_of_a_rust_lld_binary_unwind_to_their_entry() {
     let out = temp_dir("unwind_rust_lld").join("offcpu.pb.gz");
     let summary = record_pid(daemon.pid(), "3", &["--profile", "offcpu"], &out);
     let samples = resolve(&read_pprof(&out));
-    let to_thread_entry = share_reaching(&samples, daemon.pid(), "", "start_thread", 1);
-    eprintln!("reaching start_thread: {to_thread_entry:.3}\n{summary}");
+    // Spawned threads end at start_thread, the main thread at libc's call of main: a stack holds one
+    // or the other, so the shares add up. (The main thread's share varies from run to run; counting
+    // only start_thread made this test pass or fail on it.)
+    let to_thread_entry = share_reaching(&samples, daemon.pid(), "", "start_thread", 1)
+        + share_reaching(&samples, daemon.pid(), "", "__libc_start_call_main", 1);
+    eprintln!("reaching a thread entry: {to_thread_entry:.3}\n{summary}");
     assert!(
         to_thread_entry >= 0.9,
-        "only {to_thread_entry:.3} of the daemon's blocking episodes reach start_thread"
+        "only {to_thread_entry:.3} of the daemon's blocking episodes reach their thread's entry"
     );
     assert!(summary_field(&summary, "walk_root") >= 90.0, "{summary}");
     assert!(

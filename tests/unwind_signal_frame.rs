@@ -2,7 +2,7 @@
 //! (`__restore_rt`, a row of its own in the table) back into the interrupted function and on to
 //! `main`.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -35,6 +35,22 @@ static PYTHON: u32 = 0;
 static TASK_FSBASE_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TEST_FAIL_EXEC: u32 = 0;
+#[unsafe(no_mangle)]
+static VMA_LAYOUT: sonde_abi::VmaLayout = sonde_abi::VmaLayout {
+    vm_start: 0,
+    vm_end: 0,
+    vm_pgoff: 0,
+    vm_file: 0,
+    f_inode: 0,
+    i_ino: 0,
+    i_sb: 0,
+    s_dev: 0,
+    vm_flags: 0,
+    task_mm: 0,
+    mm_start_code: 0,
+    fork_child_pid: 0,
+    mmap_ret: 0,
+};
 
 macro_rules! getter {
     ($(#[$doc:meta])* $fn:ident, $global:ident, $ty:ty) => {
@@ -106,4 +122,8 @@ getter!(
 getter!(
     /// Test hook: non-zero makes every run of the exec program fail (see `process::exec`).
     test_fail_exec, TEST_FAIL_EXEC, u32
+);
+getter!(
+    /// Kernel structure offsets of the VMA lookup; `vm_file` 0 when unknown (the lookup is off).
+    vma_layout, VMA_LAYOUT, sonde_abi::VmaLayout
 );

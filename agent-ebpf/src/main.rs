@@ -15,6 +15,7 @@ mod on_cpu;
 mod process;
 mod stack;
 mod unwind;
+mod vmas;
 
 use aya_ebpf::{
     macros::{perf_event, tracepoint},
@@ -49,9 +50,26 @@ pub fn sonde_exec(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// Fires when `mmap` returns (`syscalls:sys_exit_mmap`): records executable file mappings of processes
+/// that exec'd while the agent ran (see `vmas`).
+#[tracepoint]
+pub fn sonde_mmap(ctx: TracePointContext) -> u32 {
+    vmas::mmap(&ctx);
+    0
+}
+
+/// Fires when a task forks (`sched:sched_process_fork`): a child of a recorded process inherits its
+/// record (see `vmas`).
+#[tracepoint]
+pub fn sonde_fork(ctx: TracePointContext) -> u32 {
+    vmas::fork(&ctx);
+    0
+}
+
 /// Fires when a thread exits (`sched:sched_process_exit`).
 #[tracepoint]
 pub fn sonde_exit(ctx: TracePointContext) -> u32 {
+    off_cpu::forget_exiting_thread();
     if let Err(failed) = process::exit() {
         diag::report(&ctx, "sonde_exit", failed);
     }

@@ -12,12 +12,10 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
 use sonde_abi::{
-    Control, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS, PageEntry, PageKey,
-    ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey, THREAD_SLOTS, ThreadSlot,
-    UnwindRule, UserStack, python::PyProc, stat, unwind::SCRATCH_SLOTS,
+    Control, FileKey, FileTable, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS,
+    PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey,
+    THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, python::PyProc, stat,
 };
-
-use crate::unwind::Scratch;
 
 /// Control block written by userspace (the generation).
 #[map]
@@ -53,9 +51,6 @@ pub static OFFCPU_PROCESS_SAMPLING: Array<ProcessSampling> =
 #[map]
 pub static OFFCPU_THREADS: Array<ThreadSlot> = Array::with_max_entries(THREAD_SLOTS, 0);
 
-/// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 1 KiB).
-#[map]
-pub static UNWIND_SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
 /// Unwind rows in blocks; sized by `--max-unwind-table-mib`.
 #[map]
 pub static UNWIND_ROWS: Array<RowBlock> = Array::with_max_entries(1, 0);
@@ -69,6 +64,15 @@ pub static UNWIND_PAGES: HashMap<PageKey, PageEntry> =
 /// Executable mappings of each process with tables, by tgid. Not preallocated (8 KiB per process).
 #[map]
 pub static PROC_MAPPINGS: HashMap<u32, ProcMappings> =
+    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+/// Tables of binary files by device and inode, written by userspace as tables load.
+#[map]
+pub static FILE_TABLES: HashMap<FileKey, FileTable> =
+    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+/// Executable file mappings the kernel recorded for processes that exec'd while the agent ran, by
+/// tgid. Not preallocated (648 bytes per process); removed at exit.
+#[map]
+pub static VMA_MAPPINGS: HashMap<u32, VmaMappings> =
     HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
 
 /// CPython settings of each Python process, by tgid. Not preallocated (48 bytes per process).

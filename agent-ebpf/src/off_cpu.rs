@@ -266,9 +266,11 @@ fn switch_in(tid: u32) -> Result<(), Failed> {
     Ok(())
 }
 
-/// An exiting thread's tracked episode is dropped (counted): it never switches in again.
+/// The exiting thread's tracked episode is dropped (counted): it never switches in again. Called by
+/// `sched:sched_process_exit` before the process bookkeeping.
 #[inline(always)]
-pub fn forget(tid: u32) {
+pub fn forget_exiting_thread() {
+    let tid = bpf_get_current_pid_tgid() as u32;
     if OFFCPU_START.remove(tid).is_ok() {
         bump(stat::OFFCPU_UNMATCHED_EXIT);
         if let Ok(slot) = thread_slot(tid) {

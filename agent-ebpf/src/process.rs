@@ -42,8 +42,15 @@ pub fn exec() -> Result<(), Failed> {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // Absent for processes without tables: nothing to forget.
     let _ = PROC_MAPPINGS.remove(tgid);
+    let new_binary = crate::vmas::exec(tgid);
     if SEEN.remove(tgid).is_ok() {
         send(proc_event::EXEC, tgid).map_err(Failed::EventLost)?;
+    }
+    // A program whose table the kernel does not have: announced now rather than at its first sample,
+    // so userspace builds its table while this process lives (it may live milliseconds) and the
+    // next processes of it are walked with it from their first sample.
+    if new_binary {
+        announce(tgid);
     }
     Ok(())
 }
@@ -54,7 +61,7 @@ pub fn exit() -> Result<(), Failed> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    crate::off_cpu::forget(tid);
+    crate::vmas::exit(tid);
     // The leader's exit is reported; userspace checks whether other threads live on (a process whose
     // main thread exited keeps running) before it forgets the process and its mappings.
     if tid == tgid && SEEN.remove(tgid).is_ok() {

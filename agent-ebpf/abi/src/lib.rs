@@ -10,8 +10,8 @@ pub mod python;
 pub mod unwind;
 
 pub use unwind::{
-    ExecMapping, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRow, UnwindRule,
-    UserStack,
+    ExecMapping, FileKey, FileTable, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock,
+    UnwindRow, UnwindRule, UserStack, VmaLayout, VmaMapping, VmaMappings,
 };
 
 /// Length of a task's `comm` as the kernel stores it.
@@ -284,8 +284,26 @@ pub mod stat {
     pub const PY_READ_FAULT: u32 = 35;
     /// Walks cut because the stack was full (`MAX_STACK_DEPTH` native and Python frames together).
     pub const PY_TRUNCATED: u32 = 36;
+    /// Walks of processes without mapping entries whose frames were found through the task's VMAs
+    /// and `FILE_TABLES` (a process userspace has not captured yet, or never will: it lived
+    /// milliseconds).
+    pub const VMA_WALKS: u32 = 37;
+    /// Frames of such walks in a VMA whose file has no table (anonymous or JIT code, a binary not seen
+    /// yet): stepped by frame pointer.
+    pub const VMA_NO_TABLE: u32 = 38;
+    /// Frames of such walks outside every executable file mapping the kernel recorded (anonymous or
+    /// JIT code, or more mappings than it keeps): stepped by frame pointer.
+    pub const VMA_MISSED: u32 = 39;
+    /// Executable file mappings the kernel could not record (the address space was locked, or the
+    /// process has more than `MAX_VMA_MAPPINGS`), or processes it could not record at all (map full).
+    pub const VMA_RECORD_FAILED: u32 = 40;
+    /// Walks of exiting processes whose address space was gone (see `unwind::outcome::EXITING`).
+    pub const WALK_EXITING: u32 = 41;
+    /// Of the [`VMA_WALKS`], those that reached a thread root: the coverage of processes sampled
+    /// before userspace captured them (short-lived ones), apart from the rest.
+    pub const VMA_WALK_ROOT: u32 = 42;
     /// Number of counters.
-    pub const COUNT: u32 = 37;
+    pub const COUNT: u32 = 43;
 }
 
 #[cfg(feature = "user")]
@@ -303,6 +321,11 @@ mod pod {
     unsafe impl aya::Pod for super::PageKey {}
     unsafe impl aya::Pod for super::PageEntry {}
     unsafe impl aya::Pod for super::ExecMapping {}
+    unsafe impl aya::Pod for super::FileKey {}
+    unsafe impl aya::Pod for super::FileTable {}
+    unsafe impl aya::Pod for super::VmaLayout {}
+    unsafe impl aya::Pod for super::VmaMapping {}
+    unsafe impl aya::Pod for super::VmaMappings {}
     unsafe impl aya::Pod for super::ProcMappings {}
     unsafe impl aya::Pod for super::UserStack {}
     unsafe impl aya::Pod for super::OffCpuSampling {}

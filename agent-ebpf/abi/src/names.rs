@@ -1,5 +1,5 @@
 //! Names of the maps and load-time globals the two sides share. The kernel's statics carry exactly these
-//! names (an agent unit test checks the built object against this list); the agent uses only these
+//! names (agent unit tests check the built object against `ALL_MAPS` and `globals::ALL`); the agent uses only these
 //! constants, never strings of its own.
 
 /// Control block (the generation).
@@ -32,6 +32,12 @@ pub const UNWIND_PAGES: &str = "UNWIND_PAGES";
 pub const UNWIND_RULES: &str = "UNWIND_RULES";
 /// Executable mappings per process ([`crate::ProcMappings`]).
 pub const PROC_MAPPINGS: &str = "PROC_MAPPINGS";
+/// Unwind tables of binary files by device and inode ([`crate::FileKey`] -> [`crate::FileTable`]), for
+/// processes without `PROC_MAPPINGS` entries.
+pub const FILE_TABLES: &str = "FILE_TABLES";
+/// Executable file mappings recorded by the kernel for processes that exec'd while the agent ran
+/// ([`crate::VmaMappings`]), by tgid.
+pub const VMA_MAPPINGS: &str = "VMA_MAPPINGS";
 /// Kernel log records (ring buffer), declared by `aya-log-ebpf` and read by `aya-log`; written only when
 /// [`globals::KERNEL_LOG`] is set.
 pub const AYA_LOGS: &str = "AYA_LOGS";
@@ -50,7 +56,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 30] = [
+pub const ALL_MAPS: [&str; 32] = [
     CONTROL,
     PIDS,
     STATS,
@@ -66,6 +72,8 @@ pub const ALL_MAPS: [&str; 30] = [
     UNWIND_PAGES,
     UNWIND_RULES,
     PROC_MAPPINGS,
+    FILE_TABLES,
+    VMA_MAPPINGS,
     AYA_LOGS,
     PY_PROCS,
     PY_THREADS,
@@ -121,4 +129,27 @@ pub mod globals {
     /// `u32`, test hook: non-zero makes every run of the exec program fail (counted and logged), so a
     /// test can provoke a kernel failure on purpose. Never set in production.
     pub const TEST_FAIL_EXEC: &str = "TEST_FAIL_EXEC";
+    /// [`crate::VmaLayout`]: kernel structure offsets for the VMA lookup (from BTF), all 0 when
+    /// unknown (the lookup is off).
+    pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
+
+    /// Every load-time global (the agent's test checks each is in the object's read-only data).
+    pub const ALL: [&str; 16] = [
+        FILTER_PIDS,
+        OFFCPU_KIND,
+        MIN_BLOCK_NS,
+        STANDARD_LAYOUT,
+        RECORD_BASE,
+        PREV_PID_OFFSET,
+        PREV_STATE_OFFSET,
+        NEXT_PID_OFFSET,
+        PREEMPT_STATE_BIT,
+        UNWIND_MODE,
+        REFRESH_INTERVAL_NS,
+        PYTHON,
+        TASK_FSBASE_OFFSET,
+        KERNEL_LOG,
+        TEST_FAIL_EXEC,
+        VMA_LAYOUT,
+    ];
 }

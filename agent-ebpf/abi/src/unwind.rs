@@ -69,6 +69,62 @@ pub mod rbp {
 
 /// Flag on a stored frame address (never set in a user address): look the address up as it is.
 pub const FRAME_EXACT: u64 = 1 << 63;
+/// Marks a stored frame as file-relative (both top bits: native frames carry at most
+/// [`FRAME_EXACT`], Python frames never carry it): `FRAME_FILE | [FILE_FRAME_EXACT] | file_id <<
+/// FILE_ID_SHIFT | table_pc`. Such frames are found through the task's VMAs for a process userspace
+/// had not captured (see [`FileTable`]); they name their binary without the process's mappings, so
+/// frames of a process gone before userspace could read them still get names.
+pub const FRAME_FILE: u64 = 3 << 62;
+/// On a [`FRAME_FILE`] frame: what [`FRAME_EXACT`] says of a native one.
+pub const FILE_FRAME_EXACT: u64 = 1 << 61;
+/// Bit position of the file id in a [`FRAME_FILE`] frame; the ELF address is below it.
+pub const FILE_ID_SHIFT: u32 = 40;
+/// File ids that fit a [`FRAME_FILE`] frame (ids start at 1).
+pub const MAX_FILE_IDS: u32 = 1 << (61 - FILE_ID_SHIFT);
+
+/// A [`FRAME_FILE`] frame of `file_id` at ELF address `table_pc`, when both fit.
+#[inline(always)]
+pub const fn file_frame(file_id: u32, table_pc: u64, exact: bool) -> Option<u64> {
+    if file_id == 0 || file_id >= MAX_FILE_IDS || table_pc >> FILE_ID_SHIFT != 0 {
+        return None;
+    }
+    let exact = if exact { FILE_FRAME_EXACT } else { 0 };
+    Some(FRAME_FILE | exact | (file_id as u64) << FILE_ID_SHIFT | table_pc)
+}
+
+/// `frame` marked as an exact instruction address, whichever its kind.
+#[inline(always)]
+pub const fn with_exact(frame: u64) -> u64 {
+    if frame & FRAME_FILE == FRAME_FILE {
+        frame | FILE_FRAME_EXACT
+    } else {
+        frame | FRAME_EXACT
+    }
+}
+
+/// A [`FRAME_FILE`] frame, unpacked.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct FileFrame {
+    /// The binary's id (`FileTable::file_id`).
+    pub file_id: u32,
+    /// ELF virtual address in the binary.
+    pub addr: u64,
+    /// An exact instruction address rather than a return address.
+    pub exact: bool,
+}
+
+/// The [`FileFrame`] stored in `frame`, or None for another kind of frame.
+#[inline(always)]
+pub const fn unpack_file_frame(frame: u64) -> Option<FileFrame> {
+    if frame & FRAME_FILE != FRAME_FILE {
+        return None;
+    }
+    Some(FileFrame {
+        file_id: ((frame & !(FRAME_FILE | FILE_FRAME_EXACT)) >> FILE_ID_SHIFT) as u32,
+        addr: frame & ((1 << FILE_ID_SHIFT) - 1),
+        exact: frame & FILE_FRAME_EXACT != 0,
+    })
+}
 
 /// `Unwind mode` load-time global values.
 pub mod mode {
@@ -96,6 +152,9 @@ pub mod outcome {
     pub const FP_END: u32 = 6;
     /// Cut at a frame that cannot be a caller.
     pub const BAD_FRAME: u32 = 7;
+    /// The process is exiting and its address space is gone (`task->mm` cleared): there is no user
+    /// stack left to walk beyond the leaf (not a truncation).
+    pub const EXITING: u32 = 8;
 }
 
 /// How to find the caller of a frame: the part of a row that is not its address. 4 bytes.
@@ -220,6 +279,103 @@ pub struct ExecMapping {
 }
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
 
+/// Key of `FILE_TABLES`: a mapped file as the kernel names it, `vma->vm_file->f_inode`'s
+/// `i_sb->s_dev` (the kernel's `dev_t`, `major << 20 | minor`) and `i_ino`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct FileKey {
+    /// Device, kernel encoding.
+    pub dev: u32,
+    /// Reserved, 0.
+    pub _pad: u32,
+    /// Inode number.
+    pub ino: u64,
+}
+const _: () = assert!(core::mem::size_of::<FileKey>() == 16);
+
+/// Value of `FILE_TABLES`: the table of a binary file, for walks of processes userspace has not
+/// captured. For a VMA mapping the file, `table_pc = pc - (vm_start - vm_pgoff * 4096 - delta)`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct FileTable {
+    /// Table id in `UNWIND_PAGES`.
+    pub table_id: u32,
+    /// The file's id in [`FRAME_FILE`] frames (assigned by userspace, never reused while it runs).
+    pub file_id: u32,
+    /// `p_vaddr - p_offset` of the binary's executable segment (wrapping).
+    pub delta: u64,
+}
+const _: () = assert!(core::mem::size_of::<FileTable>() == 16);
+
+/// Executable file mappings the kernel itself records per process ([`VmaMappings`]).
+pub const MAX_VMA_MAPPINGS: usize = 16;
+
+/// One executable file mapping, as the kernel recorded it from the VMA.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct VmaMapping {
+    /// `vm_start`.
+    pub start: u64,
+    /// `vm_end` (exclusive).
+    pub end: u64,
+    /// `vm_start - vm_pgoff * 4096`: the address of the file's offset 0.
+    pub file_base: u64,
+    /// The file, as `FILE_TABLES` keys it.
+    pub file: FileKey,
+}
+const _: () = assert!(core::mem::size_of::<VmaMapping>() == 40);
+
+/// Value of `VMA_MAPPINGS`, keyed by tgid: the executable file mappings of a process that exec'd while
+/// the agent ran, recorded by the kernel at `exec` (the program and its interpreter) and at each
+/// `mmap` that maps a file executable (libraries). A process's first samples are walked with them and
+/// `FILE_TABLES` before userspace has read its mappings, which for a process living milliseconds may be
+/// never.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct VmaMappings {
+    /// Valid entries in `mappings` (in the order mapped).
+    pub count: u32,
+    /// Reserved, 0.
+    pub _pad: u32,
+    /// The mappings.
+    pub mappings: [VmaMapping; MAX_VMA_MAPPINGS],
+}
+const _: () = assert!(core::mem::size_of::<VmaMappings>() == 8 + 40 * MAX_VMA_MAPPINGS);
+
+/// Byte offsets the kernel's recording of executable mappings reads: structure members from the running
+/// kernel's BTF, tracepoint fields from tracefs (both differ per kernel build). `vm_file` 0 when
+/// unknown: the recording is then off.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct VmaLayout {
+    /// `vm_area_struct.vm_start`.
+    pub vm_start: u32,
+    /// `vm_area_struct.vm_end`.
+    pub vm_end: u32,
+    /// `vm_area_struct.vm_pgoff`.
+    pub vm_pgoff: u32,
+    /// `vm_area_struct.vm_file`.
+    pub vm_file: u32,
+    /// `file.f_inode`.
+    pub f_inode: u32,
+    /// `inode.i_ino`.
+    pub i_ino: u32,
+    /// `inode.i_sb`.
+    pub i_sb: u32,
+    /// `super_block.s_dev`.
+    pub s_dev: u32,
+    /// `vm_area_struct.vm_flags`.
+    pub vm_flags: u32,
+    /// `task_struct.mm`.
+    pub task_mm: u32,
+    /// `mm_struct.start_code`.
+    pub mm_start_code: u32,
+    /// `child_pid` in the `sched:sched_process_fork` record.
+    pub fork_child_pid: u32,
+    /// `ret` in the `syscalls:sys_exit_mmap` record.
+    pub mmap_ret: u32,
+}
+
 /// Value of `PROC_MAPPINGS`, keyed by tgid: the executable mappings of one process, sorted by start.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -251,3 +407,45 @@ pub struct UserStack {
     pub frames: [u64; MAX_STACK_DEPTH],
 }
 const _: () = assert!(core::mem::size_of::<UserStack>() == 16 + 8 * MAX_STACK_DEPTH);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::{pack_frame, unpack_frame};
+
+    #[test]
+    fn file_frames_round_trip_and_stay_apart_from_other_kinds() {
+        let f = file_frame(7, 0x4a_9123, false).unwrap();
+        assert_eq!(
+            unpack_file_frame(f),
+            Some(FileFrame {
+                file_id: 7,
+                addr: 0x4a_9123,
+                exact: false
+            })
+        );
+        let exact = with_exact(f);
+        assert!(unpack_file_frame(exact).unwrap().exact);
+        assert_eq!(unpack_file_frame(exact).unwrap().addr, 0x4a_9123);
+        assert_eq!(unpack_file_frame(exact).unwrap().file_id, 7);
+        // Native frames, exact or not, and Python frames are not file frames, nor the reverse.
+        let native = 0x7f12_3456_7890u64;
+        assert_eq!(unpack_file_frame(native), None);
+        assert_eq!(unpack_file_frame(with_exact(native)), None);
+        assert_eq!(with_exact(native), native | FRAME_EXACT);
+        let py = pack_frame(0x7f00_1234_5678, 99, true);
+        assert_eq!(unpack_file_frame(py), None);
+        assert_eq!(unpack_frame(f), None);
+        assert_eq!(unpack_frame(exact), None);
+        // Ids and addresses that do not fit are refused, never truncated.
+        assert_eq!(file_frame(0, 0x1000, false), None);
+        assert_eq!(file_frame(MAX_FILE_IDS, 0x1000, false), None);
+        assert_eq!(file_frame(1, 1 << FILE_ID_SHIFT, false), None);
+        let last = file_frame(MAX_FILE_IDS - 1, (1 << FILE_ID_SHIFT) - 1, true).unwrap();
+        let back = unpack_file_frame(last).unwrap();
+        assert_eq!(
+            (back.file_id, back.addr),
+            (MAX_FILE_IDS - 1, (1 << FILE_ID_SHIFT) - 1)
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! Frames are walked in a `bpf_loop` (kernel 5.17+): one callback invocation per frame keeps the
 //! verifier's work independent of the depth, and 127 frames fit in one program run.
 
+mod files;
 mod lookup;
 mod python;
 pub mod regs;
@@ -14,19 +15,26 @@ mod window;
 
 use core::ffi::c_void;
 
-use aya_ebpf::{bindings::BPF_NOEXIST, helpers::generated::bpf_loop};
+use aya_ebpf::{
+    bindings::BPF_NOEXIST, helpers::generated::bpf_loop, macros::map, maps::PerCpuArray,
+};
 use sonde_abi::{
-    MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK, UserStack,
-    stat,
-    unwind::{FRAME_EXACT, mode, outcome},
+    FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
+    UserStack, VmaMappings, stat,
+    unwind::{FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, file_frame, mode, outcome},
 };
 
 use crate::{
     globals,
-    maps::{PROC_MAPPINGS, UNWIND_SCRATCH, add, bump, user_stacks},
+    maps::{PROC_MAPPINGS, VMA_MAPPINGS, add, bump, user_stacks},
 };
 use regs::UserRegs;
 use step::Flow;
+
+/// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 1 KiB). Here,
+/// beside its type, rather than in `maps.rs`: every other map is shared, this one is the walk's own.
+#[map]
+static UNWIND_SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
 
 /// Per-CPU working memory of one walk (a map value: the BPF stack is too small for a stack).
 #[repr(C)]
@@ -54,6 +62,10 @@ pub struct Scratch {
     stored: [StoredStack; STORED_SLOTS],
     /// Rules found by earlier walks on this CPU.
     rows: [lookup::CachedRow; lookup::ROW_CACHE_SLOTS],
+    /// Walks through `VMA_MAPPINGS`: the table of each recorded mapping, once looked up (bit set in
+    /// `vma_known`).
+    vma_tables: [FileTable; MAX_VMA_MAPPINGS],
+    vma_known: u32,
     /// The Python walk that follows the native one.
     py: python::PyWalk,
 }
@@ -77,6 +89,7 @@ const LOOPS: u32 = MAX_STACK_DEPTH as u32 + 1;
 struct Walk {
     scratch: *mut Scratch,
     procs: *mut ProcMappings,
+    vmas: *const VmaMappings,
     tgid: u32,
     _pad: u32,
 }
@@ -118,6 +131,7 @@ pub fn walk_and_store(
     s.exact = 1;
     s.bp_lost = 0;
     s.mapping_hint = 0;
+    s.vma_known = 0;
     s.window.reset();
     s.hash = 0x6a09_e667_f3bc_c908;
     s.check = 0xbb67_ae85_84ca_a73b;
@@ -130,24 +144,48 @@ pub fn walk_and_store(
     let mut walk = Walk {
         scratch,
         procs: core::ptr::null_mut(),
+        vmas: core::ptr::null(),
         tgid,
         _pad: 0,
     };
     let known_process = procs.is_some();
-    // SAFETY (both calls): the callbacks match bpf_loop's contract and use `walk` only while the loop
-    // runs; `with_tables` gets a non-null `procs`.
-    match procs {
-        Some(procs) => {
+    // A process sampled in `exit_group` after its address space was torn down has no stack left:
+    // its leaf alone, said so rather than counted as a truncation.
+    if crate::vmas::current_mm_gone() {
+        if push(s) {
+            s.stack.outcome = outcome::EXITING;
+        }
+        let mut stored = finish(s, generation);
+        stored.known_process = known_process;
+        return stored;
+    }
+    // Not captured by userspace yet: the mappings the kernel recorded at exec and mmap, if any.
+    let vmas = match procs {
+        None if globals::unwind_mode() != mode::FP => VMA_MAPPINGS.get_ptr(tgid),
+        _ => None,
+    };
+    // SAFETY (every call): the callbacks match bpf_loop's contract and use `walk` only while the loop
+    // runs; `with_tables` gets a non-null `procs`, `with_vmas` a non-null `vmas`.
+    match (procs, vmas) {
+        (Some(procs), _) => {
             walk.procs = procs;
             unsafe { bpf_loop(LOOPS, with_tables as *mut c_void, (&raw mut walk).cast(), 0) };
         }
+        (None, Some(vmas)) => {
+            bump(stat::VMA_WALKS);
+            walk.vmas = vmas;
+            unsafe { bpf_loop(LOOPS, with_vmas as *mut c_void, (&raw mut walk).cast(), 0) };
+            if s.stack.outcome == outcome::ROOT {
+                bump(stat::VMA_WALK_ROOT);
+            }
+        }
         // `--unwind tables`: nothing to walk with until the process's tables are in.
-        None if globals::unwind_mode() == mode::TABLES => {
+        (None, None) if globals::unwind_mode() == mode::TABLES => {
             if push(s) {
                 s.stack.outcome = outcome::NO_TABLE;
             }
         }
-        None => {
+        (None, None) => {
             if globals::unwind_mode() == mode::AUTO {
                 bump(stat::FALLBACK_NO_PROCESS);
             }
@@ -169,7 +207,9 @@ pub fn walk_and_store(
     stored
 }
 
-/// `bpf_loop` callback: one frame with the process's tables.
+/// `bpf_loop` callback: one frame with the process's tables. Code mapped after userspace read the
+/// mappings (`dlopen`) is looked up in the mappings the kernel recorded, when the process exec'd
+/// while sonde ran; such frames are stored file-relative, as in [`with_vmas`].
 #[inline(never)]
 extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with both pointers set.
@@ -177,10 +217,65 @@ extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
         let walk = &*ctx.cast::<Walk>();
         (&mut *walk.scratch, &mut *walk.procs, walk.tgid)
     };
-    if !push(s) {
+    let pc = s.regs.pc;
+    let addr = step::lookup_address(s);
+    let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
+    let (found, word) = match lookup::mapping(procs, addr, &mut s.mapping_hint) {
+        Some(m) => (Some(m), raw),
+        None => {
+            // Userspace's view is behind either way: it re-reads the mappings (and finds what they
+            // hold, a shared libpython for instance).
+            step::request_refresh(procs, tgid);
+            // SAFETY: a pointer from a successful lookup, read for this frame only.
+            let recorded = VMA_MAPPINGS
+                .get_ptr(tgid)
+                .and_then(|vmas| files::locate(s, unsafe { &*vmas }, addr));
+            match recorded {
+                Some((m, file_id)) => (
+                    Some(m),
+                    file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw),
+                ),
+                None => (None, raw),
+            }
+        }
+    };
+    if !push_word(s, word) {
         return 1;
     }
-    match step::with_tables(s, procs, tgid) {
+    let flow = match found {
+        Some(m) => step::with_mapping(s, &m, addr),
+        None => step::no_info(s, stat::FALLBACK_NO_INFO),
+    };
+    match flow {
+        Flow::Continue => 0,
+        Flow::Stop => 1,
+    }
+}
+
+/// `bpf_loop` callback: one frame of a process userspace has not captured, with the mappings the
+/// kernel recorded. Frames in a binary with a table are stored file-relative (`FRAME_FILE`), so they
+/// are named even if the process is gone before userspace reads its mappings.
+#[inline(never)]
+extern "C" fn with_vmas(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with `vmas` set.
+    let (s, vmas) = unsafe {
+        let walk = &*ctx.cast::<Walk>();
+        (&mut *walk.scratch, &*walk.vmas)
+    };
+    let pc = s.regs.pc;
+    let addr = step::lookup_address(s);
+    let found = files::locate(s, vmas, addr);
+    let word = found
+        .and_then(|(m, file_id)| file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0))
+        .unwrap_or(if s.exact != 0 { pc | FRAME_EXACT } else { pc });
+    if !push_word(s, word) {
+        return 1;
+    }
+    let flow = match found {
+        Some((m, _)) => step::with_mapping(s, &m, addr),
+        None => step::no_info(s, stat::FALLBACK_NO_TABLE),
+    };
+    match flow {
         Flow::Continue => 0,
         Flow::Stop => 1,
     }
@@ -204,14 +299,22 @@ extern "C" fn frame_pointers_only(_index: u64, ctx: *mut c_void) -> i64 {
 #[inline(always)]
 fn push(s: &mut Scratch) -> bool {
     let pc = s.regs.pc;
+    push_word(s, if s.exact != 0 { pc | FRAME_EXACT } else { pc })
+}
+
+/// Appends a stored frame to the stack; false (outcome DEPTH) when the stack is full.
+#[inline(always)]
+fn push_word(s: &mut Scratch, word: u64) -> bool {
     let Some(slot) = s.stack.frames.get_mut(s.stack.len as usize) else {
         s.stack.outcome = outcome::DEPTH;
         return false;
     };
-    *slot = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
+    *slot = word;
     s.stack.len += 1;
-    s.hash = mix(s.hash ^ pc, 0x9e37_79b9_7f4a_7c15);
-    s.check = mix(s.check ^ pc, 0xc2b2_ae3d_27d4_eb4f);
+    // The exact flag is left out of the hashes, as it always was.
+    let key = word & !FRAME_EXACT;
+    s.hash = mix(s.hash ^ key, 0x9e37_79b9_7f4a_7c15);
+    s.check = mix(s.check ^ key, 0xc2b2_ae3d_27d4_eb4f);
     true
 }
 
@@ -234,6 +337,7 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
         outcome::NO_TABLE => stat::WALK_NO_TABLE,
         outcome::UNSUPPORTED => stat::WALK_UNSUPPORTED,
         outcome::FP_END => stat::WALK_FP_END,
+        outcome::EXITING => stat::WALK_EXITING,
         _ => stat::WALK_BAD_FRAME,
     };
     bump(counter);

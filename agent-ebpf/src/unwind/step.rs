@@ -4,8 +4,8 @@
 
 use aya_ebpf::helpers::{bpf_ktime_get_ns, bpf_probe_read_user};
 use sonde_abi::{
-    ProcEvent, ProcMappings, UnwindRule, proc_event, stat,
-    unwind::{FRAME_EXACT, MAPPING_NO_UNWIND_INFO, cfa, mode, outcome, rbp},
+    ExecMapping, ProcEvent, ProcMappings, UnwindRule, proc_event, stat,
+    unwind::{MAPPING_NO_UNWIND_INFO, cfa, mode, outcome, rbp, with_exact},
 };
 
 use super::{Scratch, lookup};
@@ -50,18 +50,18 @@ fn stop(s: &mut Scratch, why: u32) -> Flow {
     Flow::Stop
 }
 
-/// One frame with the process's tables (modes `auto` and `tables`).
+/// The address whose rule applies to the current frame: a return address points after the call, so
+/// the call itself (a call can be the last instruction of a function). The leaf and the frame after a
+/// signal are exact.
 #[inline(always)]
-pub fn with_tables(s: &mut Scratch, procs: &mut ProcMappings, tgid: u32) -> Flow {
+pub fn lookup_address(s: &Scratch) -> u64 {
     let pc = s.regs.pc;
-    // A return address points after the call; look up the call itself (a call can be the last
-    // instruction of a function). The leaf and the frame after a signal are exact.
-    let addr = if s.exact != 0 { pc } else { pc.wrapping_sub(1) };
-    let Some(m) = lookup::mapping(procs, addr, &mut s.mapping_hint) else {
-        // Code mapped after the kernel learned the mappings (dlopen, new JIT region).
-        request_refresh(procs, tgid);
-        return no_info(s, stat::FALLBACK_NO_INFO);
-    };
+    if s.exact != 0 { pc } else { pc.wrapping_sub(1) }
+}
+
+/// One frame at `addr` in mapping `m`.
+#[inline(always)]
+pub fn with_mapping(s: &mut Scratch, m: &ExecMapping, addr: u64) -> Flow {
     if m.table_id == 0 {
         return if m.flags & MAPPING_NO_UNWIND_INFO != 0 {
             no_info(s, stat::FALLBACK_NO_INFO)
@@ -77,7 +77,7 @@ pub fn with_tables(s: &mut Scratch, procs: &mut ProcMappings, tgid: u32) -> Flow
 
 /// No rule for this frame: step by frame pointer (`auto`), or end the walk (`tables`).
 #[inline(always)]
-fn no_info(s: &mut Scratch, counter: u32) -> Flow {
+pub fn no_info(s: &mut Scratch, counter: u32) -> Flow {
     if globals::unwind_mode() == mode::TABLES {
         return stop(s, outcome::NO_TABLE);
     }
@@ -154,7 +154,7 @@ fn signal_frame(s: &mut Scratch) -> Flow {
     // this frame, so the length is at least 1).
     let last = (s.stack.len.wrapping_sub(1) & FRAME_INDEX_MASK) as usize;
     if let Some(frame) = s.stack.frames.get_mut(last) {
-        *frame |= FRAME_EXACT;
+        *frame = with_exact(*frame);
     }
     // SAFETY: a user address; a fault makes the helper fail, which is handled.
     let Ok(saved) = (unsafe { bpf_probe_read_user((s.regs.sp + SIGFRAME_RBP) as *const SigRegs) })
@@ -202,7 +202,7 @@ pub fn frame_pointer(s: &mut Scratch) -> Flow {
 
 /// Asks userspace to read the process's mappings again, at most once per refresh interval.
 #[inline(always)]
-fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
+pub fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
     // SAFETY: no preconditions; the helper reads the monotonic clock.
     let now = unsafe { bpf_ktime_get_ns() };
     if now.wrapping_sub(procs.refresh_requested_ns) < globals::refresh_interval_ns() {

@@ -82,7 +82,7 @@ impl Default for WindowStats {
 }
 
 /// Every way a user-stack walk ends, with a short name; the first is the complete one.
-pub const WALK_OUTCOMES: [(&str, u32); 7] = [
+pub const WALK_OUTCOMES: [(&str, u32); 8] = [
     ("root", stat::WALK_ROOT),
     ("depth", stat::WALK_DEPTH),
     ("read_fault", stat::WALK_READ_FAULT),
@@ -90,6 +90,7 @@ pub const WALK_OUTCOMES: [(&str, u32); 7] = [
     ("unsupported", stat::WALK_UNSUPPORTED),
     ("bad_frame", stat::WALK_BAD_FRAME),
     ("fp_end", stat::WALK_FP_END),
+    ("exiting", stat::WALK_EXITING),
 ];
 
 /// Every kernel counter (`sonde_abi::stat`) with its metric label, in index order.
@@ -131,6 +132,12 @@ pub const KERNEL_COUNTERS: [(&str, u32); stat::COUNT as usize] = [
     ("python_no_thread", stat::PY_NO_THREAD),
     ("python_read_fault", stat::PY_READ_FAULT),
     ("python_truncated", stat::PY_TRUNCATED),
+    ("vma_walks", stat::VMA_WALKS),
+    ("vma_no_table", stat::VMA_NO_TABLE),
+    ("vma_missed", stat::VMA_MISSED),
+    ("vma_record_failed", stat::VMA_RECORD_FAILED),
+    ("walk_exiting", stat::WALK_EXITING),
+    ("vma_walk_root", stat::VMA_WALK_ROOT),
 ];
 
 impl WindowStats {
@@ -149,7 +156,16 @@ impl WindowStats {
 
     /// Share of walks that reached a thread root.
     pub fn walk_root_ratio(&self) -> f64 {
-        self.per_walk(self.kernel[stat::WALK_ROOT as usize])
+        crate::ratio::good_share(self.kernel[stat::WALK_ROOT as usize], self.walks())
+    }
+
+    /// Share of the walks of processes userspace had not captured (walked with the mappings the
+    /// kernel recorded) that reached a thread root.
+    pub fn new_process_root_ratio(&self) -> f64 {
+        crate::ratio::good_share(
+            self.kernel[stat::VMA_WALK_ROOT as usize],
+            self.kernel[stat::VMA_WALKS as usize],
+        )
     }
 
     /// Frames per walked user stack.

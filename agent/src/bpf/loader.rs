@@ -15,6 +15,7 @@ use sonde_abi::{
     Control, OffCpuKind, OffCpuSampling, names, names::globals, python::PyProc, unwind::MAX_RULES,
 };
 
+use super::unwind_maps::{PAGES_PER_BLOCK, UnwindMaps, UnwindMode, blocks_for_budget};
 use super::{
     BpfError,
     drain::Drainer,
@@ -24,14 +25,20 @@ use super::{
     sampling::{LONG_NS_MIN, SamplingMaps, track_all},
     tracefs,
 };
-use crate::unwind::{PAGES_PER_BLOCK, UnwindMaps, UnwindMode, blocks_for_budget};
 
 /// Processes with unwind mapping entries at once (each 8 KiB, allocated only when used).
 const MAX_UNWIND_PROCESSES: u32 = 8192;
+/// Binary files whose tables the kernel can find by device and inode (`FILE_TABLES`).
+const MAX_FILE_TABLES: u32 = 8192;
+/// Processes started since the agent began whose executable mappings the kernel records itself
+/// (`VMA_MAPPINGS`; entries go at exit).
+const MAX_VMA_PROCESSES: u32 = 8192;
 /// Minimum time between two requests to re-read one process's mappings.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
 /// Test hook: when this variable is `1`, the exec program fails on every run (the `TEST_FAIL_EXEC`
-/// global), so a test can see a kernel failure counted and logged. Not a user setting.
+/// global), so a test can see a kernel failure counted and logged. Not a user setting, and only read
+/// by builds with the `test-hooks` feature.
+#[cfg(feature = "test-hooks")]
 const TEST_FAIL_EXEC_ENV: &str = "SONDE_TEST_FAIL_EXEC";
 /// The program whose unloading ends the kernel log reader (loaded by every configuration).
 const KERNEL_LOG_WATCHED: &str = "sonde_exit";
@@ -77,8 +84,8 @@ pub struct LoadOptions {
     /// Have the programs log their failed invocations (see [`super::kernel_log`]) even when the log
     /// filter does not enable `sonde::bpf::kernel` at debug level (the lines still go through it).
     pub kernel_log: bool,
-    /// Walk the Python frames of CPython processes (`--python on`).
-    pub python: bool,
+    /// The runtimes that are on (`--runtimes`): Python frames are walked when `python` is.
+    pub runtimes: crate::runtimes::Runtimes,
 }
 
 impl Default for LoadOptions {
@@ -92,8 +99,14 @@ impl Default for LoadOptions {
             unwind: UnwindMode::Auto,
             max_unwind_table_mib: DEFAULT_UNWIND_TABLE_MIB,
             kernel_log: false,
-            python: true,
+            runtimes: crate::runtimes::Runtimes::all(),
         }
+    }
+}
+
+impl LoadOptions {
+    fn walks_python(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Python)
     }
 }
 
@@ -138,7 +151,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         (None, _) => (1, stacks),
     };
     let names = sizes_for(on_size, off_size, stack_maps, options.single_window);
-    let globals = Globals::new(options, layout.as_ref());
+    let globals = Globals::new(options, layout.as_ref(), &tracefs);
     let mut loader = EbpfLoader::new();
     for (name, size) in &names {
         loader.map_max_entries(name, *size);
@@ -173,7 +186,13 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             (_, n) => n as u32,
         },
     );
-    if !options.python {
+    let (file_tables, vma_processes) = match options.unwind {
+        UnwindMode::Fp => (1, 1),
+        _ => (MAX_FILE_TABLES, MAX_VMA_PROCESSES),
+    };
+    loader.map_max_entries(names::FILE_TABLES, file_tables);
+    loader.map_max_entries(names::VMA_MAPPINGS, vma_processes);
+    if !options.walks_python() {
         loader.map_max_entries(names::PY_PROCS, 1);
         loader.map_max_entries(names::PY_THREADS, 1);
     }
@@ -204,6 +223,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             rules: take_map(&mut ebpf, names::UNWIND_RULES)?,
             pages: take_map(&mut ebpf, names::UNWIND_PAGES)?,
             procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
+            files: take_map(&mut ebpf, names::FILE_TABLES)?,
             capacity: blocks,
             budget_bytes: u64::from(options.max_unwind_table_mib) << 20,
         }),
@@ -212,7 +232,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         Some(_) => Some(sampling_maps(&mut ebpf)?),
         None => None,
     };
-    let python = match options.python {
+    let python = match options.walks_python() {
         true => Some(take_map(&mut ebpf, names::PY_PROCS)?),
         false => None,
     };
@@ -222,6 +242,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
 
     attach_tracepoint(&mut ebpf, "sonde_exec", "sched_process_exec")?;
     attach_tracepoint(&mut ebpf, "sonde_exit", "sched_process_exit")?;
+    if globals.vma_layout.vm_file != 0 {
+        attach_tracepoint_in(&mut ebpf, "sonde_mmap", "syscalls", "sys_exit_mmap")?;
+        attach_tracepoint(&mut ebpf, "sonde_fork", "sched_process_fork")?;
+    }
     if options.off_cpu.is_some() {
         attach_tracepoint(&mut ebpf, "sonde_off_cpu", "sched_switch")?;
     }
@@ -295,10 +319,15 @@ struct Globals {
     test_fail_exec: u32,
     python: u32,
     task_fsbase_offset: u32,
+    vma_layout: sonde_abi::VmaLayout,
 }
 
 impl Globals {
-    fn new(options: &LoadOptions, layout: Option<&tracefs::SchedSwitchLayout>) -> Self {
+    fn new(
+        options: &LoadOptions,
+        layout: Option<&tracefs::SchedSwitchLayout>,
+        tracefs: &std::path::Path,
+    ) -> Self {
         let off = options.off_cpu.zip(layout);
         Self {
             filter_pids: u32::from(!options.pids.is_empty()),
@@ -316,8 +345,17 @@ impl Globals {
             preempt_state_bit: off.map_or(0, |(_, l)| u64::from(l.preempt_bit)),
             kernel_log: u32::from(kernel_log::wanted(options.kernel_log)),
             test_fail_exec: u32::from(test_fail_exec()),
-            python: u32::from(options.python),
-            task_fsbase_offset: if options.python { fsbase_offset() } else { 0 },
+            python: u32::from(options.walks_python()),
+            task_fsbase_offset: if options.walks_python() {
+                fsbase_offset()
+            } else {
+                0
+            },
+            vma_layout: if options.unwind == UnwindMode::Fp {
+                sonde_abi::VmaLayout::default()
+            } else {
+                vma_layout(tracefs)
+            },
         }
     }
 
@@ -341,7 +379,8 @@ impl Globals {
             .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
             .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
             .override_global(globals::PYTHON, &self.python, true)
-            .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true);
+            .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true)
+            .override_global(globals::VMA_LAYOUT, &self.vma_layout, true);
     }
 }
 
@@ -354,17 +393,52 @@ fn fsbase_offset() -> u32 {
     match super::btf::task_fsbase_offset() {
         Ok(offset) => offset,
         Err(e) => {
-            tracing::warn!("{e}");
+            tracing::warn!("{e}: {}", super::btf::FSBASE_CONSEQUENCE);
             0
         }
     }
 }
 
-/// Whether the test hook [`TEST_FAIL_EXEC_ENV`] is set (said loudly: it breaks process tracking).
+/// Offsets for recording the executable mappings of new processes in the kernel; all 0 (recording
+/// off) when the kernel's BTF lacks them (x86_64 only).
+fn vma_layout(tracefs: &std::path::Path) -> sonde_abi::VmaLayout {
+    if !cfg!(target_arch = "x86_64") {
+        return sonde_abi::VmaLayout::default();
+    }
+    let found = super::btf::vma_layout()
+        .map_err(|e| e.to_string())
+        .and_then(|layout| {
+            let field = |category, event, field, size| {
+                tracefs::field_offset(tracefs, category, event, field, size)
+                    .map_err(|e| e.to_string())
+            };
+            Ok(sonde_abi::VmaLayout {
+                fork_child_pid: field("sched", "sched_process_fork", "child_pid", 4)?,
+                mmap_ret: field("syscalls", "sys_exit_mmap", "ret", 8)?,
+                ..layout
+            })
+        });
+    match found {
+        Ok(layout) => layout,
+        Err(e) => {
+            tracing::warn!(
+                "{e}: the kernel cannot record the mappings of new processes, so the first samples of \
+                 each process (all of those living under a few tens of milliseconds) fall back to \
+                 frame pointers"
+            );
+            sonde_abi::VmaLayout::default()
+        }
+    }
+}
+
+/// Whether the test hook `SONDE_TEST_FAIL_EXEC` is set (said loudly: it breaks process tracking).
 fn test_fail_exec() -> bool {
-    let set = std::env::var_os(TEST_FAIL_EXEC_ENV).is_some_and(|v| v == "1");
+    let set: Option<bool> = test_hook!(Some(
+        std::env::var_os(TEST_FAIL_EXEC_ENV).is_some_and(|v| v == "1")
+    ));
+    let set = set.unwrap_or(false);
     if set {
-        tracing::warn!("test hook {TEST_FAIL_EXEC_ENV}=1: the exec program fails on every run");
+        tracing::warn!("test hook SONDE_TEST_FAIL_EXEC=1: the exec program fails on every run");
     }
     set
 }
@@ -411,6 +485,15 @@ fn attach_tracepoint(
     program: &'static str,
     event: &'static str,
 ) -> Result<(), BpfError> {
+    attach_tracepoint_in(ebpf, program, "sched", event)
+}
+
+fn attach_tracepoint_in(
+    ebpf: &mut Ebpf,
+    program: &'static str,
+    category: &str,
+    event: &'static str,
+) -> Result<(), BpfError> {
     let prog: &mut TracePoint = ebpf
         .program_mut(program)
         .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
@@ -418,7 +501,7 @@ fn attach_tracepoint(
         .map_err(program_err(program))?;
     prog.load()
         .map_err(step_err(program, Step::ProgramLoad(program)))?;
-    prog.attach("sched", event).map_err(|source| {
+    prog.attach(category, event).map_err(|source| {
         // aya reads the tracepoint's id from tracefs, then opens a perf event on it.
         let step = match source {
             aya::programs::ProgramError::TracePointError(_) => Step::TracepointId(event),
@@ -532,21 +615,7 @@ mod tests {
     #[test]
     fn every_load_time_global_exists_in_read_only_data() {
         let rodata = symbols_in(".rodata");
-        for global in [
-            names::globals::FILTER_PIDS,
-            names::globals::OFFCPU_KIND,
-            names::globals::MIN_BLOCK_NS,
-            names::globals::STANDARD_LAYOUT,
-            names::globals::RECORD_BASE,
-            names::globals::PREV_PID_OFFSET,
-            names::globals::PREV_STATE_OFFSET,
-            names::globals::NEXT_PID_OFFSET,
-            names::globals::PREEMPT_STATE_BIT,
-            names::globals::UNWIND_MODE,
-            names::globals::REFRESH_INTERVAL_NS,
-            names::globals::KERNEL_LOG,
-            names::globals::TEST_FAIL_EXEC,
-        ] {
+        for global in names::globals::ALL {
             assert!(
                 rodata.iter().any(|s| s == global),
                 "{global} not in .rodata: {rodata:?}"

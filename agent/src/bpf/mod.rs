@@ -11,6 +11,7 @@ pub mod maps;
 pub mod privileges;
 pub mod sampling;
 pub mod tracefs;
+pub(crate) mod unwind_maps;
 
 use std::path::PathBuf;
 

@@ -118,6 +118,32 @@ pub fn sched_switch_layout(tracefs: &Path) -> Result<SchedSwitchLayout, BpfError
     parse_sched_switch(&text).map_err(fail)
 }
 
+/// The offset of `field` (of `size` bytes) in the records of tracepoint `category:event`.
+pub fn field_offset(
+    tracefs: &Path,
+    category: &str,
+    event: &str,
+    field: &str,
+    size: u32,
+) -> Result<u32, BpfError> {
+    let path = tracefs.join(format!("events/{category}/{event}/format"));
+    let fail = |reason: String| BpfError::TracepointFormat {
+        tracepoint: format!("{category}:{event}"),
+        reason,
+        path: path.clone(),
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| fail(format!("cannot read the format file: {e}")))?;
+    match parse_fields(&text).get(field) {
+        Some(f) if f.size == size => Ok(f.offset),
+        Some(f) => Err(fail(format!(
+            "field {field} is {} bytes, not {size}",
+            f.size
+        ))),
+        None => Err(fail(format!("no field {field}"))),
+    }
+}
+
 fn parse_sched_switch(text: &str) -> Result<SchedSwitchLayout, String> {
     let fields = parse_fields(text);
     let get = |name: &str, size: u32| match fields.get(name) {

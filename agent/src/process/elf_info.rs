@@ -1,7 +1,8 @@
 //! What sonde needs to know about a mapped ELF file, read once when the binary is first captured: its
 //! loadable segments (file offset to ELF address, for unwind tables and debug files), its GNU build id,
 //! and what symbols it carries or points to (`.symtab`, DWARF, `.gnu_debuglink`, `.gnu_debugdata`), and
-//! whether it is a CPython interpreter (`_PyRuntime`, `Py_Version`: a symbol look-up, no DWARF).
+//! whether it is a CPython interpreter (`_PyRuntime`, `Py_Version`: a symbol look-up, no DWARF) or a Go
+//! binary (`.gopclntab`).
 
 use std::fs::File;
 
@@ -37,6 +38,9 @@ pub struct ElfInfo {
     pub py_runtime: Option<u64>,
     /// CPython (major, minor) from the value of `Py_Version` (3.11+ export it).
     pub py_version: Option<(u8, u8)>,
+    /// A Go binary (`.gopclntab`, or Go's build id note or build info where an external linker folded
+    /// the table into `.data.rel.ro`): named from its own table (`runtimes::go`).
+    pub is_go: bool,
 }
 
 impl ElfInfo {
@@ -71,6 +75,7 @@ impl ElfInfo {
                 .flatten()
                 .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
             has_debugdata: has(".gnu_debugdata"),
+            is_go: has(".gopclntab") || has(".note.go.buildid") || has(".go.buildinfo"),
             py_runtime,
             // Looked up only in interpreters: a miss scans the whole symbol table.
             py_version: py_runtime

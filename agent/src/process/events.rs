@@ -18,7 +18,7 @@ use aya::maps::{MapData, RingBuf};
 use sonde_abi::{ProcEvent, proc_event};
 
 use super::{ProcessTable, has_live_threads};
-use crate::{symbolize::PythonNames, unwind::UnwindHandle};
+use crate::{runtimes::python::PythonNames, unwind::UnwindHandle};
 
 /// The running event thread.
 pub struct EventThread {

@@ -12,9 +12,11 @@
 
 pub mod elf_info;
 pub mod events;
+pub(crate) mod file_ids;
 mod maps_file;
 pub(crate) mod memfd;
 mod open;
+pub(crate) mod untrusted;
 mod vdso;
 
 use std::{
@@ -50,6 +52,8 @@ pub struct Binary {
     /// The root directory of the first process seen mapping it (`/proc/PID/root`): debug files are
     /// looked up inside it, as that process sees the file system (containers).
     pub root: PathBuf,
+    /// That process's credentials: debug files are read only if its user could read them.
+    pub(crate) owner: Option<untrusted::Owner>,
 }
 
 impl Binary {
@@ -86,7 +90,7 @@ pub struct ProcessInfo {
     /// When the kernel reported the exit, if it did.
     pub exited_at: Option<Instant>,
     /// The CPython interpreter it runs, when Python detection is on and found one sonde can walk.
-    pub(crate) python: Option<Arc<crate::python::detect::Interpreter>>,
+    pub(crate) python: Option<Arc<crate::runtimes::python::detect::Interpreter>>,
 }
 
 impl ProcessInfo {
@@ -138,7 +142,7 @@ pub struct ProcessTable {
     /// Whether an interpreter's memory was refused and warned about: once, then debug.
     python_memory_warned: bool,
     /// Where found interpreters are handed to the kernel (`PY_PROCS`), when it walks Python frames.
-    python_publisher: Option<crate::python::publish::Publisher>,
+    python_publisher: Option<crate::runtimes::python::publish::Publisher>,
     /// Capture counters.
     pub stats: CaptureStats,
 }
@@ -164,7 +168,10 @@ impl ProcessTable {
 
     /// Looks for CPython in every capture and keeps the kernel's `PY_PROCS` in step: written at each
     /// capture that finds an interpreter, removed at exit or at an exec into something else.
-    pub(crate) fn publish_python(&mut self, publisher: crate::python::publish::Publisher) {
+    pub(crate) fn publish_python(
+        &mut self,
+        publisher: crate::runtimes::python::publish::Publisher,
+    ) {
         self.python = true;
         self.python_publisher = Some(publisher);
     }
@@ -318,8 +325,8 @@ impl ProcessTable {
         pid: u32,
         name: &str,
         mappings: &[Mapping],
-    ) -> Option<Arc<crate::python::detect::Interpreter>> {
-        match crate::python::detect::detect(pid, mappings) {
+    ) -> Option<Arc<crate::runtimes::python::detect::Interpreter>> {
+        match crate::runtimes::python::detect::detect(pid, mappings) {
             Ok(found) => {
                 if let Some(interpreter) = &found {
                     tracing::debug!(pid, %name, binary = %interpreter.binary, version = ?interpreter.version, runtime = interpreter.runtime, "CPython found");
@@ -402,6 +409,7 @@ impl ProcessTable {
             elf: ElfInfo::read(&file),
             file,
             root: maps_file::proc_dir(pid).join("root"),
+            owner: untrusted::Owner::of(pid),
         });
         self.binaries.insert(id, Arc::downgrade(&binary));
         Some(binary)

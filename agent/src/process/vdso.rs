@@ -20,6 +20,7 @@ pub(crate) fn binary() -> std::io::Result<Arc<Binary>> {
         elf: ElfInfo::parse(&image),
         file,
         root: "/".into(),
+        owner: None,
     }))
 }
 

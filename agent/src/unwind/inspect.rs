@@ -5,11 +5,9 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::Context as _;
 
-use super::{
-    layout::layout,
-    store::{BLOCK_BYTES, PAGE_ENTRY_BYTES},
-    table,
-};
+use crate::bpf::unwind_maps::{BLOCK_BYTES, PAGE_ENTRY_BYTES};
+
+use super::{layout::layout, table};
 
 /// Distinct rules as the store numbers them (one numbering for every binary printed).
 #[derive(Default)]

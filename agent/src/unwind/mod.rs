@@ -8,36 +8,13 @@
 pub mod inspect;
 mod layout;
 pub(crate) mod mappings;
+pub(crate) mod saved;
 mod store;
 pub(crate) mod table;
 mod worker;
 
-pub(crate) use store::{PAGES_PER_BLOCK, blocks_for_budget};
-pub(crate) use worker::{UnwindHandle, UnwindMaps, Unwinder};
-
-/// How user stacks are walked (`--unwind`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum UnwindMode {
-    /// Unwind tables where they exist, frame pointers elsewhere.
-    #[default]
-    Auto,
-    /// Frame pointers only.
-    Fp,
-    /// Unwind tables only: a frame without one ends the stack.
-    Tables,
-}
-
-impl UnwindMode {
-    /// The kernel's value (`sonde_abi::unwind::mode`).
-    pub(crate) fn abi(self) -> u32 {
-        use sonde_abi::unwind::mode;
-        match self {
-            UnwindMode::Auto => mode::AUTO,
-            UnwindMode::Fp => mode::FP,
-            UnwindMode::Tables => mode::TABLES,
-        }
-    }
-}
+pub use crate::bpf::unwind_maps::UnwindMode;
+pub(crate) use worker::{UnwindHandle, Unwinder};
 
 /// Unwinding flags shared by `record` and `run`.
 #[derive(Clone, Copy, Debug, clap::Args)]
@@ -51,10 +28,28 @@ pub struct UnwindArgs {
     #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_UNWIND_TABLE_MIB,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_unwind_table_mib: u32,
-    /// Python frames of CPython 3.9 to 3.13 processes (function, file and line in place of the
-    /// interpreter's evaluation loop): `on` or `off`.
-    #[arg(long, value_enum, default_value = "on")]
-    pub python: Switch,
+    /// Runtimes whose frames are named beyond native symbols, comma-separated, or `all` or `none`:
+    /// `python` (CPython 3.9 to 3.13: function, file and line in place of the interpreter's
+    /// evaluation loop), `go` (names, lines and inlined calls from `.gopclntab`, stripped binaries
+    /// too).
+    #[arg(long, default_value = "all")]
+    pub runtimes: crate::runtimes::Runtimes,
+    /// Shorthand kept from before `--runtimes`: `off` takes `python` out of `--runtimes`, `on` puts
+    /// it in.
+    #[arg(long, value_enum)]
+    pub python: Option<Switch>,
+}
+
+impl UnwindArgs {
+    /// The runtimes that are on, `--python` applied to `--runtimes`.
+    pub fn runtimes(&self) -> crate::runtimes::Runtimes {
+        match self.python {
+            Some(switch) => self
+                .runtimes
+                .with(crate::runtimes::Runtime::Python, switch.on()),
+            None => self.runtimes,
+        }
+    }
 }
 
 /// An on/off flag value.
@@ -76,8 +71,10 @@ impl Switch {
 /// Counters of the unwind tables, cumulative except where noted.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct UnwindStats {
-    /// Tables built and loaded.
+    /// Tables built (from `.eh_frame`) and loaded.
     pub tables_built: u64,
+    /// Tables read from disk and loaded (`sonde run` keeps built tables in its data directory).
+    pub tables_from_disk: u64,
     /// Binaries without a usable table (no CFI, another architecture, larger than the budget).
     pub build_failures: u64,
     /// Rows of the tables built.

@@ -18,31 +18,10 @@ use sonde_abi::{
 };
 
 use super::layout::{Layout, RulesFull, layout};
-use crate::bpf::BpfError;
+use crate::bpf::{BpfError, unwind_maps::BLOCK_BYTES};
 
 /// Time before a freed block is written again: program invocations last microseconds.
 const REUSE_GRACE: Duration = Duration::from_millis(50);
-
-/// Bytes of one block of rows.
-pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<PackedRow>()) as u64;
-/// Kernel bytes of one page entry: a non-preallocated hash element with an 8-byte key and value is
-/// a 64-byte slab object.
-pub(crate) const PAGE_ENTRY_BYTES: u64 = 64;
-/// Kernel bytes of one hash bucket of `UNWIND_PAGES`, allocated for every possible entry at load.
-const PAGE_BUCKET_BYTES: u64 = 16;
-/// Page entries allowed per block of rows: 4 KiB of code holds about 80 rows on average, so about 100
-/// pages fill an 8192-row block (libc 98, python3 88, libLLVM 103); 128 leaves room for sparse tables.
-pub(crate) const PAGES_PER_BLOCK: u32 = 128;
-/// Bytes of the rule array, allocated in full at load.
-const RULES_BYTES: u64 = (MAX_RULES * size_of::<UnwindRule>()) as u64;
-
-/// Blocks of rows for a budget of `bytes` of kernel memory covering everything the tables use: the
-/// rules, and per block its rows, its share of page entries and of the page hash's buckets.
-pub(crate) fn blocks_for_budget(bytes: u64) -> u32 {
-    let per_block =
-        BLOCK_BYTES + u64::from(PAGES_PER_BLOCK) * (PAGE_ENTRY_BYTES + PAGE_BUCKET_BYTES);
-    (bytes.saturating_sub(RULES_BYTES) / per_block).max(1) as u32
-}
 
 /// The kernel maps behind the store (a fake in tests).
 pub(crate) trait TableMaps {
@@ -352,6 +331,9 @@ mod tests {
     use sonde_abi::unwind::cfa;
 
     use super::*;
+    use crate::bpf::unwind_maps::{
+        PAGE_BUCKET_BYTES, PAGE_ENTRY_BYTES, PAGES_PER_BLOCK, RULES_BYTES, blocks_for_budget,
+    };
 
     #[derive(Default)]
     struct FakeMaps {

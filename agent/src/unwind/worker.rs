@@ -14,17 +14,27 @@ use std::{
 };
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
-use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names};
+use sonde_abi::{
+    FileKey, FileTable, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names,
+};
 
 use super::{
     UnwindStats,
     mappings::{self, Unwinding},
-    store::{BLOCK_BYTES, PAGE_ENTRY_BYTES, StoreError, TableMaps, TableStore},
+    saved::SavedTables,
+    store::{StoreError, TableMaps, TableStore},
     table,
 };
 use crate::{
-    bpf::{BpfError, maps::map_err},
-    process::{Mapping, ProcessInfo},
+    bpf::{
+        BpfError,
+        maps::map_err,
+        unwind_maps::{BLOCK_BYTES, PAGE_ENTRY_BYTES, UnwindMaps},
+    },
+    process::{
+        Mapping, ProcessInfo,
+        file_ids::{FileIds, kernel_dev},
+    },
 };
 
 /// Requests queued before new ones are dropped (and counted): the thread may be busy building a large
@@ -48,22 +58,6 @@ enum Request {
     /// Answer once everything before it is handled.
     Barrier(std::sync::mpsc::Sender<()>),
     Stop,
-}
-
-/// The kernel maps the unwinder owns.
-pub(crate) struct UnwindMaps {
-    /// `UNWIND_ROWS`.
-    pub(crate) rows: Array<MapData, RowBlock>,
-    /// `UNWIND_RULES`.
-    pub(crate) rules: Array<MapData, UnwindRule>,
-    /// `UNWIND_PAGES`.
-    pub(crate) pages: BpfHashMap<MapData, PageKey, PageEntry>,
-    /// `PROC_MAPPINGS`.
-    pub(crate) procs: BpfHashMap<MapData, u32, ProcMappings>,
-    /// Blocks in `rows`.
-    pub(crate) capacity: u32,
-    /// `--max-unwind-table-mib`, in bytes.
-    pub(crate) budget_bytes: u64,
 }
 
 struct AyaTableMaps {
@@ -136,8 +130,9 @@ pub(crate) struct Unwinder {
 }
 
 impl Unwinder {
-    /// Starts the thread over `maps`.
-    pub(crate) fn start(maps: UnwindMaps) -> Self {
+    /// Starts the thread over `maps`, giving binaries ids in `file_ids` as their tables load, and
+    /// keeping tables in `saved` when given (`sonde run`).
+    pub(crate) fn start(maps: UnwindMaps, file_ids: FileIds, saved: Option<SavedTables>) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let stats = Arc::new(Mutex::new(UnwindStats {
             budget_bytes: maps.budget_bytes,
@@ -153,8 +148,14 @@ impl Unwinder {
                 maps.capacity,
             ),
             procs_map: maps.procs,
+            files: Files {
+                map: maps.files,
+                ids: file_ids,
+                published: HashMap::new(),
+            },
             binaries: HashMap::new(),
             procs: HashMap::new(),
+            saved,
             stats: stats.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -202,11 +203,66 @@ enum BinaryState {
     Unusable,
 }
 
+/// What the kernel knows of binary files (`FILE_TABLES`), for processes it walks before userspace
+/// has captured them.
+struct Files {
+    map: BpfHashMap<MapData, FileKey, FileTable>,
+    ids: FileIds,
+    /// Entries written, by the table they name (removed when it is evicted).
+    published: HashMap<TableKey, Vec<FileKey>>,
+}
+
+impl Files {
+    /// Tells the kernel that the file of `mapping` has table `table_id`, its executable segment
+    /// `delta` (p_vaddr - p_offset).
+    fn publish(&mut self, key: &TableKey, mapping: &Mapping, table_id: u32, delta: u64) {
+        let Some(binary) = &mapping.binary else {
+            return;
+        };
+        let file = FileKey {
+            dev: kernel_dev(binary.id.0),
+            _pad: 0,
+            ino: binary.id.1,
+        };
+        let written = self.published.entry(key.clone()).or_default();
+        if written.contains(&file) {
+            return;
+        }
+        let Some(file_id) = self.ids.assign(binary, delta) else {
+            return; // registry full: frames keep process addresses
+        };
+        let value = FileTable {
+            table_id,
+            file_id,
+            delta,
+        };
+        match self.map.insert(file, value, 0) {
+            Ok(()) => written.push(file),
+            Err(err) => {
+                tracing::debug!(path = %mapping.module.path, %err, "telling the kernel of a binary's table failed; new processes fall back to frame pointers there");
+            }
+        }
+    }
+
+    /// The tables of `key` are gone from the kernel.
+    fn withdraw(&mut self, key: &TableKey) {
+        for file in self.published.remove(key).unwrap_or_default() {
+            if let Err(err) = self.map.remove(&file)
+                && !matches!(err, aya::maps::MapError::KeyNotFound)
+            {
+                tracing::debug!(%err, "removing a binary's table entry failed");
+            }
+        }
+    }
+}
+
 struct Worker {
     store: TableStore<TableKey, AyaTableMaps>,
     procs_map: BpfHashMap<MapData, u32, ProcMappings>,
+    files: Files,
     binaries: HashMap<TableKey, BinaryState>,
     procs: HashMap<u32, Arc<ProcessInfo>>,
+    saved: Option<SavedTables>,
     stats: Arc<Mutex<UnwindStats>>,
 }
 
@@ -285,9 +341,20 @@ impl Worker {
         let Some(binary) = &mapping.binary else {
             return;
         };
-        let built = table::build_file(&binary.file)
-            .map(|t| (t, binary.elf.segments.clone()))
-            .map_err(|e| e.to_string());
+        let saved = self.saved_rows(key, &mapping.module.path);
+        let from_disk = saved.is_some();
+        let built = match saved {
+            Some(rows) => Ok(rows),
+            None => table::build_file(&binary.file)
+                .map(|t| {
+                    if root_owned(&binary.file) {
+                        self.save_rows(key, &t.rows, &mapping.module.path);
+                    }
+                    t.rows
+                })
+                .map_err(|e| e.to_string()),
+        }
+        .map(|rows| (rows, binary.elf.segments.clone()));
         let (built, segments) = match built {
             Ok(ok) => ok,
             Err(reason) => {
@@ -297,13 +364,17 @@ impl Worker {
                 return;
             }
         };
-        let rows = built.rows.len();
-        match self.store.load(key.clone(), &built.rows, keep) {
+        let rows = built.len();
+        match self.store.load(key.clone(), &built, keep) {
             Ok(loaded) => {
                 let elapsed = started.elapsed();
                 tracing::debug!(path = %mapping.module.path, id = loaded.id, rows, blocks = loaded.blocks, ms = elapsed.as_millis() as u64, "unwind table loaded");
                 let mut stats = self.stats.lock().expect("unwind stats lock");
-                stats.tables_built += 1;
+                if from_disk {
+                    stats.tables_from_disk += 1;
+                } else {
+                    stats.tables_built += 1;
+                }
                 stats.rows += rows as u64;
                 stats.build_seconds += elapsed.as_secs_f64();
                 drop(stats);
@@ -326,8 +397,36 @@ impl Worker {
         }
     }
 
+    /// The rows saved on disk for `key` (a binary with a build id), counted.
+    fn saved_rows(&mut self, key: &TableKey, path: &str) -> Option<Vec<sonde_abi::UnwindRow>> {
+        let (TableKey::BuildId(id), Some(saved)) = (key, &mut self.saved) else {
+            return None;
+        };
+        match saved.load(id) {
+            Ok(Some(rows)) => Some(rows),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(path, %err, "a saved unwind table was not used");
+                None
+            }
+        }
+    }
+
+    /// Saves the rows just built for `key` (a binary with a build id).
+    fn save_rows(&mut self, key: &TableKey, rows: &[sonde_abi::UnwindRow], path: &str) {
+        let (TableKey::BuildId(id), Some(saved)) = (key, &mut self.saved) else {
+            return;
+        };
+        if let Err(err) = saved.save(id, rows) {
+            tracing::warn!(path, %err, "saving an unwind table failed; it is rebuilt at the next start");
+        }
+    }
+
     /// Processes that used an evicted table get entries without it (their frames there fall back).
     fn evicted(&mut self, keys: &[TableKey]) {
+        for key in keys {
+            self.files.withdraw(key);
+        }
         let gone: HashSet<&TableKey> = keys.iter().collect();
         let affected: Vec<u32> = self
             .procs
@@ -356,10 +455,17 @@ impl Worker {
                 let how = match key_of(m) {
                     None => Unwinding::NoInfo,
                     Some(key) => match (self.store.get(&key), self.binaries.get(&key)) {
-                        (Some(id), Some(BinaryState::Usable(segments))) => Unwinding::Table {
-                            id,
-                            bias: mappings::bias(m.module.start, m.module.file_offset, segments),
-                        },
+                        (Some(id), Some(BinaryState::Usable(segments))) => {
+                            let bias =
+                                mappings::bias(m.module.start, m.module.file_offset, segments);
+                            let delta = m
+                                .module
+                                .start
+                                .wrapping_sub(m.module.file_offset)
+                                .wrapping_sub(bias);
+                            self.files.publish(&key, m, id, delta);
+                            Unwinding::Table { id, bias }
+                        }
                         (_, Some(BinaryState::Unusable)) => Unwinding::NoInfo,
                         _ => Unwinding::Pending,
                     },
@@ -382,6 +488,15 @@ impl Worker {
                 .processes_dropped += 1;
         }
     }
+}
+
+/// Whether a binary is root's and writable by no one else: only such tables are kept on disk. A build
+/// id is what the file says it is; a user's binary claiming libc's would otherwise have its rows
+/// loaded for libc after every restart.
+fn root_owned(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    file.metadata()
+        .is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0)
 }
 
 /// The table a mapping uses, if any can exist (the vDSO is a binary like the others).

@@ -1,8 +1,8 @@
-//! The running kernel's BTF (`/sys/kernel/btf/vmlinux`), read for the one struct layout the kernel
+//! The running kernel's BTF (`/sys/kernel/btf/vmlinux`), read for the struct layouts the kernel
 //! programs need and cannot get from CO-RE: the byte offset of `thread.fsbase` in `task_struct`, which
 //! the CPython 3.9/3.10 walk compares with `PyThreadState.thread_id` (glibc's pthread_self() is the
-//! thread's x86_64 fs base). `task_struct`'s layout differs per kernel build, so the offset is looked up
-//! once at load.
+//! thread's x86_64 fs base), and the VMA, file and inode members the recording of executable mappings
+//! reads (`VmaLayout`). Layouts differ per kernel build, so offsets are looked up once at load.
 //!
 //! aya 0.14 keeps its BTF accessors crate-private, hence this small reader of the format documented in
 //! the kernel's `Documentation/bpf/btf.rst`. It trusts nothing in the blob: every read is bounds-checked,
@@ -17,8 +17,8 @@ const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// The member chain whose offset the Python walk reads with `bpf_probe_read_kernel(current + offset)`.
 const TASK_FSBASE_PATH: [&str; 3] = ["task_struct", "thread", "fsbase"];
 
-/// What losing the offset costs, appended to every error: the lookup has no other user.
-const CONSEQUENCE: &str = "sonde cannot match threads to their CPython 3.9/3.10 thread state, so \
+/// What losing the fs base offset costs (the loader appends it when it logs the error).
+pub(crate) const FSBASE_CONSEQUENCE: &str = "sonde cannot match threads to their CPython 3.9/3.10 thread state, so \
      Python 3.9/3.10 threads that do not hold the GIL keep native frames only";
 
 const BTF_MAGIC: u16 = 0xeb9f;
@@ -61,7 +61,7 @@ const KIND_MAX: u32 = KIND_ENUM64;
 pub(crate) enum BtfError {
     /// The BTF file is missing or unreadable.
     #[error(
-        "cannot read the kernel's BTF at {} ({source}): the kernel must be built with CONFIG_DEBUG_INFO_BTF=y (in a container, give sonde the host's /sys); {CONSEQUENCE}",
+        "cannot read the kernel's BTF at {} ({source}): the kernel must be built with CONFIG_DEBUG_INFO_BTF=y (in a container, give sonde the host's /sys)",
         path.display()
     )]
     Unreadable {
@@ -73,7 +73,7 @@ pub(crate) enum BtfError {
     },
     /// The blob does not start with the BTF magic.
     #[error(
-        "the kernel's BTF does not start with the BTF magic 0xeb9f (found {found:#06x}{swapped}): it is not BTF or is corrupt; {CONSEQUENCE}"
+        "the kernel's BTF does not start with the BTF magic 0xeb9f (found {found:#06x}{swapped}): it is not BTF or is corrupt"
     )]
     BadMagic {
         /// The first two bytes, in host order.
@@ -82,22 +82,20 @@ pub(crate) enum BtfError {
         swapped: &'static str,
     },
     /// A BTF version this reader does not know.
-    #[error("the kernel's BTF has version {version}, sonde reads version 1: {CONSEQUENCE}")]
+    #[error("the kernel's BTF has version {version}, sonde reads version 1")]
     Version {
         /// The header's version.
         version: u8,
     },
     /// A header field, type or string points past the end of its section.
-    #[error(
-        "the kernel's BTF is truncated or corrupt ({what} runs past the end of the data): {CONSEQUENCE}"
-    )]
+    #[error("the kernel's BTF is truncated or corrupt ({what} runs past the end of the data)")]
     Truncated {
         /// What was being read.
         what: String,
     },
     /// A type of a kind newer than this reader, whose length is therefore unknown.
     #[error(
-        "the kernel's BTF has type {id} of kind {kind}, newer than sonde knows (up to {KIND_MAX}): update sonde; {CONSEQUENCE}"
+        "the kernel's BTF has type {id} of kind {kind}, newer than sonde knows (up to {KIND_MAX}): update sonde"
     )]
     UnknownKind {
         /// The type id.
@@ -106,20 +104,20 @@ pub(crate) enum BtfError {
         kind: u32,
     },
     /// A type id that is not in the blob, or a chain of types that never ends.
-    #[error("the kernel's BTF is corrupt ({what}): {CONSEQUENCE}")]
+    #[error("the kernel's BTF is corrupt ({what})")]
     BadType {
         /// What is wrong.
         what: String,
     },
     /// No struct of that name.
-    #[error("the kernel's BTF has no struct {name}: {CONSEQUENCE}")]
+    #[error("the kernel's BTF has no struct {name}")]
     MissingStruct {
         /// The struct looked for.
         name: String,
     },
     /// The struct (or a member's struct) lacks the member.
     #[error(
-        "{container} in the kernel's BTF has no member {member} (another architecture or an unusual kernel build): {CONSEQUENCE}"
+        "{container} in the kernel's BTF has no member {member} (another architecture or an unusual kernel build)"
     )]
     MissingMember {
         /// The path up to the member, e.g. `task_struct.thread`.
@@ -128,14 +126,14 @@ pub(crate) enum BtfError {
         member: String,
     },
     /// A member in the middle of the path is not a struct or union.
-    #[error("{path} in the kernel's BTF is not a struct or union: {CONSEQUENCE}")]
+    #[error("{path} in the kernel's BTF is not a struct or union")]
     NotAStruct {
         /// The path up to that member.
         path: String,
     },
     /// The member is a bitfield or does not start on a byte.
     #[error(
-        "{path} in the kernel's BTF is at bit {bit_offset} (a bitfield or not byte-aligned), not readable as a word: {CONSEQUENCE}"
+        "{path} in the kernel's BTF is at bit {bit_offset} (a bitfield or not byte-aligned), not readable as a word"
     )]
     Unaligned {
         /// The path up to the member.
@@ -143,8 +141,8 @@ pub(crate) enum BtfError {
         /// Its bit offset in its parent.
         bit_offset: u64,
     },
-    /// The member exists but is not the 8-byte word the kernel program reads.
-    #[error("{path} in the kernel's BTF is {size} bytes, not an 8-byte word: {CONSEQUENCE}")]
+    /// The member exists but is not the size of the word the kernel program reads.
+    #[error("{path} in the kernel's BTF is {size} bytes, not the word the kernel program reads")]
     NotAWord {
         /// The member path.
         path: String,
@@ -171,6 +169,74 @@ pub(crate) fn task_fsbase_offset() -> Result<u32, BtfError> {
         });
     }
     Ok(member.offset)
+}
+
+/// The members the kernel's VMA lookup reads (`sonde_abi::VmaLayout`), with the size each must have:
+/// the kernel program reads `u64` words and the 32-bit `dev_t`.
+const VMA_MEMBERS: [(&[&str], u32); 11] = [
+    (&["vm_area_struct", "vm_start"], 8),
+    (&["vm_area_struct", "vm_end"], 8),
+    (&["vm_area_struct", "vm_pgoff"], 8),
+    (&["vm_area_struct", "vm_file"], 8),
+    (&["vm_area_struct", "vm_flags"], 8),
+    (&["file", "f_inode"], 8),
+    (&["inode", "i_ino"], 8),
+    (&["inode", "i_sb"], 8),
+    (&["super_block", "s_dev"], 4),
+    (&["task_struct", "mm"], 8),
+    (&["mm_struct", "start_code"], 8),
+];
+
+/// Offsets of the kernel structure members the VMA lookup reads, from the running kernel's BTF (the
+/// tracepoint fields are left 0 for the loader to fill from tracefs).
+pub(crate) fn vma_layout() -> Result<sonde_abi::VmaLayout, BtfError> {
+    let blob = std::fs::read(VMLINUX_BTF).map_err(|source| BtfError::Unreadable {
+        path: VMLINUX_BTF.into(),
+        source,
+    })?;
+    vma_layout_of(&blob)
+}
+
+fn vma_layout_of(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> {
+    let mut offsets = [0u32; VMA_MEMBERS.len()];
+    for (slot, (path, size)) in offsets.iter_mut().zip(VMA_MEMBERS) {
+        let member = member_layout(blob, path)?;
+        if member.size != size {
+            return Err(BtfError::NotAWord {
+                path: path.join("."),
+                size: member.size,
+            });
+        }
+        *slot = member.offset;
+    }
+    let [
+        vm_start,
+        vm_end,
+        vm_pgoff,
+        vm_file,
+        vm_flags,
+        f_inode,
+        i_ino,
+        i_sb,
+        s_dev,
+        task_mm,
+        mm_start_code,
+    ] = offsets;
+    Ok(sonde_abi::VmaLayout {
+        vm_start,
+        vm_end,
+        vm_pgoff,
+        vm_file,
+        f_inode,
+        i_ino,
+        i_sb,
+        s_dev,
+        vm_flags,
+        task_mm,
+        mm_start_code,
+        fork_child_pid: 0,
+        mmap_ret: 0,
+    })
 }
 
 /// Byte offset of the member chain `path[1..]` from the start of struct `path[0]`: the offset of

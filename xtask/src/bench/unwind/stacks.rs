@@ -6,7 +6,7 @@
 //! passed `__libc_start_call_main` (libc has debug symbols here), and a cut stack never holds a root.
 
 /// Thread entry points (glibc), as in agent/src/symbolize/roots.rs minus the Go and musl names.
-pub(super) const ROOTS: [&str; 8] = [
+pub(crate) const ROOTS: [&str; 8] = [
     "_start",
     "__libc_start_call_main",
     "__libc_start_main",
@@ -19,9 +19,9 @@ pub(super) const ROOTS: [&str; 8] = [
 
 /// Samples of one workload and how many of them reached a root.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Share {
-    pub(super) samples: u64,
-    pub(super) rooted: u64,
+pub(crate) struct Share {
+    pub(crate) samples: u64,
+    pub(crate) rooted: u64,
 }
 
 impl Share {
@@ -33,13 +33,13 @@ impl Share {
     }
 
     /// Adds another tally of the same workload.
-    pub(super) fn merge(&mut self, other: Share) {
+    pub(crate) fn merge(&mut self, other: Share) {
         self.samples += other.samples;
         self.rooted += other.rooted;
     }
 
     /// Rooted share in percent, `None` without samples.
-    pub(super) fn percent(self) -> Option<f64> {
+    pub(crate) fn percent(self) -> Option<f64> {
         (self.samples > 0).then(|| 100.0 * self.rooted as f64 / self.samples as f64)
     }
 }
@@ -51,7 +51,7 @@ fn is_root(frame: &str) -> bool {
 }
 
 /// Tallies sonde's folded lines (`comm;outer;...;leaf COUNT`) into `workloads` slots by thread name.
-pub(super) fn from_folded(
+pub(crate) fn from_folded(
     text: &str,
     workloads: usize,
     workload_of_comm: impl Fn(&str) -> Option<usize>,
@@ -76,10 +76,22 @@ pub(super) fn from_folded(
 
 /// Tallies `perf script -F pid,ip,sym,dso` output: a header line with the pid, then one tab-indented
 /// `ip sym (dso)` line per frame, leaf first, kernel frames before user frames.
-pub(super) fn from_perf_script(
+pub(crate) fn from_perf_script(
     text: &str,
     workloads: usize,
     workload_of_pid: impl Fn(u32) -> Option<usize>,
+) -> Vec<Share> {
+    from_perf_script_by(text, workloads, |first| {
+        first.parse().ok().and_then(&workload_of_pid)
+    })
+}
+
+/// As [`from_perf_script`], the workload chosen from the first field of each sample's header line
+/// (the pid with `-F pid,...`, the command name with `-F comm,...`).
+pub(crate) fn from_perf_script_by(
+    text: &str,
+    workloads: usize,
+    workload_of_header: impl Fn(&str) -> Option<usize>,
 ) -> Vec<Share> {
     let mut shares = vec![Share::default(); workloads];
     let mut current: Option<(usize, bool)> = None;
@@ -103,8 +115,7 @@ pub(super) fn from_perf_script(
             current = line
                 .split_whitespace()
                 .next()
-                .and_then(|pid| pid.parse().ok())
-                .and_then(&workload_of_pid)
+                .and_then(&workload_of_header)
                 .map(|slot| (slot, false));
         }
     }
@@ -114,7 +125,7 @@ pub(super) fn from_perf_script(
 
 /// Tallies bpftrace's printout of `@[pid, ustack] = count()`:
 /// `@[PID, ` then one frame per line, then `]: COUNT`.
-pub(super) fn from_bpftrace(
+pub(crate) fn from_bpftrace(
     text: &str,
     workloads: usize,
     workload_of_pid: impl Fn(u32) -> Option<usize>,

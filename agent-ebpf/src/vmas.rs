@@ -1,0 +1,288 @@
+//! The executable file mappings of processes that exec while the agent runs, recorded by the kernel
+//! itself (`VMA_MAPPINGS`): at `exec` the program's text and its interpreter's (where the task will
+//! start running), at each `mmap` that maps a file executable the library's text. A process living a
+//! few milliseconds (a compiler pass, a shell pipeline) is then unwound with its binaries' tables from
+//! its first sample, without waiting for userspace to read `/proc/PID/maps`, which it may never manage.
+//!
+//! VMAs are found with `bpf_find_vma` (kernel 5.17+) from process context only (exec and the return of
+//! `mmap`): in the sampling programs, which run with interrupts off, the helper can release the address
+//! space's lock only once per interrupt. Structure members are read at offsets from the running
+//! kernel's BTF (`VmaLayout`), with `bpf_probe_read_kernel`.
+
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    bindings::BPF_ANY,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel,
+        generated::{bpf_find_vma, bpf_get_current_task_btf},
+    },
+    programs::TracePointContext,
+};
+use sonde_abi::{FileKey, VmaMapping, VmaMappings, stat, unwind::MAX_VMA_MAPPINGS};
+
+use crate::{
+    globals,
+    maps::{FILE_TABLES, VMA_MAPPINGS, bump},
+    unwind::regs,
+};
+
+/// `VM_EXEC` in `vm_area_struct.vm_flags`.
+const VM_EXEC: u64 = 0x4;
+/// Returns above this (as unsigned) are errors (`-4095..-1`).
+const MAX_ERRNO_RET: u64 = (-4096i64) as u64;
+const MAPPING_MASK: u32 = MAX_VMA_MAPPINGS as u32 - 1;
+
+/// A process with nothing recorded yet (the map's value, written from read-only data: the BPF stack
+/// is smaller than a value).
+static EMPTY: VmaMappings = VmaMappings {
+    count: 0,
+    _pad: 0,
+    mappings: [VmaMapping {
+        start: 0,
+        end: 0,
+        file_base: 0,
+        file: FileKey {
+            dev: 0,
+            _pad: 0,
+            ino: 0,
+        },
+    }; MAX_VMA_MAPPINGS],
+};
+
+/// What the `bpf_find_vma` callback copies out of the VMA.
+#[repr(C)]
+#[derive(Default)]
+struct Found {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    flags: u64,
+    file: u64,
+}
+
+/// Whether the kernel's BTF gave the offsets (otherwise nothing is recorded).
+#[inline(always)]
+fn enabled() -> bool {
+    globals::vma_layout().vm_file != 0
+}
+
+/// After `exec`: a fresh record for the process with its program's and its interpreter's text.
+/// Returns true when the program's file has no table in `FILE_TABLES` yet (a binary run for the first
+/// time since sonde started, or one without unwind information).
+#[inline(always)]
+pub fn exec(tgid: u32) -> bool {
+    if !enabled() {
+        return false;
+    }
+    if VMA_MAPPINGS.insert(tgid, &EMPTY, BPF_ANY as u64).is_err() {
+        bump(stat::VMA_RECORD_FAILED);
+        return false;
+    }
+    let Some(entry) = VMA_MAPPINGS.get_ptr_mut(tgid) else {
+        return false;
+    };
+    // SAFETY: a pointer from a successful lookup; this program is the only writer of a process's
+    // entry while it execs.
+    let entry = unsafe { &mut *entry };
+    let layout = globals::vma_layout();
+    // SAFETY: kernel reads through bpf_probe_read_kernel, which tolerates bad pointers.
+    let start_code = unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        bpf_probe_read_kernel(task.add(layout.task_mm as usize).cast::<u64>())
+            .ok()
+            .and_then(|mm| {
+                bpf_probe_read_kernel(
+                    (mm as *const u8)
+                        .add(layout.mm_start_code as usize)
+                        .cast::<u64>(),
+                )
+                .ok()
+            })
+    };
+    if let Some(start_code) = start_code {
+        add(entry, start_code);
+    }
+    let unknown = match entry.mappings.first() {
+        Some(program) if entry.count > 0 => FILE_TABLES.get_ptr(program.file).is_none(),
+        _ => false,
+    };
+    // The task starts in its interpreter (ld.so) when it has one, in the program itself otherwise.
+    if let Some(user) = regs::current_task_user_regs() {
+        if !contains(entry, user.pc) {
+            add(entry, user.pc);
+        }
+    }
+    unknown
+}
+
+/// At the return of `mmap` in a recorded process: the mapping, if it maps a file executable.
+#[inline(always)]
+pub fn mmap(ctx: &TracePointContext) {
+    if !enabled() {
+        return;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let Some(entry) = VMA_MAPPINGS.get_ptr_mut(tgid) else {
+        return;
+    };
+    // SAFETY: the offset of `ret` comes from the tracepoint's format; the read is checked.
+    let Ok(ret) = (unsafe { ctx.read_at::<u64>(globals::vma_layout().mmap_ret as usize) }) else {
+        return;
+    };
+    if ret >= MAX_ERRNO_RET {
+        return;
+    }
+    // SAFETY: as in `exec`; threads of one process mmap concurrently, and a lost append only leaves
+    // frames to the frame-pointer step.
+    add(unsafe { &mut *entry }, ret);
+}
+
+/// At `fork` of a recorded process: the child runs the same image until it execs (a `vfork` child
+/// runs in its parent's address space), so it starts with a copy of the parent's record. Threads
+/// are forks too: their copies are keyed by thread id, never looked up, and removed at their exit.
+#[inline(always)]
+pub fn fork(ctx: &TracePointContext) {
+    if !enabled() {
+        return;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let Some(parent) = VMA_MAPPINGS.get_ptr(tgid) else {
+        return;
+    };
+    // SAFETY: the offset of `child_pid` comes from the tracepoint's format; the read is checked.
+    let Ok(child) = (unsafe { ctx.read_at::<u32>(globals::vma_layout().fork_child_pid as usize) })
+    else {
+        return;
+    };
+    // SAFETY: a pointer from a successful lookup, copied by the helper.
+    if VMA_MAPPINGS
+        .insert(child, unsafe { &*parent }, BPF_ANY as u64)
+        .is_err()
+    {
+        bump(stat::VMA_RECORD_FAILED);
+    }
+}
+
+/// A thread exits: its record goes (a process's own at its leader's exit, a thread's copy at the
+/// thread's).
+#[inline(always)]
+pub fn exit(tid: u32) {
+    let _ = VMA_MAPPINGS.remove(tid);
+}
+
+/// Whether the current task has no address space any more: an exiting process samples in
+/// `exit_mmap` after `exit_mm` cleared `task->mm`; there is no user stack left to read.
+#[inline(always)]
+pub fn current_mm_gone() -> bool {
+    if !enabled() {
+        return false;
+    }
+    // SAFETY: a kernel read that tolerates a bad address.
+    let mm: u64 = unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        bpf_probe_read_kernel(task.add(globals::vma_layout().task_mm as usize).cast()).unwrap_or(1)
+    };
+    mm == 0
+}
+
+#[inline(always)]
+fn contains(entry: &VmaMappings, addr: u64) -> bool {
+    let count = entry.count.min(MAX_VMA_MAPPINGS as u32);
+    for i in 0..MAX_VMA_MAPPINGS as u32 {
+        if i >= count {
+            break;
+        }
+        if let Some(m) = entry.mappings.get((i & MAPPING_MASK) as usize) {
+            if m.start <= addr && addr < m.end {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Appends the VMA containing `addr` when it maps a file executable.
+#[inline(always)]
+fn add(entry: &mut VmaMappings, addr: u64) {
+    let Some(found) = find(addr) else {
+        bump(stat::VMA_RECORD_FAILED);
+        return;
+    };
+    if found.flags & VM_EXEC == 0 || found.file == 0 {
+        return; // data, or anonymous memory: nothing to unwind with
+    }
+    let Some(file) = file_key(found.file) else {
+        bump(stat::VMA_RECORD_FAILED);
+        return;
+    };
+    let count = entry.count;
+    let Some(slot) = entry.mappings.get_mut((count & MAPPING_MASK) as usize) else {
+        return;
+    };
+    if count >= MAX_VMA_MAPPINGS as u32 {
+        bump(stat::VMA_RECORD_FAILED);
+        return;
+    }
+    *slot = VmaMapping {
+        start: found.start,
+        end: found.end,
+        file_base: found.start.wrapping_sub(found.pgoff << 12),
+        file,
+    };
+    entry.count = count + 1;
+}
+
+/// The current task's VMA containing `addr`.
+#[inline(always)]
+fn find(addr: u64) -> Option<Found> {
+    let mut found = Found::default();
+    // SAFETY: the callback matches bpf_find_vma's contract and writes only `found`, which outlives
+    // the call.
+    let ret = unsafe {
+        bpf_find_vma(
+            bpf_get_current_task_btf(),
+            addr,
+            on_vma as *mut c_void,
+            (&raw mut found).cast(),
+            0,
+        )
+    };
+    (ret == 0).then_some(found)
+}
+
+/// `bpf_find_vma` callback: copies the VMA's bounds, offset, flags and file.
+#[inline(never)]
+extern "C" fn on_vma(_task: *mut c_void, vma: *mut c_void, ctx: *mut c_void) -> i64 {
+    let layout = globals::vma_layout();
+    let base = vma as *const u8;
+    let read = |offset: u32| {
+        // SAFETY: a kernel read that tolerates a bad address.
+        unsafe { bpf_probe_read_kernel(base.add(offset as usize).cast::<u64>()).unwrap_or(0) }
+    };
+    // SAFETY: `ctx` is the `Found` passed by `find`.
+    let out = unsafe { &mut *ctx.cast::<Found>() };
+    out.start = read(layout.vm_start);
+    out.end = read(layout.vm_end);
+    out.pgoff = read(layout.vm_pgoff);
+    out.flags = read(layout.vm_flags);
+    out.file = read(layout.vm_file);
+    0
+}
+
+/// The device and inode of a `struct file`, as `FILE_TABLES` keys them.
+#[inline(always)]
+fn file_key(file: u64) -> Option<FileKey> {
+    let layout = globals::vma_layout();
+    // SAFETY: kernel reads that tolerate bad addresses.
+    unsafe {
+        let inode: u64 =
+            bpf_probe_read_kernel((file as *const u8).add(layout.f_inode as usize).cast()).ok()?;
+        let inode = inode as *const u8;
+        let ino: u64 = bpf_probe_read_kernel(inode.add(layout.i_ino as usize).cast()).ok()?;
+        let sb: u64 = bpf_probe_read_kernel(inode.add(layout.i_sb as usize).cast()).ok()?;
+        let dev: u32 =
+            bpf_probe_read_kernel((sb as *const u8).add(layout.s_dev as usize).cast()).ok()?;
+        Some(FileKey { dev, _pad: 0, ino })
+    }
+}

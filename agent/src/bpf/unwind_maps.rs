@@ -1,0 +1,71 @@
+//! The kernel maps of unwind tables as the loader sizes and hands them to the unwinder: how many blocks
+//! of rows a memory budget buys, and the map handles themselves. Below `unwind`, which fills them.
+
+use aya::maps::{Array, HashMap as BpfHashMap, MapData};
+use sonde_abi::{
+    FileKey, FileTable, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule,
+    unwind::{MAX_RULES, ROWS_PER_BLOCK},
+};
+
+/// How user stacks are walked (`--unwind`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnwindMode {
+    /// Unwind tables where they exist, frame pointers elsewhere.
+    #[default]
+    Auto,
+    /// Frame pointers only.
+    Fp,
+    /// Unwind tables only: a frame without one ends the stack.
+    Tables,
+}
+
+impl UnwindMode {
+    /// The kernel's value (`sonde_abi::unwind::mode`).
+    pub(crate) fn abi(self) -> u32 {
+        use sonde_abi::unwind::mode;
+        match self {
+            UnwindMode::Auto => mode::AUTO,
+            UnwindMode::Fp => mode::FP,
+            UnwindMode::Tables => mode::TABLES,
+        }
+    }
+}
+
+/// Bytes of one block of rows.
+pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<PackedRow>()) as u64;
+/// Kernel bytes of one page entry: a non-preallocated hash element with an 8-byte key and value is
+/// a 64-byte slab object.
+pub(crate) const PAGE_ENTRY_BYTES: u64 = 64;
+/// Kernel bytes of one hash bucket of `UNWIND_PAGES`, allocated for every possible entry at load.
+pub(crate) const PAGE_BUCKET_BYTES: u64 = 16;
+/// Page entries allowed per block of rows: 4 KiB of code holds about 80 rows on average, so about 100
+/// pages fill an 8192-row block (libc 98, python3 88, libLLVM 103); 128 leaves room for sparse tables.
+pub(crate) const PAGES_PER_BLOCK: u32 = 128;
+/// Bytes of the rule array, allocated in full at load.
+pub(crate) const RULES_BYTES: u64 = (MAX_RULES * size_of::<UnwindRule>()) as u64;
+
+/// Blocks of rows for a budget of `bytes` of kernel memory covering everything the tables use: the
+/// rules, and per block its rows, its share of page entries and of the page hash's buckets.
+pub(crate) fn blocks_for_budget(bytes: u64) -> u32 {
+    let per_block =
+        BLOCK_BYTES + u64::from(PAGES_PER_BLOCK) * (PAGE_ENTRY_BYTES + PAGE_BUCKET_BYTES);
+    (bytes.saturating_sub(RULES_BYTES) / per_block).max(1) as u32
+}
+
+/// The kernel maps the unwinder owns.
+pub(crate) struct UnwindMaps {
+    /// `UNWIND_ROWS`.
+    pub(crate) rows: Array<MapData, RowBlock>,
+    /// `UNWIND_RULES`.
+    pub(crate) rules: Array<MapData, UnwindRule>,
+    /// `UNWIND_PAGES`.
+    pub(crate) pages: BpfHashMap<MapData, PageKey, PageEntry>,
+    /// `PROC_MAPPINGS`.
+    pub(crate) procs: BpfHashMap<MapData, u32, ProcMappings>,
+    /// `FILE_TABLES`.
+    pub(crate) files: BpfHashMap<MapData, FileKey, FileTable>,
+    /// Blocks in `rows`.
+    pub(crate) capacity: u32,
+    /// `--max-unwind-table-mib`, in bytes.
+    pub(crate) budget_bytes: u64,
+}

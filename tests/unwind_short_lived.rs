@@ -1,0 +1,214 @@
+//! Processes that live milliseconds are unwound from their first sample: the kernel records the
+//! executable mappings of every process that execs while sonde runs (at exec and at each executable
+//! `mmap`) and finds each binary's table by device and inode, so it needs nothing from userspace per
+//! process. Frames found that way are stored file-relative and named after the process is gone.
+//!
+//! - A build loop (Debian's gcc compiling 40 small C files two at a time, again and again; `gcc`, `cc1`
+//!   and `as` live 10-50 ms each), recorded host-wide: at least 90% of the samples of those three reach
+//!   a thread root, and of `cc1` alone too.
+//! - A shell loop of a frame-pointer-less binary that lives 5 ms per run: at least 90% of its samples
+//!   reach a thread root with every user frame named, and most are in its burning function (the rest
+//!   is the dynamic loader starting the process, a large part of 5 ms).
+
+use crate::common;
+use std::{
+    collections::BTreeMap,
+    os::unix::process::CommandExt,
+    path::Path,
+    process::{Child, Command},
+};
+
+use common::*;
+
+/// A shell loop in its own process group, killed as a group when dropped (its children too).
+struct Loop(Child);
+
+impl Loop {
+    fn start(script: &str) -> Self {
+        let child = Command::new("sh")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+            .expect("starting the shell loop");
+        Self(child)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        // SAFETY: signals a process group this test created.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// Samples (by count) per comm among `comms`, and how many of them are complete (not truncated) and
+/// contain `named` (when given).
+fn by_comm(
+    samples: &[Resolved],
+    comms: &[&str],
+    named: Option<&str>,
+) -> BTreeMap<String, (i64, i64, i64)> {
+    let mut out: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
+    for s in samples.iter().filter(|s| comms.contains(&s.comm.as_str())) {
+        let e = out.entry(s.comm.clone()).or_default();
+        e.0 += s.values[0];
+        if !s.truncated {
+            e.1 += s.values[0];
+        }
+        if named.is_some_and(|f| s.functions.iter().any(|g| g == f)) {
+            e.2 += s.values[0];
+        }
+    }
+    out
+}
+
+/// The most frequent user stacks (leaf first) of the samples of `comm` that `keep` selects, for the
+/// failure report.
+fn top_stacks(samples: &[Resolved], comm: &str, keep: impl Fn(&Resolved) -> bool) -> String {
+    let mut stacks: BTreeMap<String, i64> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.comm == comm && keep(s)) {
+        *stacks.entry(s.functions.join(" <- ")).or_default() += s.values[0];
+    }
+    let mut v: Vec<(String, i64)> = stacks.into_iter().collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+    v.iter()
+        .take(6)
+        .map(|(stack, n)| format!("  {n:>4} {stack}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn record_host(seconds: &str, out: &Path) -> String {
+    sonde_ok(&[
+        "record",
+        "--duration",
+        seconds,
+        "--output",
+        out.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn a_compile_loop_reaches_the_thread_root_in_gcc_cc1_and_as() {
+    require_root();
+    let dir = temp_dir("short_lived_build");
+    for i in 1..=40 {
+        std::fs::write(
+            dir.join(format!("f{i}.c")),
+            format!(
+                "#include <stdio.h>\n#include <string.h>\n\
+                 struct s{i} {{ int a[{i}]; double d; }};\n\
+                 static int work{i}(struct s{i} *p, int n) {{ int t = 0; \
+                 for (int k = 0; k < n; k++) t += p->a[k % {i}] * k; return t; }}\n\
+                 int fn{i}(int n) {{ struct s{i} v; memset(&v, 0, sizeof v); \
+                 for (int j = 0; j < {i}; j++) v.a[j] = j * n; \
+                 return work{i}(&v, n) + printf(\"%d\\n\", n); }}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let script = format!(
+        "cd {} && while :; do ls f*.c | xargs -P 2 -n 1 gcc -O2 -c -o /dev/null || exit 1; done",
+        dir.display()
+    );
+    let build = Loop::start(&script);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = dir.join("profile.pb.gz");
+    let summary = record_host("8", &out);
+    drop(build);
+
+    let samples = resolve(&read_pprof(&out));
+    let counts = by_comm(&samples, &["gcc", "cc1", "as"], None);
+    let report: Vec<String> = counts
+        .iter()
+        .map(|(comm, (all, complete, _))| {
+            format!(
+                "{comm:<4} {complete:>5} of {all:>5} complete ({:.1}%)",
+                100.0 * *complete as f64 / *all as f64
+            )
+        })
+        .collect();
+    eprintln!("{}\n{summary}", report.join("\n"));
+    for comm in ["gcc", "cc1", "as"] {
+        eprintln!(
+            "{comm}, truncated:\n{}",
+            top_stacks(&samples, comm, |s| s.truncated)
+        );
+    }
+    let (all, complete) = counts
+        .values()
+        .fold((0, 0), |(a, c), (all, complete, _)| (a + all, c + complete));
+    assert!(
+        all > 300,
+        "only {all} samples of gcc, cc1 and as in 8 s of a build loop\n{summary}"
+    );
+    assert!(
+        summary_field(&summary, "vma_walks") > 0.0,
+        "no walk used the mappings the kernel recorded\n{summary}"
+    );
+    let share = complete as f64 / all as f64;
+    assert!(
+        share >= 0.9,
+        "{:.1}% of the build's samples reach a thread root, want 90%\n{}",
+        100.0 * share,
+        report.join("\n")
+    );
+    let (cc1_all, cc1_complete, _) = counts.get("cc1").copied().unwrap_or_default();
+    assert!(
+        cc1_all > 0 && cc1_complete as f64 >= 0.9 * cc1_all as f64,
+        "cc1: {cc1_complete} of {cc1_all} samples reach a thread root, want 90%\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn a_binary_living_five_milliseconds_is_unwound_and_named() {
+    require_root();
+    let bin = build_workload("short_lived", "short_lived_nofp", NOFP_FLAGS);
+    let dir = temp_dir("short_lived_5ms");
+    let script = format!("while :; do {} 0.005 || exit 1; done", bin.display());
+    let runs = Loop::start(&script);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.join("profile.pb.gz");
+    let summary = record_host("6", &out);
+    drop(runs);
+
+    let samples = resolve(&read_pprof(&out));
+    // comm is the file name cut to 15 bytes.
+    let comm = "short_lived_nof";
+    let counts = by_comm(&samples, &[comm], Some("short_lived_burn"));
+    let (all, complete, burning) = counts.get(comm).copied().unwrap_or_default();
+    let named: i64 = samples
+        .iter()
+        .filter(|s| s.comm == comm && !s.truncated && s.user().iter().all(|f| *f != "?"))
+        .map(|s| s.values[0])
+        .sum();
+    eprintln!(
+        "{comm}: {all} samples, {complete} complete, {named} complete and named, {burning} in \
+         short_lived_burn\n{summary}"
+    );
+    eprintln!(
+        "without short_lived_burn:\n{}",
+        top_stacks(&samples, comm, |s| !s
+            .functions
+            .iter()
+            .any(|f| f == "short_lived_burn"))
+    );
+    assert!(
+        all > 100,
+        "only {all} samples of the 5 ms processes in 6 s\n{summary}"
+    );
+    assert!(
+        complete as f64 >= 0.9 * all as f64,
+        "{complete} of {all} samples of the 5 ms processes reach a thread root, want 90%"
+    );
+    assert!(
+        named as f64 >= 0.9 * all as f64,
+        "{named} of {all} samples of the 5 ms processes are complete with every frame named, want 90%"
+    );
+    assert!(
+        burning as f64 >= 0.5 * all as f64,
+        "only {burning} of {all} samples of the 5 ms processes are in short_lived_burn"
+    );
+}
