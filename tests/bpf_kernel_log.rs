@@ -7,7 +7,7 @@
 //! miss), so the test uses the test hook `SONDE_TEST_FAIL_EXEC=1`: the exec program then fails on every
 //! exec, through the same counting and logging path as a real failure.
 
-mod common;
+use crate::common;
 use std::{
     io::{BufRead as _, BufReader, Read as _},
     path::Path,
@@ -36,7 +36,7 @@ fn a_failed_run_is_logged_at_debug_level_only_when_asked_and_recording_is_unchan
         true,
         &[
             "--duration",
-            "4",
+            SPLIT_SECONDS,
             "--pid",
             &pid,
             "--output",
@@ -75,7 +75,7 @@ fn a_failed_run_is_logged_at_debug_level_only_when_asked_and_recording_is_unchan
         true,
         &[
             "--duration",
-            "4",
+            SPLIT_SECONDS,
             "--pid",
             &pid,
             "--output",

@@ -2,8 +2,7 @@
 //! its range, a non-zero exit, and nothing loaded (the run ends before the "sonde running" or
 //! "recording" line, within a second or two).
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{
     path::Path,

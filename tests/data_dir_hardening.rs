@@ -3,8 +3,7 @@
 //! one, and a symlinked debuginfod cache. Each is refused at start with a one-line error, or harmless
 //! (the target unchanged, the failure visible); what sonde writes is 0600/0700 under umask 022.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{
     os::unix::{

@@ -4,13 +4,10 @@
 //! `podman run --pid=host` would give it (podman cannot run containers on this VM: crun's setrlimit is
 //! refused), printing its version and recording 2 s of a real workload.
 
-#[path = "common/caps.rs"]
-mod caps;
-mod common;
-#[path = "common/deploy.rs"]
-mod deploy;
-#[path = "common/pod.rs"]
-mod pod;
+use crate::common;
+use crate::common::caps;
+use crate::common::deploy;
+use crate::common::pod;
 
 use std::{
     io::{Read as _, Write as _},

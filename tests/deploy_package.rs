@@ -2,11 +2,9 @@
 //! the `sonde` system user, and the installed binary profiles a real workload as that user holding only the
 //! unit's capabilities (setpriv: systemd is not PID 1 here). Purging it leaves the machine as it was.
 
-#[path = "common/caps.rs"]
-mod caps;
-mod common;
-#[path = "common/deploy.rs"]
-mod deploy;
+use crate::common;
+use crate::common::caps;
+use crate::common::deploy;
 
 use std::{
     os::unix::fs::{MetadataExt as _, PermissionsExt as _},

@@ -5,11 +5,9 @@
 //! SystemCallFilter= and RestrictAddressFamilies= (systemd is not PID 1 here, so the unit cannot be started:
 //! tests/deploy_package.rs runs the packaged binary as the `sonde` user with the unit's capabilities).
 
-#[path = "common/caps.rs"]
-mod caps;
-mod common;
-#[path = "common/deploy.rs"]
-mod deploy;
+use crate::common;
+use crate::common::caps;
+use crate::common::deploy;
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -1,7 +1,6 @@
 //! Bad input: each case is one clear `sonde: error:` line and exit status 1.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,6 @@
 //! Selecting profiles from the local data directory by tags and time (the `sonde run` index contract).
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use std::path::PathBuf;
 

@@ -1,8 +1,7 @@
 //! The differential flame graph: a valid SVG of the new profile whose frames are red where the stack grew
 //! and blue where it shrank, with the base rescaled so an unchanged share stays white.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use fixtures::{Kind, profile, scratch, sonde_diff, stack, write};
 

@@ -5,8 +5,7 @@
 //! chain and in the other the build called `helper` out of line. Without folding, cost moves from `helper`
 //! to `caller`; with folding, nothing changes.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use fixtures::{Kind, diff_json, num, profile, row, scratch, stack, write};
 

@@ -4,8 +4,7 @@
 //! Peak memory is the child's own `ru_maxrss`, from `wait4` on its pid (not RUSAGE_CHILDREN, which the
 //! other tests of this binary would share).
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use std::{
     ffi::{OsStr, OsString},

@@ -1,7 +1,6 @@
 //! Noise marking: a change of a tenth of a point is noise on a small profile and signal on a large one.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use fixtures::{Kind, diff_json, num, profile, row, scratch, sonde_diff, stack, write};
 

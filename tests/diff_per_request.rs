@@ -4,8 +4,7 @@
 //! not move (500) and `c` halved (100 -> 50). As shares, `b` looks like the second-biggest change
 //! (45.5% -> 32.3%) only because `a` grew; per request `b` is unchanged and ranks last, `c` second.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use fixtures::{Kind, PERIOD, diff_json, num, profile, row, scratch, stack, write};
 

@@ -3,8 +3,7 @@
 //! 2.1% -> 9.4%) must rank first with +7.3 points; `json.serialize` (15.2% -> 15.0%) is prominent but
 //! unchanged and must not rank near the top. Also covers the release gate on the same data.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use fixtures::{Kind, diff_json, num, profile, row, scratch, sonde_diff, stack, write};
 

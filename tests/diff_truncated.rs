@@ -1,7 +1,6 @@
 //! Truncated stacks (missing frame pointers): a warning when one side has a much larger share of them.
 
-#[path = "common/diff_fixtures.rs"]
-mod fixtures;
+use crate::common::diff_fixtures as fixtures;
 
 use fixtures::{Kind, diff_json, profile, scratch, stack, write};
 

@@ -1,8 +1,7 @@
 //! The receiver answers INVALID_ARGUMENT: the batch is dropped and counted as rejected after exactly one
 //! attempt (no retry loop), and the exporter goes on with the next batch.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,8 +1,7 @@
 //! Local data directory mode (no endpoint): each profile of a window becomes a readable gzip pprof with the
 //! tags as `key=value` comments, and `index.jsonl` gets one line per file in the contract's exact shape.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::io::Read as _;
 

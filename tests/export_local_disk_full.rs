@@ -2,10 +2,8 @@
 //! not write, every index line stays whole, a restart leaves no temporary files, and `sonde diff --data`
 //! works on what was written.
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "common/daemon.rs"]
-mod daemon;
+use crate::common;
+use crate::common::daemon;
 
 use std::{path::Path, process::Command};
 

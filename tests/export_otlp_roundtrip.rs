@@ -3,8 +3,7 @@
 //! sample values must come back as built. Also: a small request limit splits a window into several requests
 //! without losing or duplicating samples.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
 //! The receiver accepts a request partially (rejected_profiles = 1): sonde does not retry, the window counts
 //! as sent and the rejected profiles are counted in `sonde_export_partial_success_rejected_profiles_total`.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::{sync::Arc, time::Duration};
 

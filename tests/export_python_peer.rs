@@ -3,8 +3,7 @@
 //! values through the dictionary. Needs the packages of tests/peers/requirements.txt; the interpreter is
 //! `$SONDE_TEST_PYTHON`, else `.venv-peers/bin/python` at the repository root when present, else `python3`.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::{
     io::{BufRead as _, BufReader},

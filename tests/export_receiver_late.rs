@@ -1,8 +1,7 @@
 //! The receiver is down when the exporter starts and comes up 800 ms later: the windows queued meanwhile
 //! all arrive, each exactly once, in order, and the retries are counted.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,8 +1,7 @@
 //! The receiver answers UNAVAILABLE three times, then accepts: the sink retries with growing, jittered
 //! delays (at least 50 + 100 + 200 ms with the test policy), the batch arrives once and the retries are counted.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::{
     sync::Arc,

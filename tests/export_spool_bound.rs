@@ -2,12 +2,9 @@
 //! keep being spooled; once the spool is full the oldest are dropped and counted (`spool_full`), the
 //! newest stay, the disk used stays within 1 MiB, and the exit line adds up.
 
-#[path = "common/mod.rs"]
-mod bpf;
-#[path = "common/daemon.rs"]
-mod daemon;
-#[path = "common/otlp.rs"]
-mod otlp;
+use crate::common as bpf;
+use crate::common::daemon;
+use crate::common::otlp;
 
 use std::time::{Duration, Instant};
 

@@ -3,10 +3,8 @@
 //! the stop does not wait on the dead backend, and the exit line adds up: produced = spooled, none
 //! delivered, none lost.
 
-#[path = "common/mod.rs"]
-mod bpf;
-#[path = "common/daemon.rs"]
-mod daemon;
+use crate::common as bpf;
+use crate::common::daemon;
 
 use std::{io::Write as _, net::TcpListener, time::Duration};
 

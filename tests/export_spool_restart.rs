@@ -7,12 +7,9 @@
 //! - a damaged spool file planted between the runs is quarantined (`*.corrupt`) and counted, and
 //!   does not stop the replay of the others.
 
-#[path = "common/mod.rs"]
-mod bpf;
-#[path = "common/daemon.rs"]
-mod daemon;
-#[path = "common/otlp.rs"]
-mod otlp;
+use crate::common as bpf;
+use crate::common::daemon;
+use crate::common::otlp;
 
 use std::{
     collections::{BTreeMap, BTreeSet},

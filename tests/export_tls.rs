@@ -3,8 +3,7 @@
 //! untrusted CA, a certificate for another name, a missing or untrusted client certificate each fail at
 //! once with an error naming the certificate problem and the setting to change.
 
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common::otlp as common;
 
 use std::{
     net::SocketAddr,

@@ -5,9 +5,8 @@
 //! CAP_SYS_ADMIN the error says what to mount; a binary deleted after its process started is named only
 //! with CAP_CHECKPOINT_RESTORE (`/proc/PID/map_files`), and otherwise counted and warned about.
 
-#[path = "common/caps.rs"]
-mod caps;
-mod common;
+use crate::common;
+use crate::common::caps;
 
 use std::{path::Path, process::Command, time::Duration};
 

@@ -4,8 +4,7 @@
 //! pod). The real kube client and watcher consume them; a fake /proc root gives processes cgroups naming
 //! those pods. Asserts the pod, namespace, container, service name/version and region resolve per process.
 
-#[path = "common/fake_proc.rs"]
-mod fake_proc;
+use crate::common::fake_proc;
 use fake_proc::fake_proc;
 use std::{
     io::{BufRead as _, BufReader, Write as _},

@@ -2,8 +2,7 @@
 //! the service identity, other processes fall back to the executable name; the per-pid cache is bounded and
 //! forgets exited pids.
 
-#[path = "common/fake_proc.rs"]
-mod fake_proc;
+use crate::common::fake_proc;
 use fake_proc::fake_proc;
 
 use sonde::metadata::{MetadataConfig, MetadataResolver};

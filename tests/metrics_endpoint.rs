@@ -8,9 +8,10 @@
 //!   pointers, visibly less;
 //! - `sonde status` prints every row, and exits non-zero when the symbolized ratio is under the
 //!   configured threshold;
-//! - /healthz turns 503 once the sampling thread stops making windows (a test hook).
+//! - /healthz and /readyz turn 503 once the sampling thread stops making windows (a test hook), and the
+//!   stall is counted once (`sonde_pipeline_stalls_total`).
 
-mod common;
+use crate::common;
 
 use std::{
     io::Write as _,
@@ -254,6 +255,12 @@ fn metrics_health_and_status_tell_the_truth() {
     // The sampling thread has stopped making windows: not live after two intervals.
     wait_for(Duration::from_secs(15), "/healthz 503", || {
         get(&addr, "/healthz", "*/*").0 == 503
+    });
+    // A stalled agent is not ready either, and the watchdog counted the stall once.
+    assert_eq!(get(&addr, "/readyz", "*/*").0, 503);
+    wait_for(Duration::from_secs(5), "one stall counted", || {
+        let families = parse(&get(&addr, "/metrics", "text/plain").1, "prometheus");
+        value(&families, "sonde_pipeline_stalls", &[]) == Some(1.0)
     });
     // SAFETY: signalling our own child.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };

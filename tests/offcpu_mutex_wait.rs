@@ -1,7 +1,7 @@
 //! Off-CPU: a thread blocked on a mutex held by another shows the lock-wait function with about the
 //! time the lock was held.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

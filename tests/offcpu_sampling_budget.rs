@@ -4,7 +4,7 @@
 //! storm's true switch count (getrusage) within ±10%. With a budget of 0 every episode is tracked, each
 //! counting once: the exact counts of unsampled tracking.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// Runs the storm for 4 s inside a recording of `budget`; returns (summary, events, tracked, truth).

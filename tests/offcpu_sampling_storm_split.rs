@@ -3,7 +3,7 @@
 //! so after the first tracked one each is tracked for sure), and a lock wait still totals 0.75-1.1x
 //! the time the lock was held.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

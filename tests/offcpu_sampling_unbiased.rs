@@ -6,7 +6,7 @@
 //! whole run falls inside the recording: the workload starts on a signal once sonde records, and exits
 //! before it stops.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

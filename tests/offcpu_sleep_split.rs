@@ -1,7 +1,7 @@
 //! Off-CPU: a thread alternating 20 ms and 10 ms sleeps in two named functions splits 2:1, with the
 //! kernel sleep path under it; a busy loop has (nearly) no voluntary off-CPU time.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

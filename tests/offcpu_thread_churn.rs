@@ -1,7 +1,7 @@
 //! Off-CPU: thousands of threads that start, sleep and exit do not leave remembered state behind.
 //! Every episode is tracked (`--offcpu-budget 0`), so each thread leaves state to be cleaned.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -1,6 +1,6 @@
 //! Every bad input of `sonde record` is a clear one-line error and a non-zero exit, never a panic.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn fails_with(args: &[&str], needle: &str) {

@@ -1,6 +1,6 @@
 //! `sonde record` on a workload with a known 50/30/20 split of CPU time between three named functions.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

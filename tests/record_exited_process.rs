@@ -1,6 +1,6 @@
 //! A process that exits before the window is drained is still symbolized.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

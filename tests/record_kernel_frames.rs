@@ -1,6 +1,6 @@
 //! A syscall-heavy workload shows kernel frames under (leafward of) its user frames.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -4,8 +4,7 @@
 //!   an existing output file byte for byte as it was, and no temporary file behind;
 //! - a recording that succeeds replaces it with a valid profile, again with no temporary file left.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::Path;
 

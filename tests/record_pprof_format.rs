@@ -1,7 +1,7 @@
 //! The pprof decodes with an independent decoder (Python protobuf with the public profile.proto) and has
 //! the specified sample types, period type, labels and location order.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -3,7 +3,7 @@
 //! unwind tables walk it to the thread root (the kernel's verdict: names cannot say it here). Walked by
 //! frame pointers only, the same stacks are truncated, and counted as such.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -4,8 +4,7 @@
 //! tiers. `sonde prune` runs on a directory laid out by the test (the index contract of
 //! export/local.rs, with timestamps in the past); the daemon applies the same policy after every window.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{
     collections::HashMap,

@@ -1,8 +1,7 @@
 //! `sonde run` without an endpoint writes tagged gzip pprof files and an index into a data directory; a
 //! SIGTERM long before the export interval still flushes the window recorded so far.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

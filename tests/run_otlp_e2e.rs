@@ -2,10 +2,8 @@
 //! an in-process tonic receiver on 127.0.0.1, which decodes the function names, the resource attributes
 //! and the sample values; SIGTERM then stops the daemon cleanly.
 
-#[path = "common/mod.rs"]
-mod bpf;
-#[path = "common/otlp.rs"]
-mod common;
+use crate::common as bpf;
+use crate::common::otlp as common;
 
 use std::{sync::Arc, time::Duration};
 

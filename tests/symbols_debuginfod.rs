@@ -6,9 +6,8 @@
 //! - a server that accepts and never answers delays the recording by the request timeout at most, and the
 //!   binary is reported as a failed fetch.
 
-mod common;
-#[path = "common/debug_files.rs"]
-mod debug_files;
+use crate::common;
+use crate::common::debug_files;
 
 use common::*;
 use debug_files::*;
@@ -44,7 +43,8 @@ fn stripped_binary_is_symbolized_from_debuginfod_then_from_the_cache() {
     let server = Debuginfod::serve(&served, &split.build_id, &work);
     let cache = work.join("cache");
     let cache_arg = ["--debuginfod-cache-dir", cache.to_str().unwrap()];
-    let (summary, _) = record_with_debuginfod(pid, "3", Some(&server.url), &cache_arg, &out);
+    let (summary, _) =
+        record_with_debuginfod(pid, SPLIT_SECONDS, Some(&server.url), &cache_arg, &out);
     let profile = read_pprof(&out);
     BinaryFrames::of(&profile, "cpu_split_dbgd").assert_named(BURNERS, "cpu_split.c", &summary);
     assert_cpu_split(&resolve(&profile), pid, &summary);

@@ -2,7 +2,7 @@
 //! perf-map-agent and Python's `-X perf` write it): the two generated functions get their names, their
 //! mapping is `[jit]`, their 2:1 split survives, and an entry appended while sonde runs is read.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

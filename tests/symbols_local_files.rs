@@ -4,9 +4,8 @@
 //! - MiniDebugInfo: a `.gnu_debugdata` section (xz-compressed symbol table) added the way Fedora's
 //!   `find-debuginfo` does, decompressed in-process.
 
-mod common;
-#[path = "common/debug_files.rs"]
-mod debug_files;
+use crate::common;
+use crate::common::debug_files;
 
 use common::*;
 use debug_files::*;
@@ -28,7 +27,7 @@ fn build_id_directory_names_frames_and_a_wrong_build_is_rejected() {
     place_by_build_id(&good, &split.build_id, &split.debug);
     let (summary, _) = record_with_debuginfod(
         pid,
-        "3",
+        SPLIT_SECONDS,
         None,
         &["--debug-dir", good.to_str().unwrap()],
         &out,
@@ -114,7 +113,7 @@ fn minidebuginfo_names_the_functions_of_a_stripped_binary() {
     let pid = workload.pid();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = work.join("profile.pb.gz");
-    let (summary, _) = record_with_debuginfod(pid, "3", None, &[], &out);
+    let (summary, _) = record_with_debuginfod(pid, SPLIT_SECONDS, None, &[], &out);
     let profile = read_pprof(&out);
     // Names only: MiniDebugInfo carries a symbol table, no line tables.
     let frames = BinaryFrames::of(&profile, "cpu_split_mini");

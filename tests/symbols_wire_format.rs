@@ -4,9 +4,8 @@
 //! `address - memory_start + file_offset` falls inside the right function's bytes in the file, as the
 //! unstripped build's symbol table places them.
 
-mod common;
-#[path = "common/debug_files.rs"]
-mod debug_files;
+use crate::common;
+use crate::common::debug_files;
 
 use std::{
     io::{BufRead as _, BufReader},

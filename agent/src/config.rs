@@ -48,12 +48,14 @@ use std::{
 use crate::{
     export::otlp::{Compression, OtlpConfig},
     metadata::MetadataConfig,
-    status::Thresholds,
     symbolize::SymbolFile,
 };
 
 mod file_key;
 mod ranges;
+mod thresholds;
+
+pub use thresholds::Thresholds;
 
 use file_key::parse_file;
 
@@ -130,6 +132,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE")]
     pub data_mode: Option<crate::storage::DataMode>,
     /// Test hook: the hourly tier's "hour", in seconds, so retention can be seen in a test's minute.
+    #[cfg(feature = "test-hooks")]
     #[arg(long, hide = true, value_name = "SECS")]
     pub test_retention_hour_secs: Option<u64>,
     /// Bound of the disk spool (`<data-dir>/spool`) that keeps windows an OTLP backend cannot take now,
@@ -335,7 +338,7 @@ impl DaemonConfig {
             data_mode: args.data_mode.or(file.data_mode).unwrap_or_default(),
             retention: file
                 .retention
-                .policy(args.test_retention_hour_secs)
+                .policy(test_hook!(args.test_retention_hour_secs))
                 .map_err(|e| match e {
                     crate::retention::RetentionError::Range {
                         key,

@@ -12,7 +12,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use anyhow::Context as _;
@@ -21,17 +21,24 @@ use tokio::sync::mpsc;
 use crate::{
     bpf::loader::{LoadOptions, OffCpuOptions},
     config::{DaemonConfig, RunArgs},
-    export::{self, Batch, ExportMetrics, ExportSummary, Exporter, spool::Spool},
-    metadata::{MetadataResolver, Tags, keys},
-    metrics::{Health, LastWindow, Metrics},
-    profile::group,
+    export::{self, ExportMetrics, ExportSummary, Exporter, spool::Spool},
+    metadata::MetadataResolver,
+    metrics::{Health, Metrics, Watch},
     sampler::{Sampler, Window},
-    symbolize::{SymbolArgs, Symbolizer, debuginfo::DebugInfo, offenders},
+    symbolize::{SymbolArgs, Symbolizer, debuginfo::DebugInfo},
     unwind::UnwindArgs,
 };
 
+mod ship;
+use ship::ship;
+
 /// How long the last window may take to reach the backend after a stop signal.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the sampling thread may take to end its window after a stop signal. Past it the thread is
+/// stuck (on input a process controls, see THREAT_MODEL.md): sonde exits without it, non-zero. With
+/// [`FLUSH_TIMEOUT`] a stop stays under Kubernetes' default 30 s grace period.
+const SAMPLER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Arguments of `sonde run`.
 #[derive(Debug, clap::Args)]
@@ -67,9 +74,11 @@ pub struct DaemonArgs {
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR|none", value_parser = parse_metrics_addr)]
     pub metrics_addr: MetricsAddr,
     /// Test hook: the sampling thread stops making windows after this many (as if stuck).
+    #[cfg(feature = "test-hooks")]
     #[arg(long, hide = true)]
     pub test_stall_after_windows: Option<u64>,
     /// Test hook: the sampling thread panics after this many windows.
+    #[cfg(feature = "test-hooks")]
     #[arg(long, hide = true)]
     pub test_panic_after_windows: Option<u64>,
 }
@@ -105,7 +114,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         }),
         unwind: args.unwind.unwind,
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,
-        python: args.unwind.python.on(),
+        runtimes: args.unwind.runtimes(),
         ..Default::default()
     };
     let debug = DebugInfo::new(args.symbols.with_file(&config.symbols).config()?)?;
@@ -123,8 +132,8 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
             duration: args.duration.map(Duration::from_secs),
             report_wire_bytes: args.report_wire_bytes,
             metrics_addr: args.metrics_addr.0,
-            stall_after: args.test_stall_after_windows,
-            panic_after: args.test_panic_after_windows,
+            stall_after: test_hook!(args.test_stall_after_windows),
+            panic_after: test_hook!(args.test_panic_after_windows),
         },
     ))
 }
@@ -196,12 +205,21 @@ async fn serve(
         )),
         None => None,
     };
+    // Built unwind tables are kept here, so a restart does not parse every binary again.
+    let saved_tables = match crate::unwind::saved::SavedTables::open(&data) {
+        Ok(saved) => Some(saved),
+        Err(err) => {
+            tracing::warn!(%err, "unwind tables are not kept across restarts");
+            None
+        }
+    };
     let resolver = MetadataResolver::start(config.metadata.clone()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::channel::<Window>(2);
     let sampling = spawn_sampling(
         options,
         debug,
+        saved_tables,
         Sampling {
             interval: config.export_interval,
             stop: stop.clone(),
@@ -228,6 +246,10 @@ async fn serve(
     let signal = stop_signal(flags.duration);
     tokio::pin!(signal);
     let mut fatal: Option<String> = None;
+    let mut watchdog = tokio::time::interval(config.export_interval);
+    // Set when the stop is asked: the sampling thread has until then to end its window.
+    let mut stop_deadline: Option<tokio::time::Instant> = None;
+    let far = tokio::time::Instant::now() + Duration::from_secs(366 * 86_400);
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         tokio::select! {
@@ -238,25 +260,48 @@ async fn serve(
                 }
                 continue;
             }
+            _ = watchdog.tick(), if !stopping => match watch(&metrics.health) {
+                Some(reason) => fatal = Some(reason),
+                None => continue,
+            },
+            _ = tokio::time::sleep_until(stop_deadline.unwrap_or(far)), if stop_deadline.is_some() => {
+                fatal.get_or_insert_with(|| format!(
+                    "the sampling thread did not end its window within {} s of the stop",
+                    SAMPLER_STOP_TIMEOUT.as_secs()
+                ));
+                break;
+            }
             _ = &mut signal, if !stopping => tracing::info!("stopping: flushing the last window"),
             reason = exporter.failed(), if !stopping => fatal = Some(reason),
             ended = ended(&mut http), if !stopping => {
                 fatal = Some(format!("the metrics endpoint stopped: {ended}"));
             }
         }
-        // Every arm but a window asks the sampling thread to end its window and stop.
+        // Every arm but a window and a quiet watchdog asks the sampling thread to end its window and
+        // stop.
         stop.store(true, Ordering::SeqCst);
         sampling.thread().unpark();
+        stop_deadline.get_or_insert_with(|| tokio::time::Instant::now() + SAMPLER_STOP_TIMEOUT);
     }
-    // The channel closes when the sampling thread ends: by the stop, or by dying.
-    let sampler_end = match sampling.join() {
-        Ok(Ok(())) if stop.load(Ordering::SeqCst) => None,
-        Ok(Ok(())) => Some("the sampling thread ended without a stop signal".to_owned()),
-        Ok(Err(err)) => Some(format!("the sampling thread failed: {err:#}")),
-        Err(panic) => Some(format!(
-            "the sampling thread panicked: {}",
-            crate::telemetry::panic_message(panic.as_ref())
-        )),
+    // The channel closes when the sampling thread ends: by the stop, or by dying. A thread still
+    // running is stuck: it is left behind (the process exit ends it), never waited for.
+    let exited = tokio::time::Instant::now() + Duration::from_secs(1);
+    while !sampling.is_finished() && tokio::time::Instant::now() < exited {
+        // The thread closes the channel just before it returns.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sampler_end = if !sampling.is_finished() {
+        Some("the sampling thread is stuck; exiting without it".to_owned())
+    } else {
+        match sampling.join() {
+            Ok(Ok(())) if stop.load(Ordering::SeqCst) => None,
+            Ok(Ok(())) => Some("the sampling thread ended without a stop signal".to_owned()),
+            Ok(Err(err)) => Some(format!("the sampling thread failed: {err:#}")),
+            Err(panic) => Some(format!(
+                "the sampling thread panicked: {}",
+                crate::telemetry::panic_message(panic.as_ref())
+            )),
+        }
     };
     let summary = exporter.shutdown(FLUSH_TIMEOUT).await;
     let fatal = fatal.or(sampler_end).or_else(|| exporter.fatal());
@@ -267,6 +312,27 @@ async fn serve(
             tracing::error!("{reason}; exiting non-zero so the supervisor restarts sonde");
             anyhow::bail!("{reason}")
         }
+    }
+}
+
+/// The watchdog's turn: logs a stall as it begins, and returns the fatal reason when it has lasted past
+/// the limit.
+fn watch(health: &Health) -> Option<String> {
+    match health.watch() {
+        Watch::Live | Watch::Stalled => None,
+        Watch::StallBegan(since) => {
+            tracing::error!(
+                stalled_s = since.as_secs(),
+                limit_s = health.stall_limit().as_secs(),
+                "the sampling thread has made no window: /healthz and /readyz fail, \
+                 and sonde exits non-zero if this lasts past the limit"
+            );
+            None
+        }
+        Watch::Fatal(since) => Some(format!(
+            "the sampling thread has made no window for {} s (stalled)",
+            since.as_secs()
+        )),
     }
 }
 
@@ -357,6 +423,7 @@ struct Sampling {
 fn spawn_sampling(
     options: LoadOptions,
     debug: DebugInfo,
+    saved_tables: Option<crate::unwind::saved::SavedTables>,
     pacing: Sampling,
     tx: mpsc::Sender<Window>,
 ) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
@@ -371,7 +438,8 @@ fn spawn_sampling(
     let handle = std::thread::Builder::new()
         .name("sonde-sampler".into())
         .spawn(move || {
-            let mut sampler = match Sampler::start(options, Symbolizer::new(debug, None)) {
+            let symbolizer = Symbolizer::new(debug, None, options.runtimes);
+            let mut sampler = match Sampler::start(options, symbolizer, saved_tables) {
                 Ok(sampler) => {
                     health.set_attached();
                     let _ = started_tx.send(Ok(()));
@@ -436,132 +504,4 @@ fn spawn_sampling(
         Ok(Err(err)) => Err(err.into()),
         Err(_) => anyhow::bail!("the sampler thread died while loading the BPF programs"),
     }
-}
-
-/// Tags the window's per-process profiles, folds the window into the metrics, and queues the batch
-/// with the agent's heartbeat; logs the agent's own coverage and cost.
-fn ship(
-    window: &Window,
-    resolver: &MetadataResolver,
-    exporter: &Exporter,
-    metrics: &Metrics,
-    report_wire_bytes: bool,
-) {
-    let mut profiles = Vec::new();
-    for profile in [&window.on_cpu, &window.off_cpu].into_iter().flatten() {
-        for (pid, p) in group::by_process(profile) {
-            profiles.push((resolver.tags_for(pid), p));
-        }
-    }
-    for pid in &window.exited {
-        resolver.forget(*pid);
-    }
-    let (start, duration) = window
-        .on_cpu
-        .as_ref()
-        .or(window.off_cpu.as_ref())
-        .map(|p| (p.time_nanos, p.duration_nanos))
-        .unwrap_or((now_nanos(), 0));
-    let mut batch = Batch {
-        start_unix_nanos: start,
-        end_unix_nanos: start + duration,
-        profiles,
-        heartbeat: Tags::new(),
-    };
-    let last = metrics.record_window(window, &batch);
-    batch.heartbeat = heartbeat(resolver.host_name(), window, &last);
-    let samples: i64 = window
-        .on_cpu
-        .iter()
-        .flat_map(|p| &p.samples)
-        .map(|s| s.values[0])
-        .sum();
-    let processes = batch.profiles.len();
-    if report_wire_bytes {
-        let sizes = export::size::wire_sizes(&batch);
-        tracing::info!(
-            otlp_gzip_bytes = sizes.otlp_gzip_bytes,
-            pprof_gzip_bytes = sizes.pprof_gzip_bytes,
-            pprof_files = sizes.pprof_files,
-            wire_samples = sizes.samples,
-            "wire"
-        );
-    }
-    let accepted = exporter.submit(batch);
-    let walk = &window.stats;
-    let tables = window.unwind.unwrap_or_default();
-    let note = |key: &str| {
-        window
-            .off_cpu
-            .iter()
-            .flat_map(|p| &p.notes)
-            .find(|(k, _)| k == key)
-            .map_or_else(String::new, |(_, v)| v.clone())
-    };
-    tracing::info!(
-        samples,
-        processes,
-        lost_samples = last.lost_samples,
-        stacks_missing = window.stats.stacks_missing,
-        walk_root_percent = format!("{:.1}", 100.0 * walk.walk_root_ratio()),
-        complete_stack_percent = format!("{:.1}", 100.0 * last.coverage.complete_ratio()),
-        symbolized_percent = format!("{:.1}", 100.0 * last.coverage.symbolized_ratio()),
-        frames_per_stack = format!("{:.1}", walk.frames_per_stack()),
-        walk_cuts = walk.walks() - walk.kernel[sonde_abi::stat::WALK_ROOT as usize],
-        unwind_fallbacks = walk.fallbacks(),
-        unwind_table_mib = format!("{:.1}", tables.table_bytes as f64 / 1048576.0),
-        unwind_evictions = tables.evictions,
-        offcpu_switches = note("sonde.offcpu.switches"),
-        offcpu_tracked = note("sonde.offcpu.tracked"),
-        offcpu_one_in_max = note("sonde.offcpu.one_in_max"),
-        unsymbolized_top = offenders::describe(&window.unsymbolized),
-        debuginfod_fetched = window.debug.client.fetched,
-        debuginfod_failures = window.debug.client.failures,
-        cpu_percent = format!("{:.2}", 100.0 * last.agent_cpu_per_s),
-        overhead_percent = format!("{:.3}", 100.0 * last.overhead_ratio),
-        rss_mib = format!("{:.1}", last.rss_bytes as f64 / 1048576.0),
-        queued = exporter.queued(),
-        dropped_oldest = !accepted,
-        "window"
-    );
-}
-
-/// The agent's identity and this window's coverage, as OTLP resource attributes: a backend counts
-/// instances reporting and their coverage from them, idle windows included.
-fn heartbeat(host: &str, window: &Window, last: &LastWindow) -> Tags {
-    let mut t = Tags::new();
-    if !host.is_empty() {
-        t.insert(keys::HOST_NAME, host);
-    }
-    t.insert("sonde.agent.version", env!("CARGO_PKG_VERSION"));
-    t.insert("sonde.window.samples", last.coverage.samples.to_string());
-    t.insert("sonde.window.lost_samples", last.lost_samples.to_string());
-    t.insert(
-        "sonde.window.processes_seen",
-        window.processes_held.to_string(),
-    );
-    t.insert(
-        "sonde.window.processes_sampled",
-        last.processes_sampled.to_string(),
-    );
-    t.insert(
-        "sonde.coverage.complete_stack_ratio",
-        format!("{:.4}", last.coverage.complete_ratio()),
-    );
-    t.insert(
-        "sonde.coverage.symbolized_frame_ratio",
-        format!("{:.4}", last.coverage.symbolized_ratio()),
-    );
-    t.insert(
-        "sonde.overhead.cpu_ratio",
-        format!("{:.6}", last.overhead_ratio),
-    );
-    t
-}
-
-fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos() as i64
 }

@@ -101,7 +101,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map_or(Duration::ZERO, |d| d.timeout + Duration::from_millis(500));
     let debug = DebugInfo::new(symbols)?;
-    let mut sampler = Sampler::start(options, Symbolizer::new(debug, Some(wait)))?;
+    let symbolizer = Symbolizer::new(debug, Some(wait), options.runtimes);
+    // One recording: nothing to keep tables for.
+    let mut sampler = Sampler::start(options, symbolizer, None)?;
     crate::stop_signal::install();
     tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording (Ctrl-C ends early)");
     if crate::stop_signal::sleep(Duration::from_secs(args.duration)) {
@@ -130,7 +132,7 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
         single_window: true,
         unwind: args.unwind.unwind,
         max_unwind_table_mib: args.unwind.max_unwind_table_mib,
-        python: args.unwind.python.on(),
+        runtimes: args.unwind.runtimes(),
         ..Default::default()
     };
     match args.profile {
@@ -346,6 +348,13 @@ fn print_summary(window: &Window, profile: &Profile, output: &Path) {
         "python_unsupported:",
         capture.python_unsupported.to_string(),
     );
+    let go = window.symbolize.go;
+    line("go_binaries:", go.binaries.to_string());
+    line("go_table_failures:", go.failures.to_string());
+    line(
+        "go_without_inline_tree:",
+        go.without_inline_tree.to_string(),
+    );
     if profile.kind == crate::profile::ProfileKind::OffCpu {
         line(
             "offcpu_episodes:",
@@ -425,6 +434,10 @@ fn symbol_summary(line: &mut impl FnMut(&str, String), window: &Window) {
     let perf = window.perf_maps;
     line("perf_map_entries:", perf.entries.to_string());
     line("perf_map_bad_lines:", perf.bad_lines.to_string());
+    // Process-controlled input refused (THREAT_MODEL.md), every series as /metrics has it.
+    for (input, reason, n) in crate::process::untrusted::refusals::snapshot() {
+        line(&format!("refused_{input}_{reason}:"), n.to_string());
+    }
 }
 
 /// How user stacks were walked: completeness, depth, every cut and fallback by reason, and the tables.
@@ -440,12 +453,17 @@ fn unwind_summary(
         format!("{:.1}%", 100.0 * stats.walk_root_ratio()),
     );
     line(
+        "walk_root_new_processes:",
+        format!("{:.1}%", 100.0 * stats.new_process_root_ratio()),
+    );
+    line(
         "frames_per_stack:",
         format!("{:.1}", stats.frames_per_stack()),
     );
     for (name, index) in WALK_OUTCOMES.iter().skip(1) {
-        let key = if *name == "fp_end" {
-            "walk_fp_end:".to_owned()
+        // Endings that are not cuts.
+        let key = if matches!(*name, "fp_end" | "exiting") {
+            format!("walk_{name}:")
         } else {
             format!("walk_cut_{name}:")
         };
@@ -469,11 +487,16 @@ fn unwind_summary(
         ("fallback_no_table:", stat::FALLBACK_NO_TABLE),
         ("fallback_no_info:", stat::FALLBACK_NO_INFO),
         ("mappings_refresh:", stat::MAPPINGS_REFRESH),
+        ("vma_walks:", stat::VMA_WALKS),
+        ("vma_no_table:", stat::VMA_NO_TABLE),
+        ("vma_missed:", stat::VMA_MISSED),
+        ("vma_record_failed:", stat::VMA_RECORD_FAILED),
     ] {
         line(name, k[index as usize].to_string());
     }
     if let Some(t) = tables {
         line("unwind_tables_built:", t.tables_built.to_string());
+        line("unwind_tables_from_disk:", t.tables_from_disk.to_string());
         line("unwind_table_failures:", t.build_failures.to_string());
         line("unwind_table_evictions:", t.evictions.to_string());
         line("unwind_table_rows:", t.rows.to_string());

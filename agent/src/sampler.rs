@@ -97,7 +97,12 @@ pub struct Sampler {
 
 impl Sampler {
     /// Loads, attaches and starts consuming process events; `symbolizer` names the frames.
-    pub fn start(options: LoadOptions, symbolizer: Symbolizer) -> Result<Self, BpfError> {
+    /// `saved`: where built unwind tables are kept across restarts (`sonde run`), if anywhere.
+    pub(crate) fn start(
+        options: LoadOptions,
+        symbolizer: Symbolizer,
+        saved: Option<crate::unwind::saved::SavedTables>,
+    ) -> Result<Self, BpfError> {
         let Loaded {
             ebpf,
             drainer,
@@ -112,10 +117,10 @@ impl Sampler {
         };
         let mut table = ProcessTable::default();
         if let Some(map) = python {
-            table.publish_python(crate::python::publish::Publisher::new(map));
+            table.publish_python(crate::runtimes::python::publish::Publisher::new(map));
         }
         let procs = Arc::new(Mutex::new(table));
-        let unwinder = unwind.map(Unwinder::start);
+        let unwinder = unwind.map(|maps| Unwinder::start(maps, symbolizer.file_ids(), saved));
         let events = Some(EventThread::spawn(
             events,
             procs.clone(),
@@ -196,10 +201,7 @@ impl Sampler {
     }
 
     fn symbolize(&mut self, raw: RawWindow, start: SystemTime, duration: Duration) -> Window {
-        let time_nanos = start
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos() as i64;
+        let time_nanos = crate::clock::unix_nanos(start);
         let mut procs = self.procs.lock().expect("process table lock");
         let mut make = |kind: ProfileKind,
                         period: i64,

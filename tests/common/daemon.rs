@@ -43,7 +43,7 @@ impl Daemon {
     pub fn windows(&self) -> usize {
         self.log()
             .lines()
-            .filter(|l| l.contains("sonde::daemon: window "))
+            .filter(|l| l.contains(" window samples="))
             .count()
     }
 
@@ -74,6 +74,17 @@ impl Daemon {
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let status = child.wait().unwrap();
         (status, asked.elapsed(), self.log())
+    }
+
+    /// Sends SIGINT (Ctrl-C) and waits at most `timeout`; returns the status, the time the stop took,
+    /// and the log. Panics with the log if it did not exit in time.
+    pub fn interrupt(self, timeout: Duration) -> (ExitStatus, Duration, String) {
+        let child = self.child.as_ref().unwrap();
+        let asked = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let (status, log) = self.wait_exit(timeout);
+        (status, asked.elapsed(), log)
     }
 
     /// Waits (at most `timeout`) for sonde to exit by itself; returns the status and the log.

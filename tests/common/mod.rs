@@ -1,6 +1,17 @@
 //! Shared helpers of the integration tests: root check, workload builds, running sonde, reading pprof.
 #![allow(dead_code)]
 
+pub mod caps;
+pub mod daemon;
+pub mod debug_files;
+pub mod deploy;
+pub mod diff_fixtures;
+pub mod fake_proc;
+pub mod go;
+pub mod otlp;
+pub mod pod;
+pub mod python;
+
 use std::{
     collections::HashMap,
     io::Read as _,
@@ -92,24 +103,42 @@ pub fn build_library(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
     build_workload(name, out_name, &all)
 }
 
+/// Seconds of a recording whose `cpu_split` shares are asserted: at 99 Hz the sampling phase drifts
+/// 0.5 ms per 50 ms cycle of the workload, so it takes about 5 s to sweep the whole cycle once; a
+/// shorter recording samples part of the cycle more than the rest (a 3 s one was seen 6 points off).
+pub const SPLIT_SECONDS: &str = "5";
+
 /// Asserts `cpu_split`'s 50/30/20 split of `pid`'s samples within ±5 points; returns the sample count.
 pub fn assert_cpu_split(samples: &[Resolved], pid: u32, context: &str) -> f64 {
     let all = total(samples, pid, 0) as f64;
-    let share = |f: &str| 100.0 * inclusive(samples, pid, f, 0) as f64 / all;
-    let shares = [
+    let split = [
         ("burn_fifty", 50.0),
         ("burn_thirty", 30.0),
         ("burn_twenty", 20.0),
-    ]
-    .map(|(f, want)| (f, want, share(f)));
-    eprintln!("samples={all} shares={shares:?}\n{context}");
+    ];
+    assert_shares(samples, pid, all, &split, context);
+    all
+}
+
+/// Asserts that each function of `split` has its share (percent) of `of` samples of `pid`, ±5 points.
+pub fn assert_shares(
+    samples: &[Resolved],
+    pid: u32,
+    of: f64,
+    split: &[(&str, f64)],
+    context: &str,
+) {
+    let shares: Vec<(&str, f64, f64)> = split
+        .iter()
+        .map(|&(f, want)| (f, want, 100.0 * inclusive(samples, pid, f, 0) as f64 / of))
+        .collect();
+    eprintln!("samples={of} shares={shares:?}\n{context}");
     for (f, want, got) in shares {
         assert!(
             (got - want).abs() <= 5.0,
             "{f} share {got:.1}% not within {want}±5"
         );
     }
-    all
 }
 
 /// Asserts `offcpu_sleep`'s 2:1 split (±10%) of `pid`'s off-CPU time between `sleep_twenty` and
@@ -254,6 +283,20 @@ pub struct Resolved {
     /// Whether each entry of `functions` came from a kernel mapping.
     pub kernel: Vec<bool>,
     pub values: Vec<i64>,
+    /// Labelled `truncated=1`: the user stack did not reach a thread root.
+    pub truncated: bool,
+}
+
+impl Resolved {
+    /// The user-space entries of `functions`, leaf first.
+    pub fn user(&self) -> Vec<&str> {
+        self.functions
+            .iter()
+            .zip(&self.kernel)
+            .filter(|(_, kernel)| !**kernel)
+            .map(|(f, _)| f.as_str())
+            .collect()
+    }
 }
 
 /// Resolves every sample of `p`.
@@ -288,6 +331,7 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
                 functions,
                 kernel,
                 values: sample.value.clone(),
+                truncated: label("truncated").is_some_and(|l| s(l.str) == "1"),
             }
         })
         .collect()

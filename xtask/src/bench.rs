@@ -4,10 +4,13 @@
 //! map memory. Off-CPU profiling under a context-switch storm lives in [`offcpu`], the unwinding
 //! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`],
 //! symbolization (stripped binaries, debuginfod, its cache) in [`symbols`], a Python workload under
-//! sonde and py-spy in [`python`]; this file holds what
+//! sonde and py-spy in [`python`]; Go under sonde, perf and runtime/pprof in [`go`]; a build loop of
+//! short-lived processes under sonde and perf's DWARF mode in [`build`]; this file holds what
 //! they share: starting, stopping and measuring a profiler.
 
+mod build;
 mod daemon;
+mod go;
 mod offcpu;
 mod outage;
 mod python;
@@ -79,6 +82,24 @@ pub struct BenchArgs {
     /// Interleaved rounds of the Python section (its numbers are medians over rounds).
     #[arg(long, default_value_t = 2)]
     python_rounds: usize,
+    /// Only the Go section (a stripped Go workload under sonde, perf and Go's own profiler).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only"])]
+    go_only: bool,
+    /// Profiled seconds of each run of the Go section.
+    #[arg(long, default_value_t = 10)]
+    go_seconds: u64,
+    /// Interleaved rounds of the Go section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    go_rounds: usize,
+    /// Only the short-lived processes section (a gcc build loop under sonde and perf's DWARF mode).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only"])]
+    build_only: bool,
+    /// Recorded seconds of each run of the short-lived processes section.
+    #[arg(long, default_value_t = 8)]
+    build_seconds: u64,
+    /// Interleaved rounds of the short-lived processes section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    build_rounds: usize,
 }
 
 /// What a profiler process cost, from wait4 and its fdinfo.
@@ -151,6 +172,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.python_only {
         return python::run(&sonde, &dir, &python);
     }
+    let go = go::Options {
+        seconds: args.go_seconds,
+        rounds: args.go_rounds,
+    };
+    if args.go_only {
+        return go::run(&sonde, &dir, &go);
+    }
+    let build = build::Options {
+        seconds: args.build_seconds,
+        rounds: args.build_rounds,
+    };
+    if args.build_only {
+        return build::run(&sonde, &dir, &build);
+    }
     let busy = Busy::calibrate(&dir, args.seconds)?;
     let offcpu = offcpu::Options {
         pipe_loops: args.pipe_loops,
@@ -167,7 +202,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     unwind::run(&sonde, &dir, &unwind)?;
     symbols::run(&sonde, &dir, &symbols)?;
     scrape::run(&sonde, &dir)?;
-    python::run(&sonde, &dir, &python)
+    python::run(&sonde, &dir, &python)?;
+    go::run(&sonde, &dir, &go)?;
+    build::run(&sonde, &dir, &build)
 }
 
 /// The CPU-bound workload: busy_threads (frame pointers) with a fixed amount of work.
@@ -450,6 +487,33 @@ pub(crate) fn bpf_usage(pid: u32) -> Option<BpfUsage> {
         }
     }
     Some(total)
+}
+
+impl BpfUsage {
+    /// What was used from `before` to `after` (map memory as of `after`); zero when either is unknown.
+    pub(crate) fn between(before: Option<BpfUsage>, after: Option<BpfUsage>) -> BpfUsage {
+        match (before, after) {
+            (Some(b), Some(a)) => BpfUsage {
+                runs: a.runs - b.runs,
+                run_ns: a.run_ns - b.run_ns,
+                sampling_runs: a.sampling_runs - b.sampling_runs,
+                sampling_ns: a.sampling_ns - b.sampling_ns,
+                map_bytes: a.map_bytes,
+            },
+            _ => BpfUsage::default(),
+        }
+    }
+}
+
+/// User + system CPU of a running process so far (/proc/PID/stat).
+pub(crate) fn cpu_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Some(Duration::from_millis(ticks * 1000 / hz.max(1)))
 }
 
 /// Stops a profiler started with piped stdout by SIGINT and waits for it (it may flush for a while).

@@ -27,8 +27,8 @@ enum Task {
         #[arg(long)]
         peers: bool,
     },
-    /// Set up, then run every test (as root: the tests load BPF programs), then every fuzz target for a
-    /// few seconds (only when no test arguments narrow the run).
+    /// Set up, then run every test (as root: the tests load BPF programs); the fuzz targets replay
+    /// their seeds and mutations of them among the unit tests.
     Test {
         /// Extra arguments for `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -67,18 +67,16 @@ fn main() -> anyhow::Result<()> {
             // which other tests running beside them would distort.
             let mut cmd = Command::new(util::cargo());
             cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
-            cmd.args(["test", "--release"])
+            cmd.env("SONDE_TEST_ESBUILD", setup::esbuild_path());
+            // `test-hooks`: the hidden flags the tests use to make the agent stall, panic or fail a
+            // kernel program; release builds have none of them.
+            cmd.args(["test", "--release", "--features", "sonde/test-hooks"])
                 .args(&args)
                 .args(["--", "--test-threads=1"]);
-            util::run(&mut cmd)?;
-            if !args.is_empty() {
-                return Ok(());
-            }
-            // The parsers of hostile input, fuzzed a little on every run so a regression shows in CI.
-            fuzz::run_all(&fuzz::FuzzArgs {
-                seconds: fuzz::TEST_SECONDS,
-                targets: Vec::new(),
-            })
+            // The parsers of hostile input replay their fuzz seeds and mutations of them in the unit
+            // tests (sonde's `fuzzing::replay`); the coverage-guided search is `cargo xtask fuzz`, whose
+            // instrumented build of the whole agent would double the time of a test run.
+            util::run(&mut cmd)
         }
         Task::Sonde { args } => {
             setup::build_toolchain()?;

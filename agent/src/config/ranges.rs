@@ -3,8 +3,8 @@
 //! typo such as `export_interval_secs = 18446744073709551615` stops the start instead of panicking a
 //! thread later.
 
+use super::Thresholds;
 use super::{ConfigError, invalid};
-use crate::status::Thresholds;
 
 /// One setting's bounds, inclusive.
 #[derive(Clone, Copy, Debug)]

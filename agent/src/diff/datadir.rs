@@ -8,14 +8,10 @@
 //! The index is input like any profile: read within `--max-input-mib`, and an entry whose `path` leaves
 //! the directory (absolute, or through `..`) is refused, so an index cannot point diff at `/dev/zero`.
 
-use std::{
-    collections::BTreeMap,
-    path::{Component, Path, PathBuf},
-};
-
-use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
 use super::{error::DiffError, input::Limits};
+use crate::profile::model::ProfileKind;
 
 /// Short selector keys and the tag each stands for.
 pub const ALIASES: &[(&str, &str)] = &[
@@ -27,22 +23,9 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("namespace", "k8s.namespace.name"),
 ];
 
-/// One line of `index.jsonl`.
-/// Fields added by later versions of `sonde run` are ignored; a line that is not an entry is an error.
-#[derive(Debug, Deserialize)]
-pub struct Entry {
-    /// Gzip pprof, relative to the data directory.
-    pub path: PathBuf,
-    /// `cpu` or `offcpu`.
-    pub kind: String,
-    /// Start of the capture.
-    pub start_unix_nanos: i64,
-    /// End of the capture.
-    pub end_unix_nanos: i64,
-    /// Resource attributes of the profiled process.
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-}
+/// One line of `index.jsonl` (the format is `crate::datadir`'s). Fields added by later versions of
+/// `sonde run` are ignored; a line that is not an entry is an error.
+pub use crate::datadir::IndexEntry as Entry;
 
 /// A parsed `KEY=VALUE` selector, the key resolved through [`ALIASES`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +56,7 @@ impl Selector {
     }
 
     fn matches(&self, entry: &Entry) -> bool {
-        entry.tags.get(&self.key) == Some(&self.value)
+        entry.tags.get(&self.key) == Some(self.value.as_str())
     }
 }
 
@@ -85,7 +68,7 @@ pub struct Query<'a> {
     /// Selectors as typed, for messages.
     pub raw: &'a [String],
     /// Profile kind (`cpu` or `offcpu`).
-    pub kind: &'a str,
+    pub kind: ProfileKind,
     /// Keep captures that end after this (Unix nanoseconds).
     pub since: Option<i64>,
     /// Keep captures that start before this (Unix nanoseconds).
@@ -142,18 +125,7 @@ pub fn read_index(dir: &Path, limits: Limits, strict: bool) -> Result<Index, Dif
 
 /// Parses one line of the index.
 pub fn parse_entry(line: &str) -> Result<Entry, String> {
-    let entry: Entry = serde_json::from_str(line).map_err(|e| e.to_string())?;
-    let inside = entry
-        .path
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-    if !inside || entry.path.as_os_str().is_empty() {
-        return Err(format!(
-            "path {:?} is not a file inside the data directory",
-            entry.path
-        ));
-    }
-    Ok(entry)
+    Entry::parse_line(line)
 }
 
 /// The files of `entries` that match `query`, as paths under `dir`.
@@ -190,14 +162,14 @@ pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<Pa
     } else if kind_hits == 0 {
         format!(
             " ({tag_hits} match the tags but none is of kind {}; see --sample-type)",
-            query.kind
+            query.kind.name()
         )
     } else {
         format!(" ({kind_hits} match the tags but none falls in the --since/--until window)")
     };
     Err(DiffError::NoMatch {
         side: query.side,
-        kind: query.kind.to_owned(),
+        kind: query.kind.name().to_owned(),
         dir: dir.to_owned(),
         selectors: query.raw.join(" "),
         hint,

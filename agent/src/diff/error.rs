@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use super::input::Stream;
-
 /// Why a diff could not be computed.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
@@ -226,4 +224,22 @@ pub enum DiffError {
         /// `base` or `new`.
         side: &'static str,
     },
+}
+
+/// Which stream passed the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// The bytes of the file as stored.
+    Compressed,
+    /// The bytes gzip expands them to.
+    Decompressed,
+}
+
+impl std::fmt::Display for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stream::Compressed => "compressed",
+            Stream::Decompressed => "decompressed",
+        })
+    }
 }

@@ -16,7 +16,7 @@ use std::{
 
 use flate2::read::MultiGzDecoder;
 
-use super::error::DiffError;
+use super::error::{DiffError, Stream};
 
 /// The path that stands for standard input.
 pub const STDIN: &str = "-";
@@ -59,24 +59,6 @@ impl Default for Limits {
         Self {
             max_input_mib: Self::DEFAULT_MAX_INPUT_MIB,
         }
-    }
-}
-
-/// Which stream passed the limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stream {
-    /// The bytes of the file as stored.
-    Compressed,
-    /// The bytes gzip expands them to.
-    Decompressed,
-}
-
-impl std::fmt::Display for Stream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Stream::Compressed => "compressed",
-            Stream::Decompressed => "decompressed",
-        })
     }
 }
 

@@ -153,8 +153,8 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffErro
     let since = args.since.as_deref().map(datadir::parse_time).transpose()?;
     let until = args.until.as_deref().map(datadir::parse_time).transpose()?;
     let kind = match args.sample_type.as_deref() {
-        Some("offcpu" | "events") => "offcpu",
-        _ => "cpu",
+        Some("offcpu" | "events") => crate::profile::model::ProfileKind::OffCpu,
+        _ => crate::profile::model::ProfileKind::Cpu,
     };
     let select = |side, raw: &[String]| {
         datadir::select(

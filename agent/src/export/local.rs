@@ -17,34 +17,17 @@ use std::{
 };
 
 use super::{Batch, ExportError, ExportMetrics, ExportOutcome, Sink};
+pub use crate::datadir::{INDEX_FILE, IndexEntry};
 use crate::{
+    datadir::PROFILES_DIR,
     metadata::Tags,
     profile::pprof,
     retention::{Policy, Retention},
     storage::{DataMode, SafeDir, StorageError},
 };
 
-/// Name of the index file inside the data directory.
-pub const INDEX_FILE: &str = "index.jsonl";
-/// Directory of the profile files inside the data directory.
-pub(crate) const PROFILES_DIR: &str = "profiles";
 /// The tail of the index read to find a torn last line; far longer than any line.
 const TAIL_BYTES: u64 = 1 << 20;
-
-/// One line of `index.jsonl`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct IndexEntry {
-    /// Path of the gzip pprof, relative to the data directory, `/`-separated.
-    pub path: String,
-    /// `cpu` or `offcpu`.
-    pub kind: String,
-    /// Window start, nanoseconds since the Unix epoch.
-    pub start_unix_nanos: i64,
-    /// Window end, nanoseconds since the Unix epoch.
-    pub end_unix_nanos: i64,
-    /// The workload's tags.
-    pub tags: Tags,
-}
 
 /// What [`LocalDirSink::open`] repaired after an unclean stop.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,9 +106,7 @@ impl LocalDirSink {
         let Some(retention) = &self.retention else {
             return;
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let now = crate::clock::unix_nanos_now();
         let mut retention = retention.lock().expect("retention lock");
         let outcome = retention.after_write(&self.root, added, now);
         if let (Ok(Some(o)), Some(m)) = (&outcome, &self.metrics) {
@@ -276,7 +257,7 @@ impl Sink for LocalDirSink {
             let entry = IndexEntry {
                 // The file name's stem for now; write_one makes it the path.
                 path: format!("{kind}-{}-{:08x}", sanitize(service), tags_hash(tags)),
-                kind: kind.to_owned(),
+                kind: profile.kind,
                 start_unix_nanos: batch.start_unix_nanos,
                 end_unix_nanos: batch.end_unix_nanos,
                 tags: tags.clone(),

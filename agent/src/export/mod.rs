@@ -1,17 +1,14 @@
 //! Export: one window's profiles ([`Batch`]) leave the agent through a [`Sink`].
 //!
 //! One file per backend behind the narrow [`Sink`] trait: [`local::LocalDirSink`] (gzip pprof files plus
-//! `index.jsonl`, the default without an endpoint), [`otlp::OtlpSink`] (OTLP profiles over gRPC),
-//! [`null::NullSink`] (tests) and [`fanout::FanOut`]. [`queue::Exporter`] sits between the window loop and a
-//! sink: a bounded queue the producer never blocks on. A remote sink ([`Spoolable`]) gets a disk
-//! [`spool`] for what it cannot deliver now; every window that is not delivered is either spooled or
+//! `index.jsonl`, the default without an endpoint) and [`otlp::OtlpSink`] (OTLP profiles over gRPC).
+//! [`queue::Exporter`] sits between the window loop and a sink: a bounded queue the producer never
+//! blocks on. A remote sink ([`Spoolable`]) gets a disk [`spool`] for what it cannot deliver now; every window that is not delivered is either spooled or
 //! counted as lost with its reason. Counters live in [`metrics::ExportMetrics`]; [`size`] measures wire
 //! bytes for the benchmarks.
 
-pub mod fanout;
 pub mod local;
 pub mod metrics;
-pub mod null;
 pub mod otlp;
 pub mod queue;
 pub mod retry;
@@ -130,17 +127,6 @@ pub enum ExportError {
     /// A spooled request does not decode (written by another version?); it is not retried.
     #[error("a spooled request does not decode as an OTLP request: {0}")]
     Decode(#[from] prost::DecodeError),
-    /// Several sinks of a fan-out failed; the first failure is the source.
-    #[error("{failed} of {total} sinks failed")]
-    FanOut {
-        /// Sinks that failed.
-        failed: usize,
-        /// Sinks in the fan-out.
-        total: usize,
-        /// The first failure.
-        #[source]
-        first: Box<ExportError>,
-    },
 }
 
 impl ExportError {

@@ -374,7 +374,7 @@ impl Shared {
             ExportMetrics::add(&m.partial_rejected_profiles, outcome.rejected_profiles);
         }
         if let Some(end) = end_unix_nanos {
-            let lag = crate::metrics::unix_nanos_now().saturating_sub(end);
+            let lag = crate::clock::unix_nanos_now().saturating_sub(end);
             ExportMetrics::set(
                 &m.last_ingest_lag_ms,
                 u64::try_from(lag / 1_000_000).unwrap_or(0),

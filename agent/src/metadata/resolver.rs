@@ -226,6 +226,18 @@ impl MetadataResolver {
             tags.insert(keys::SYSTEMD_UNIT, unit.clone());
             tags.insert_default(keys::SERVICE_NAME, unit.trim_end_matches(".service"));
         }
+        let exe_path = self.config.proc_root.join(pid.to_string()).join("exe");
+        if let Some(go) = crate::runtimes::go::build_info(&exe_path) {
+            // A Go binary says what it is: its main module names the service when nothing above did.
+            tags.insert(keys::PROCESS_RUNTIME_NAME, "go");
+            tags.insert(keys::PROCESS_RUNTIME_VERSION, go.go_version);
+            if let Some(path) = go.main_path {
+                tags.insert_default(keys::SERVICE_NAME, path);
+            }
+            if let Some(version) = go.main_version.filter(|v| v != "(devel)") {
+                tags.insert_default(keys::SERVICE_VERSION, version);
+            }
+        }
         if let Some(exe) = exe {
             tags.insert_default(keys::SERVICE_NAME, exe);
         }

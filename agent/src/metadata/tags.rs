@@ -28,6 +28,10 @@ pub mod keys {
     pub const PROCESS_PID: &str = "process.pid";
     /// Executable base name.
     pub const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";
+    /// The language runtime a process runs on (`go`), where sonde can tell from its executable.
+    pub const PROCESS_RUNTIME_NAME: &str = "process.runtime.name";
+    /// That runtime's version (`go1.22.1`).
+    pub const PROCESS_RUNTIME_VERSION: &str = "process.runtime.version";
     /// The systemd unit a process runs in (off Kubernetes).
     pub const SYSTEMD_UNIT: &str = "systemd.unit";
 }

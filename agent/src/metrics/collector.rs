@@ -11,7 +11,8 @@ use prometheus_client::{
     registry::Unit,
 };
 
-use super::{Health, state::State, unix_nanos_now, usage};
+use super::{Health, state::State, usage};
+use crate::clock::unix_nanos_now;
 use crate::{
     bpf::drain::{KERNEL_COUNTERS, WALK_OUTCOMES},
     export::{ExportMetrics, Exporter},
@@ -33,7 +34,7 @@ pub struct AgentCollector {
 /// the first line is the oldest. 0 when there is none.
 fn local_retention_seconds(dir: &std::path::Path) -> f64 {
     use std::io::{BufRead as _, Read as _};
-    let Ok(file) = std::fs::File::open(dir.join(crate::export::local::INDEX_FILE)) else {
+    let Ok(file) = std::fs::File::open(dir.join(crate::datadir::INDEX_FILE)) else {
         return 0.0;
     };
     let mut first = String::new();
@@ -44,7 +45,7 @@ fn local_retention_seconds(dir: &std::path::Path) -> f64 {
     {
         return 0.0;
     }
-    serde_json::from_str::<crate::export::local::IndexEntry>(&first).map_or(0.0, |e| {
+    serde_json::from_str::<crate::datadir::IndexEntry>(&first).map_or(0.0, |e| {
         (unix_nanos_now() - e.start_unix_nanos).max(0) as f64 / 1e9
     })
 }
@@ -332,6 +333,21 @@ impl Collector for AgentCollector {
         )?;
         family(
             e,
+            "sonde_input_refusals",
+            "Inputs a profiled process controls that sonde refused to read or build on its behalf, by input (perf_map, debug_file, binary, unwind_table, python_code) and reason (symlink, not_regular, owner, permission, fuse, too_large, bad_name, budget); see THREAT_MODEL.md.",
+            None,
+            crate::process::untrusted::refusals::snapshot()
+                .into_iter()
+                .map(|(input, reason, n)| {
+                    (
+                        vec![("input", input.to_owned()), ("reason", reason.to_owned())],
+                        counter(n),
+                    )
+                })
+                .collect(),
+        )?;
+        family(
+            e,
             "sonde_python_processes",
             "Processes found running CPython, by whether sonde walks their Python frames (supported) or shows native frames only (unsupported: a version outside 3.9 to 3.13).",
             None,
@@ -344,6 +360,24 @@ impl Collector for AgentCollector {
                     label("support", "unsupported"),
                     counter(s.capture.python_unsupported),
                 ),
+            ],
+        )?;
+        let go = s.symbolize.go;
+        family(
+            e,
+            "sonde_go_binaries",
+            "Go binaries whose frames are named from their own .gopclntab, by outcome: read (with the inline tree), no_inline_tree (physical functions only) or failed (unknown layout or malformed; ELF symbols only).",
+            None,
+            vec![
+                (
+                    label("outcome", "read"),
+                    counter(go.binaries - go.without_inline_tree),
+                ),
+                (
+                    label("outcome", "no_inline_tree"),
+                    counter(go.without_inline_tree),
+                ),
+                (label("outcome", "failed"), counter(go.failures)),
             ],
         )?;
         let d = &s.debug;
@@ -402,10 +436,15 @@ impl Collector for AgentCollector {
         family(
             e,
             "sonde_unwind_tables",
-            "Unwind tables by event: built, failed (no usable table), evicted (over the budget).",
+            "Unwind tables by event: built, loaded from disk, failed (no usable table), evicted (over \
+             the budget).",
             None,
             vec![
                 (label("event", "built"), counter(unwind.tables_built)),
+                (
+                    label("event", "from_disk"),
+                    counter(unwind.tables_from_disk),
+                ),
                 (label("event", "failed"), counter(unwind.build_failures)),
                 (label("event", "evicted"), counter(unwind.evictions)),
             ],
@@ -492,6 +531,13 @@ impl Collector for AgentCollector {
             "1 while the sampling thread makes windows on time (/healthz).",
             None,
             gauge(f64::from(u8::from(self.health.live()))),
+        )?;
+        one(
+            e,
+            "sonde_pipeline_stalls",
+            "Episodes of the sampling thread making no window for two intervals (the watchdog exits non-zero when one outlasts its limit).",
+            None,
+            counter(self.health.stalls()),
         )?;
         Ok(())
     }

@@ -33,12 +33,12 @@ pub struct Coverage {
 impl Coverage {
     /// Named frames / frames (1 when there are no frames: nothing is missing).
     pub fn symbolized_ratio(&self) -> f64 {
-        ratio(self.named, self.frames)
+        crate::ratio::good_share(self.named, self.frames)
     }
 
     /// Complete user stacks / user stacks (1 when there are none).
     pub fn complete_ratio(&self) -> f64 {
-        ratio(self.complete, self.user_stacks)
+        crate::ratio::good_share(self.complete, self.user_stacks)
     }
 
     fn add(&mut self, other: &Coverage) {
@@ -47,14 +47,6 @@ impl Coverage {
         self.named += other.named;
         self.user_stacks += other.user_stacks;
         self.complete += other.complete;
-    }
-}
-
-fn ratio(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        1.0
-    } else {
-        part as f64 / whole as f64
     }
 }
 

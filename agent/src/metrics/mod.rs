@@ -16,23 +16,15 @@ mod usage;
 use std::{
     path::PathBuf,
     sync::{Arc, Mutex},
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use prometheus_client::registry::Registry;
 
-pub use health::Health;
+pub use health::{Health, Watch};
 pub use state::LastWindow;
 
 use crate::{export::Batch, export::Exporter, sampler::Window};
-
-/// Nanoseconds since the Unix epoch, now.
-pub fn unix_nanos_now() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos() as i64
-}
 
 /// The registry and what it reads.
 #[derive(Debug)]

@@ -93,12 +93,16 @@ pub struct StackSample {
     pub truncated: bool,
 }
 
-/// Which measurement a profile carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which measurement a profile carries; `cpu` or `offcpu` in the data directory's index.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum ProfileKind {
     /// On-CPU samples from the cpu-clock event.
+    #[serde(rename = "cpu")]
     Cpu,
     /// Time blocked off-CPU from `sched_switch`.
+    #[serde(rename = "offcpu")]
     OffCpu,
 }
 

@@ -8,13 +8,9 @@ use std::{
 use flate2::{Compression, read::GzDecoder, write::GzEncoder};
 use prost::Message as _;
 
-use super::{
-    Policy, RetentionError,
-    merge::Merger,
-    plan::{self, HOURLY_DIR},
-};
+use super::{Policy, RetentionError, merge::Merger, plan};
 use crate::{
-    export::local::{INDEX_FILE, IndexEntry, PROFILES_DIR},
+    datadir::{HOURLY_DIR, INDEX_FILE, IndexEntry, PROFILES_DIR},
     profile::pprof::proto,
     storage::{SafeDir, StorageError},
 };
@@ -306,7 +302,7 @@ fn merge_one(
     let members = m.members.iter().map(|&i| &entries[i]);
     let entry = IndexEntry {
         path: format!("{HOURLY_DIR}/{}/{name}", m.hour_start_secs),
-        kind: first.kind.clone(),
+        kind: first.kind,
         start_unix_nanos: members
             .clone()
             .map(|e| e.start_unix_nanos)

@@ -17,6 +17,7 @@ pub struct PruneArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Test hook: the hourly tier's "hour", in seconds.
+    #[cfg(feature = "test-hooks")]
     #[arg(long, hide = true, value_name = "SECS")]
     pub test_retention_hour_secs: Option<u64>,
 }
@@ -41,7 +42,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
         }
         None => Default::default(),
     };
-    let policy = file.policy(args.test_retention_hour_secs)?;
+    let policy = file.policy(test_hook!(args.test_retention_hour_secs))?;
     if !args.data.is_dir() {
         anyhow::bail!(
             "{} is not a directory: --data takes the directory `sonde run` writes",
@@ -53,9 +54,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     let _lock = root
         .try_lock(DATA_LOCK)?
         .ok_or_else(|| RetentionError::Busy(args.data.clone()))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64);
+    let now = crate::clock::unix_nanos_now();
     let o = apply::pass(&root, &policy, now)?;
     println!(
         "windows_merged={} hourly_written={} expired={} capped={} capped_bytes={} lines_dropped={} \

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use super::Policy;
-use crate::{export::local::IndexEntry, metadata::keys};
-
-/// Directory of the hourly tier inside the data directory (windows are under `profiles/`).
-pub(crate) const HOURLY_DIR: &str = "hourly";
+use crate::{
+    datadir::{HOURLY_DIR, IndexEntry},
+    metadata::keys,
+    profile::model::ProfileKind,
+};
 
 /// Windows of one process identity, kind and hour, to become one hourly profile.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,9 +34,9 @@ fn is_hourly(e: &IndexEntry) -> bool {
 }
 
 /// What one profile is of: the same process identity, kind and tags.
-fn identity(e: &IndexEntry) -> (String, String) {
+fn identity(e: &IndexEntry) -> (ProfileKind, String) {
     let tags = serde_json::to_string(&e.tags).expect("tags serialize");
-    (e.kind.clone(), tags)
+    (e.kind, tags)
 }
 
 /// Plans the tiers of `entries` at `now` (Unix nanoseconds).
@@ -47,7 +48,7 @@ pub(crate) fn plan_tiers(entries: &[IndexEntry], policy: &Policy, now: i64) -> T
     let mut next_due = now.saturating_add(hour);
 
     // Windows whose whole hour is older than `recent` merge, with any hourly profile of that hour.
-    let mut groups: HashMap<(i64, (String, String)), Vec<usize>> = HashMap::new();
+    let mut groups: HashMap<(i64, (ProfileKind, String)), Vec<usize>> = HashMap::new();
     for (i, e) in entries.iter().enumerate() {
         let bucket = e.start_unix_nanos.div_euclid(hour);
         if is_hourly(e) {
@@ -75,15 +76,11 @@ pub(crate) fn plan_tiers(entries: &[IndexEntry], policy: &Policy, now: i64) -> T
     merges.sort_by_key(|m| m.members[0]);
 
     // Hourly profiles: ranked newest first within their release (service and version and kind).
-    let mut releases: HashMap<(String, String, String), Vec<usize>> = HashMap::new();
+    let mut releases: HashMap<(String, String, ProfileKind), Vec<usize>> = HashMap::new();
     for (i, e) in entries.iter().enumerate().filter(|(_, e)| is_hourly(e)) {
         let tag = |k| e.tags.get(k).unwrap_or("").to_owned();
         releases
-            .entry((
-                tag(keys::SERVICE_NAME),
-                tag(keys::SERVICE_VERSION),
-                e.kind.clone(),
-            ))
+            .entry((tag(keys::SERVICE_NAME), tag(keys::SERVICE_VERSION), e.kind))
             .or_default()
             .push(i);
     }
@@ -141,7 +138,7 @@ mod tests {
     fn entry(path: &str, version: &str, start_s: i64, end_s: i64) -> IndexEntry {
         IndexEntry {
             path: path.into(),
-            kind: "cpu".into(),
+            kind: ProfileKind::Cpu,
             start_unix_nanos: start_s * S,
             end_unix_nanos: end_s * S,
             tags: [("service.name", "cart"), ("service.version", version)]

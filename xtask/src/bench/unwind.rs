@@ -6,7 +6,7 @@
 
 mod profilers;
 mod report;
-mod stacks;
+pub(crate) mod stacks;
 mod tables;
 mod workloads;
 

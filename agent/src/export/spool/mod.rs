@@ -10,7 +10,7 @@
 //! can drop a second copy. The export queue ([`crate::export::queue`]) decides when a batch is spooled
 //! and interleaves replay with live windows.
 
-mod format;
+pub(crate) mod format;
 #[cfg(test)]
 mod interleave_tests;
 pub(crate) mod replay;

@@ -105,7 +105,7 @@ impl Spool {
             files: Mutex::new(files),
             metrics,
         };
-        let evicted = spool.enforce(0, crate::metrics::unix_nanos_now());
+        let evicted = spool.enforce(0, crate::clock::unix_nanos_now());
         let (batches, bytes) = spool.publish();
         if batches > 0 {
             tracing::info!(
@@ -135,7 +135,7 @@ impl Spool {
             });
         }
         let name = file_name(batch.end_unix_nanos, &batch.batch_id);
-        let evicted = self.enforce(len, crate::metrics::unix_nanos_now());
+        let evicted = self.enforce(len, crate::clock::unix_nanos_now());
         let written = self.dir.write_new(&name, &bytes);
         if written.is_ok() {
             self.lock().insert(name, len);
@@ -370,7 +370,7 @@ mod tests {
         };
         let metrics = Arc::new(ExportMetrics::default());
         let (spool, _) = Spool::open(&root, limits, metrics.clone()).unwrap();
-        let now = crate::metrics::unix_nanos_now();
+        let now = crate::clock::unix_nanos_now();
         spool.store(&batch(now, 100)).unwrap();
         let name = spool.oldest().unwrap();
         let mut bytes = spool.dir.read(&name, 1 << 20).unwrap();

@@ -1,0 +1,14 @@
+//! Integration tests: python. One test binary per area (each links the whole agent), one module per
+//! case; the shared helpers are `crate::common` and its modules.
+
+mod common;
+
+mod python_deep_recursion;
+mod python_exited_process;
+mod python_function_split;
+mod python_mixed_stack;
+mod python_off_switch;
+mod python_offcpu_sleep;
+mod python_other_builds;
+mod python_pyspy_agreement;
+mod python_threads;

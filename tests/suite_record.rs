@@ -1,0 +1,19 @@
+//! Integration tests: record. One test binary per area (each links the whole agent), one module per
+//! case; the shared helpers are `crate::common` and its modules.
+
+mod common;
+
+mod bpf_kernel_log;
+mod go_pprof_agreement;
+mod go_stripped;
+mod record_bad_input;
+mod record_cpu_split;
+mod record_exited_process;
+mod record_kernel_frames;
+mod record_output_atomic;
+mod record_pprof_format;
+mod record_stripped;
+mod symbols_debuginfod;
+mod symbols_jit_perfmap;
+mod symbols_local_files;
+mod symbols_wire_format;
