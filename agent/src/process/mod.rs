@@ -10,6 +10,7 @@
 //! A process whose mappings or binaries sonde may not read is counted and warned about (once per
 //! reason, then at debug level), never left silently unsymbolized.
 
+pub(crate) mod binary;
 pub mod elf_info;
 pub mod events;
 pub(crate) mod file_ids;
@@ -23,60 +24,17 @@ use std::{
     collections::{HashMap, HashSet},
     fs::File,
     os::unix::fs::MetadataExt as _,
-    path::PathBuf,
     sync::Arc,
     time::Instant,
 };
 
+pub use binary::{Binary, JIT_PATH, Mapping};
 pub use elf_info::{ElfInfo, Segment};
+
+use crate::profile::Module;
 pub use maps_file::MapsLine;
 pub(crate) use maps_file::{executable, has_live_threads, is_gone, parse_maps, proc_dir};
 pub use maps_file::{proc_root, set_proc_root};
-
-/// The module path of anonymous executable memory: code a JIT compiler generated.
-pub const JIT_PATH: &str = "[jit]";
-
-use crate::profile::Module;
-
-/// A binary file kept open for symbolization.
-#[derive(Debug)]
-pub struct Binary {
-    /// (device, inode): the identity used for caching.
-    pub id: (u64, u64),
-    /// Path the process mapped it from (as seen in its mount namespace).
-    pub path: String,
-    /// Open handle; symbolized through `/proc/self/fd/N` so it works after the process exits.
-    pub file: File,
-    /// Segments, build id and symbol sections.
-    pub elf: ElfInfo,
-    /// The root directory of the first process seen mapping it (`/proc/PID/root`): debug files are
-    /// looked up inside it, as that process sees the file system (containers).
-    pub root: PathBuf,
-    /// That process's credentials: debug files are read only if its user could read them.
-    pub(crate) owner: Option<untrusted::Owner>,
-}
-
-impl Binary {
-    /// GNU build id, lowercase hex.
-    pub fn build_id(&self) -> Option<&str> {
-        self.elf.build_id.as_deref()
-    }
-
-    /// A path this process can open the binary at, even if the owner exited or the file was deleted.
-    pub fn open_path(&self) -> PathBuf {
-        use std::os::fd::AsRawFd as _;
-        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-    }
-}
-
-/// One executable mapping of a process.
-#[derive(Clone, Debug)]
-pub struct Mapping {
-    /// Mapped range and file offset, as a profile module.
-    pub module: Arc<Module>,
-    /// The file, when it is a real file (not `[vdso]` and the like) and could be opened.
-    pub binary: Option<Arc<Binary>>,
-}
 
 /// What sonde knows about one process.
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! A process's executable mappings as the kernel's unwinder needs them ([`ProcMappings`]): address
 //! range, table id and the load bias that turns a runtime address into the table's ELF address.
 
-use crate::process::Segment;
+use crate::process::elf_info::Segment;
 use sonde_abi::{
     ExecMapping, ProcMappings,
     unwind::{MAPPING_NO_UNWIND_INFO, MAX_EXEC_MAPPINGS},

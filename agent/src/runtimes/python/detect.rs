@@ -12,7 +12,10 @@ use super::{
     memory::ProcessMemory,
     offsets::{self, Offsets},
 };
-use crate::process::{Binary, Mapping, elf_info::python_version_from_path};
+use crate::process::{
+    binary::{Binary, Mapping},
+    elf_info::python_version_from_path,
+};
 
 /// Why an interpreter was found but cannot be walked.
 #[derive(Debug, thiserror::Error)]
