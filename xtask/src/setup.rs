@@ -82,6 +82,10 @@ pub fn peers() -> anyhow::Result<()> {
         // The deploy tests: the container image (podman), the unit's system call filter (strace).
         ("podman", "podman"),
         ("strace", "strace"),
+        // The Go tests: workloads built stripped, and Debian's own stripped gofmt.
+        ("go", "golang-go"),
+        // The unit test: `systemd-analyze verify` and `security`.
+        ("systemd-analyze", "systemd"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
@@ -122,8 +126,66 @@ pub fn peers() -> anyhow::Result<()> {
             .arg(&requirements))?;
         std::fs::write(&stamp, wanted)?;
     }
+    esbuild()?;
+    kustomize()?;
     // The package test builds the .deb.
     crate::deb::install_cargo_deb()
+}
+
+/// The manifest test renders the Kubernetes base with real kustomize, `kubectl kustomize`. No package
+/// registry this project reaches ships kubectl or kustomize (Debian 12 has neither), so it must come with
+/// the machine; say so plainly rather than let the test fail on a missing binary.
+fn kustomize() -> anyhow::Result<()> {
+    anyhow::ensure!(
+        succeeds("kubectl", &["kustomize", "--help"]),
+        "`kubectl kustomize` is missing: tests/deploy_manifests.rs renders deploy/kubernetes with real \
+         kustomize. Install kubectl (1.27 or later, kustomize v5) on this machine; no Debian package ships it"
+    );
+    Ok(())
+}
+
+/// The esbuild release the Go tests profile: a Go program of a recent Go release, prebuilt and
+/// stripped, as the npm registry ships it.
+const ESBUILD_PACKAGE: &str = "@esbuild/linux-x64@0.24.0";
+
+/// Where setup puts esbuild's binary (`SONDE_TEST_ESBUILD` for the tests).
+pub fn esbuild_path() -> std::path::PathBuf {
+    root().join("target/peers/esbuild/package/bin/esbuild")
+}
+
+/// Fetches esbuild's prebuilt Linux binary from the npm registry once.
+fn esbuild() -> anyhow::Result<()> {
+    let bin = esbuild_path();
+    if bin.exists() {
+        return Ok(());
+    }
+    let dir = bin
+        .ancestors()
+        .nth(3)
+        .expect("target/peers/esbuild")
+        .to_owned();
+    std::fs::create_dir_all(&dir)?;
+    eprintln!("xtask: fetching {ESBUILD_PACKAGE} from the npm registry");
+    run(Command::new("npm")
+        .args(["pack", "--silent", ESBUILD_PACKAGE])
+        .current_dir(&dir))
+    .context("fetching esbuild with npm (Node.js and npm are needed for the Go tests)")?;
+    let tarball = std::fs::read_dir(&dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "tgz"))
+        .context("npm pack left no tarball")?;
+    run(Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .current_dir(&dir))?;
+    anyhow::ensure!(
+        bin.exists(),
+        "{} is not in {}",
+        bin.display(),
+        tarball.display()
+    );
+    Ok(())
 }
 
 pub(crate) fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
