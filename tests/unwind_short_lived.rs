@@ -93,24 +93,10 @@ fn record_host(seconds: &str, out: &Path) -> String {
 fn a_compile_loop_reaches_the_thread_root_in_gcc_cc1_and_as() {
     require_root();
     let dir = temp_dir("short_lived_build");
-    for i in 1..=40 {
-        std::fs::write(
-            dir.join(format!("f{i}.c")),
-            format!(
-                "#include <stdio.h>\n#include <string.h>\n\
-                 struct s{i} {{ int a[{i}]; double d; }};\n\
-                 static int work{i}(struct s{i} *p, int n) {{ int t = 0; \
-                 for (int k = 0; k < n; k++) t += p->a[k % {i}] * k; return t; }}\n\
-                 int fn{i}(int n) {{ struct s{i} v; memset(&v, 0, sizeof v); \
-                 for (int j = 0; j < {i}; j++) v.a[j] = j * n; \
-                 return work{i}(&v, n) + printf(\"%d\\n\", n); }}\n"
-            ),
-        )
-        .unwrap();
-    }
     let script = format!(
-        "cd {} && while :; do ls f*.c | xargs -P 2 -n 1 gcc -O2 -c -o /dev/null || exit 1; done",
-        dir.display()
+        "exec sh {} {}",
+        root().join("tests/workloads/build_loop.sh").display(),
+        dir.join("sources").display()
     );
     let build = Loop::start(&script);
     std::thread::sleep(std::time::Duration::from_millis(500));

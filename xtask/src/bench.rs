@@ -102,6 +102,15 @@ pub struct BenchArgs {
     build_rounds: usize,
 }
 
+/// The settings of a section measured in interleaved rounds of fixed-length runs (the Python, Go and
+/// short-lived processes sections).
+pub(crate) struct Rounds {
+    /// The profiled (or timed) span of each run, seconds.
+    pub(crate) seconds: u64,
+    /// Interleaved rounds over all runs; tables show medians over them.
+    pub(crate) rounds: usize,
+}
+
 /// What a profiler process cost, from wait4 and its fdinfo.
 pub(crate) struct Usage {
     /// User + system CPU of the process (its BPF programs not included).
@@ -165,21 +174,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.scrape_only {
         return scrape::run(&sonde, &dir);
     }
-    let python = python::Options {
+    let python = Rounds {
         seconds: args.python_seconds,
         rounds: args.python_rounds,
     };
     if args.python_only {
         return python::run(&sonde, &dir, &python);
     }
-    let go = go::Options {
+    let go = Rounds {
         seconds: args.go_seconds,
         rounds: args.go_rounds,
     };
     if args.go_only {
         return go::run(&sonde, &dir, &go);
     }
-    let build = build::Options {
+    let build = Rounds {
         seconds: args.build_seconds,
         rounds: args.build_rounds,
     };

@@ -29,12 +29,7 @@ const WARM_UP: Duration = Duration::from_secs(1);
 const LOAD: Duration = Duration::from_millis(1500);
 
 /// Settings of the section (from `cargo xtask bench` flags).
-pub(crate) struct Options {
-    /// The profiled span of each run.
-    pub(crate) seconds: u64,
-    /// Interleaved rounds.
-    pub(crate) rounds: usize,
-}
+pub(crate) type Options = super::Rounds;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -71,7 +66,6 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
     let dir = dir.join("build");
     std::fs::create_dir_all(&dir)?;
     let sources = dir.join("sources");
-    write_sources(&sources)?;
     let mut runs = Vec::new();
     for round in 0..options.rounds {
         let mut order = Kind::ALL;
@@ -95,37 +89,15 @@ fn stem(kind: Kind) -> &'static str {
     }
 }
 
-/// 40 small C files (the same as the test `unwind_short_lived`).
-fn write_sources(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    for i in 1..=40 {
-        std::fs::write(
-            dir.join(format!("f{i}.c")),
-            format!(
-                "#include <stdio.h>\n#include <string.h>\n\
-                 struct s{i} {{ int a[{i}]; double d; }};\n\
-                 static int work{i}(struct s{i} *p, int n) {{ int t = 0; \
-                 for (int k = 0; k < n; k++) t += p->a[k % {i}] * k; return t; }}\n\
-                 int fn{i}(int n) {{ struct s{i} v; memset(&v, 0, sizeof v); \
-                 for (int j = 0; j < {i}; j++) v.a[j] = j * n; \
-                 return work{i}(&v, n) + printf(\"%d\\n\", n); }}\n"
-            ),
-        )?;
-    }
-    Ok(())
-}
-
 /// The build loop, in its own process group (killed as a group).
 struct Loop(Child);
 
 impl Loop {
     fn start(sources: &Path) -> anyhow::Result<Self> {
-        let script = format!(
-            "cd '{}' && while :; do ls f*.c | xargs -P 2 -n 1 gcc -O2 -c -o /dev/null || exit 1; done",
-            sources.display()
-        );
+        // The same build as the test `unwind_short_lived`: tests/workloads/build_loop.sh.
         let child = Command::new("sh")
-            .args(["-c", &script])
+            .arg(crate::util::root().join("tests/workloads/build_loop.sh"))
+            .arg(sources)
             .process_group(0)
             .spawn()
             .context("starting the build loop")?;

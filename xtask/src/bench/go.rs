@@ -22,12 +22,7 @@ use crate::util::root;
 const WARM_UP: u64 = 3;
 
 /// Settings of the section (from `cargo xtask bench` flags).
-pub(crate) struct Options {
-    /// The profiled span of each run.
-    pub(crate) seconds: u64,
-    /// Interleaved rounds.
-    pub(crate) rounds: usize,
-}
+pub(crate) type Options = super::Rounds;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {

@@ -28,12 +28,7 @@ const PYTHON: &str = "/usr/bin/python3";
 const TARGET_BPF_NS: f64 = 8000.0;
 
 /// Settings of the section (from `cargo xtask bench` flags).
-pub(crate) struct Options {
-    /// Timed work of the workload in each run.
-    pub(crate) seconds: u64,
-    /// Interleaved rounds over all runs.
-    pub(crate) rounds: usize,
-}
+pub(crate) type Options = super::Rounds;
 
 /// What the workload runs under.
 #[derive(Clone, Copy, PartialEq, Eq)]
