@@ -171,6 +171,15 @@ impl SafeDir {
         Ok(())
     }
 
+    /// Bytes an unprivileged writer may still use on this directory's file system, and its size.
+    pub(crate) fn space(&self) -> Result<(u64, u64), StorageError> {
+        let st = rfs::fstatvfs(&*self.fd).map_err(|e| io_err(&self.path, e))?;
+        Ok((
+            st.f_bavail.saturating_mul(st.f_frsize),
+            st.f_blocks.saturating_mul(st.f_frsize),
+        ))
+    }
+
     /// Whether `name` exists (as anything; a symlink is not followed).
     pub(crate) fn exists(&self, name: &str) -> Result<bool, StorageError> {
         self.check_name(name)?;

@@ -17,6 +17,11 @@ const ROW: usize = 8;
 const MAX_FILE: u64 = 128 << 20;
 /// Bytes of tables kept at most; beyond it new tables are not saved (they are still built and used).
 const MAX_TOTAL: u64 = 1 << 30;
+/// Free space a save must leave on the data directory's file system, at least: the tables are a
+/// cache, and the profiles and the spool beside them are not, so a table never takes the room a
+/// window needs (a tenth of the file system, and never less than the spool's default bound).
+const MIN_FREE: u64 = 256 << 20;
+const MIN_FREE_FRACTION: u64 = 10;
 
 /// The directory of saved tables and what it holds.
 pub(crate) struct SavedTables {
@@ -80,6 +85,15 @@ impl SavedTables {
         };
         let bytes = encode(rows);
         if self.total + bytes.len() as u64 > MAX_TOTAL || bytes.len() as u64 > MAX_FILE {
+            return Ok(());
+        }
+        let (free, size) = self.dir.space()?;
+        if free.saturating_sub(bytes.len() as u64) < MIN_FREE.max(size / MIN_FREE_FRACTION) {
+            tracing::debug!(
+                build_id,
+                free,
+                "not saving an unwind table: the data directory's file system is nearly full"
+            );
             return Ok(());
         }
         match self.dir.write_new(&name, &bytes) {
