@@ -348,6 +348,13 @@ fn print_summary(window: &Window, profile: &Profile, output: &Path) {
         "python_unsupported:",
         capture.python_unsupported.to_string(),
     );
+    let unmapped = window.symbolize.unmapped;
+    line("unmapped_process_gone:", unmapped.process_gone.to_string());
+    line(
+        "unmapped_outside_mappings:",
+        unmapped.outside_mappings.to_string(),
+    );
+    line("unmapped_file_unknown:", unmapped.unknown_file.to_string());
     let go = window.symbolize.go;
     line("go_binaries:", go.binaries.to_string());
     line("go_table_failures:", go.failures.to_string());

@@ -362,6 +362,27 @@ impl Collector for AgentCollector {
                 ),
             ],
         )?;
+        let unmapped = s.symbolize.unmapped;
+        family(
+            e,
+            "sonde_unmapped_frames",
+            "Frames in no known file ([unmapped], weighted by samples), by reason: process_gone (exited before its mappings were read, walked by frame pointers), outside_mappings (in none of its known mappings), file_unknown (stored relative to a file no longer known).",
+            None,
+            vec![
+                (
+                    label("reason", "process_gone"),
+                    counter(unmapped.process_gone),
+                ),
+                (
+                    label("reason", "outside_mappings"),
+                    counter(unmapped.outside_mappings),
+                ),
+                (
+                    label("reason", "file_unknown"),
+                    counter(unmapped.unknown_file),
+                ),
+            ],
+        )?;
         let go = s.symbolize.go;
         family(
             e,

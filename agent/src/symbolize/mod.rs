@@ -19,6 +19,7 @@ pub(crate) mod perfmap;
 mod python_tests;
 mod roots;
 mod sources;
+mod unmapped;
 
 use std::{
     borrow::Cow,
@@ -32,6 +33,7 @@ pub use cache::SymbolCache;
 pub use debuginfo::{DebugInfoStats, Reason};
 pub use offenders::Offender;
 pub use perfmap::PerfMapStats;
+pub use unmapped::UnmappedFrames;
 
 use sonde_abi::{
     python::unpack_frame,
@@ -44,6 +46,7 @@ use self::{
     offenders::Offenders,
     perfmap::PerfMaps,
     sources::Sources,
+    unmapped::UNMAPPED,
 };
 use crate::{
     bpf::drain::{RawSample, RawStack},
@@ -85,6 +88,8 @@ pub struct SymbolizeStats {
     pub python_dropped: u64,
     /// Go binaries named from their `.gopclntab`.
     pub go: GoStats,
+    /// `[unmapped]` frames (weighted), by why no file holds them.
+    pub unmapped: UnmappedFrames,
 }
 
 impl SymbolizeStats {
@@ -100,9 +105,6 @@ impl SymbolizeStats {
 
 /// Cached addresses per side (user, kernel) before that side starts over: a few tens of MiB at most.
 const MAX_CACHED_ADDRESSES: usize = 200_000;
-
-/// Pseudo path of frames outside any mapping the process had when it was captured.
-const UNMAPPED: &str = "[unmapped]";
 
 /// The symbolizer with its caches.
 pub struct Symbolizer {
@@ -385,6 +387,8 @@ impl Symbolizer {
         self.stats.python_frames += weight * py.frames;
         self.stats.python_unreadable += weight * py.unreadable;
         self.stats.python_dropped += weight * py.dropped;
+        // Per frame, before the offenders' list folds them into one entry per sample.
+        self.stats.unmapped.add(&unnamed, weight);
         self.offenders.add_sample(&mut unnamed, weight);
         let user = &frames[user_start..];
         // Complete when the kernel's walk reached a thread root, or (frame-pointer walks cannot tell)
@@ -507,7 +511,8 @@ impl Symbolizer {
             if symbols.is_empty() {
                 unnamed.push(match mapping {
                     Some(m) => (Cow::Borrowed(m.module.path.as_str()), self.reason(m)),
-                    None => (Cow::Borrowed(UNMAPPED), Reason::NoSymbols),
+                    None if info.is_none() => (Cow::Borrowed(UNMAPPED), Reason::ProcessGone),
+                    None => (Cow::Borrowed(UNMAPPED), Reason::OutsideMappings),
                 });
             }
             frames.push(Frame {
@@ -528,7 +533,7 @@ impl Symbolizer {
         unnamed: &mut Vec<(Cow<'_, str>, Reason)>,
     ) -> Frame {
         let Some(file) = self.files.get(frame.file_id) else {
-            unnamed.push((Cow::Borrowed(UNMAPPED), Reason::NoSymbols));
+            unnamed.push((Cow::Borrowed(UNMAPPED), Reason::UnknownFile));
             return Frame {
                 address: frame.addr,
                 kind: FrameKind::User,

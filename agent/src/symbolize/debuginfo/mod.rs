@@ -72,6 +72,14 @@ pub enum Reason {
     Unreadable,
     /// Anonymous executable memory (JIT code) without a perf map entry.
     NoPerfMap,
+    /// `[unmapped]`: the process was gone before sonde read its mappings, and the kernel walked it by
+    /// frame pointers (its binaries had no table yet), so the addresses belong to no known file.
+    ProcessGone,
+    /// `[unmapped]`: the address lies in no mapping the process had when sonde last read them.
+    OutsideMappings,
+    /// `[unmapped]`: a frame the kernel stored relative to a binary file sonde no longer knows (its
+    /// table was evicted, and the file closed, before the window was named).
+    UnknownFile,
 }
 
 impl Reason {
@@ -86,6 +94,9 @@ impl Reason {
             Self::DebuginfodFailed => "debuginfod failed",
             Self::Unreadable => "unreadable file",
             Self::NoPerfMap => "no perf map",
+            Self::ProcessGone => "process gone",
+            Self::OutsideMappings => "outside mappings",
+            Self::UnknownFile => "file unknown",
         }
     }
 
