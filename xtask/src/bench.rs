@@ -34,6 +34,10 @@ pub struct BenchArgs {
     /// Target wall time of the CPU-bound workload alone, seconds.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
+    /// Interleaved rounds of the CPU-bound section: every profiler once per round, the order reversed
+    /// on odd rounds; each row is the profiler's median run by total cost.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    cpu_rounds: u64,
     /// Iterations of `perf bench sched pipe` for the off-CPU part: about 15 s alone, so a profiler's
     /// start and its final drain weigh on its cost no more than they do over a long recording.
     #[arg(long, default_value_t = 400_000)]
@@ -206,7 +210,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let alone = time_workload(&mut busy.command())?;
         return offcpu::run(&sonde, &dir, &offcpu, &busy, alone);
     }
-    let alone = cpu_bound(&sonde, &dir, &busy)?;
+    let alone = cpu_bound(&sonde, &dir, &busy, args.cpu_rounds as usize)?;
     offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
     unwind::run(&sonde, &dir, &unwind)?;
     symbols::run(&sonde, &dir, &symbols)?;
@@ -251,7 +255,7 @@ impl Busy {
 
 /// `## CPU-bound workload`: busy_threads alone (before and after) and under each sampling profiler.
 /// Returns its time alone (the mean of both runs), the baseline of later CPU-bound rows.
-fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy) -> anyhow::Result<Duration> {
+fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy, rounds: usize) -> anyhow::Result<Duration> {
     let s = |x: &str| x.to_owned();
     let profilers = [
         Profiler {
@@ -293,20 +297,47 @@ fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy) -> anyhow::Result<Duration> 
             stderr: None,
         },
     ];
-    let alone_before = time_workload(&mut busy.command())?;
-    let mut measured = Vec::new();
-    for p in &profilers {
-        measured.push(measure(p, &mut busy.command())?);
+    // The workload alone before every round and once after the last: machine drift shows as a spread.
+    let mut alone_runs = vec![time_workload(&mut busy.command())?];
+    let mut measured: Vec<Vec<Measured>> = profilers.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..profilers.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            eprintln!("cpu-bound bench: round {round}, {}", profilers[i].name);
+            measured[i].push(measure(&profilers[i], &mut busy.command())?);
+        }
+        alone_runs.push(time_workload(&mut busy.command())?);
     }
-    let alone_after = time_workload(&mut busy.command())?;
-    let alone = (alone_before + alone_after) / 2;
-    println!("\n## CPU-bound workload ({} CPUs)", cpus());
-    println!(
-        "alone: {:.2} s (runs: {:.2} s, {:.2} s)",
-        alone.as_secs_f64(),
-        alone_before.as_secs_f64(),
-        alone_after.as_secs_f64()
+    let alone = Duration::from_secs_f64(
+        median(alone_runs.iter().map(Duration::as_secs_f64).collect()).unwrap_or(0.0),
     );
+    println!(
+        "\n## CPU-bound workload ({} CPUs, {rounds} interleaved rounds, median run per profiler)",
+        cpus()
+    );
+    println!(
+        "alone: {:.2} s (median of runs: {})",
+        alone.as_secs_f64(),
+        alone_runs
+            .iter()
+            .map(|d| format!("{:.2} s", d.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (p, runs) in profilers.iter().zip(&measured) {
+        println!(
+            "{}: % of machine per round: {}",
+            p.name,
+            runs.iter()
+                .map(|m| format!("{:.3}%", 100.0 * total_cost(m) / cpus() as f64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let measured: Vec<Measured> = measured.into_iter().map(median_run).collect();
     let rows: Vec<(&str, &Measured)> = profilers.iter().map(|p| p.name).zip(&measured).collect();
     print_rows(&rows, alone);
     Ok(alone)
@@ -324,6 +355,25 @@ struct Measured {
     switches: u64,
 }
 
+/// A run's profiler cost per second of its window: user + system CPU plus its BPF programs' run time.
+fn total_cost(m: &Measured) -> f64 {
+    let window = m.window.as_secs_f64();
+    let bpf = m
+        .usage
+        .bpf
+        .filter(|b| b.runs > 0)
+        .map_or(0.0, |b| b.run_ns as f64 / 1e9 / window);
+    m.usage.cpu.as_secs_f64() / window + bpf
+}
+
+/// The run of median total cost (the lower middle one of an even count): a real run, so the row's
+/// columns stay consistent with each other.
+fn median_run(mut runs: Vec<Measured>) -> Measured {
+    runs.sort_by(|a, b| total_cost(a).total_cmp(&total_cost(b)));
+    let middle = (runs.len() - 1) / 2;
+    runs.swap_remove(middle)
+}
+
 /// Prints one table row per profiler: workload time against `alone`, the profiler's CPU, BPF and memory.
 fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
     println!(
@@ -336,11 +386,8 @@ fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
         let ns_per_run = bpf.map(|b| b.run_ns as f64 / b.runs as f64);
         let runs = bpf.map(|b| b.runs as f64);
         let map_mib = m.usage.bpf.map(|b| b.map_bytes as f64 / 1048576.0);
-        let bpf_cpu_per_s = match (ns_per_run, runs) {
-            (Some(ns), Some(r)) => ns * r / 1e9 / m.window.as_secs_f64(),
-            _ => 0.0,
-        };
-        let total = cpu_per_s + bpf_cpu_per_s;
+        let total = total_cost(m);
+        let bpf_cpu_per_s = total - cpu_per_s;
         let opt =
             |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
         println!(

@@ -1,6 +1,8 @@
 //! `## Python` of `cargo xtask bench`: a CPU-bound Python workload (`tests/workloads/python/py_split.py`
 //! under Debian's `/usr/bin/python3`, one thread) alone, under `sonde record --python off`, under
-//! `sonde record --python on` and under `py-spy record -r 99`, all at 99 Hz and attached to the
+//! `sonde record --python on` and under `py-spy record -r 99`, in its default blocking mode (it pauses
+//! the process for each sample) and with `--nonblocking` (it reads the running process, as sonde
+//! does), all at 99 Hz and attached to the
 //! workload's pid, in interleaved rounds (tables show medians over rounds). Each run times the same
 //! fixed span of the workload's own work loop (started by SIGUSR1 once the profiler is up; the workload
 //! stays alive until the profiler has finished, so its code objects can still be read), so the
@@ -36,7 +38,10 @@ enum Kind {
     Alone,
     SondeOff,
     SondeOn,
+    /// py-spy's default: it stops the process for each sample, so its stacks are consistent.
     PySpy,
+    /// `--nonblocking`: py-spy reads the running process, as sonde does, cheaper and less exact.
+    PySpyNonblocking,
 }
 
 impl Kind {
@@ -45,7 +50,8 @@ impl Kind {
             Kind::Alone => "alone",
             Kind::SondeOff => "sonde record -F 99 --python off",
             Kind::SondeOn => "sonde record -F 99 --python on",
-            Kind::PySpy => "py-spy record -r 99",
+            Kind::PySpy => "py-spy record -r 99 (blocking: pauses the process per sample)",
+            Kind::PySpyNonblocking => "py-spy record -r 99 --nonblocking",
         }
     }
 
@@ -55,6 +61,7 @@ impl Kind {
             Kind::SondeOff => "sonde-python-off",
             Kind::SondeOn => "sonde-python-on",
             Kind::PySpy => "py-spy",
+            Kind::PySpyNonblocking => "py-spy-nonblocking",
         }
     }
 }
@@ -96,7 +103,13 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
     let mut runs = Vec::new();
     for round in 0..options.rounds {
         // Odd rounds go backwards, so no run is always the first (or last) of a round.
-        let mut order = [Kind::Alone, Kind::SondeOff, Kind::SondeOn, Kind::PySpy];
+        let mut order = [
+            Kind::Alone,
+            Kind::SondeOff,
+            Kind::SondeOn,
+            Kind::PySpy,
+            Kind::PySpyNonblocking,
+        ];
         if round % 2 == 1 {
             order.reverse();
         }
@@ -123,7 +136,8 @@ fn measure(
     let profiler = match kind {
         Kind::Alone => None,
         Kind::SondeOff | Kind::SondeOn => Some(start_sonde(sonde, pid, kind, stem)?),
-        Kind::PySpy => Some(start_pyspy(pyspy, pid, stem)?),
+        Kind::PySpy => Some(start_pyspy(pyspy, pid, stem, false)?),
+        Kind::PySpyNonblocking => Some(start_pyspy(pyspy, pid, stem, true)?),
     };
     // Per-program run time accounting (off again afterwards).
     std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")?;
@@ -161,7 +175,9 @@ fn measure(
     let (cpu_before, bpf_before) = before.unwrap_or_default();
     let bpf = BpfUsage::between(bpf_before, after_bpf);
     let (samples, complete) = match kind {
-        Kind::PySpy => pyspy_stacks(&std::fs::read_to_string(stem.with_extension("txt"))?),
+        Kind::PySpy | Kind::PySpyNonblocking => {
+            pyspy_stacks(&std::fs::read_to_string(stem.with_extension("txt"))?)
+        }
         _ => {
             let summary = sonde_summary(&usage.stdout);
             let samples = summary
@@ -236,7 +252,7 @@ fn start_sonde(sonde: &Path, pid: u32, kind: Kind, stem: &Path) -> anyhow::Resul
         .with_context(|| format!("starting {}", sonde.display()))
 }
 
-fn start_pyspy(pyspy: &Path, pid: u32, stem: &Path) -> anyhow::Result<Child> {
+fn start_pyspy(pyspy: &Path, pid: u32, stem: &Path, nonblocking: bool) -> anyhow::Result<Child> {
     // SIGINT stops it; it writes its output then.
     Command::new(pyspy)
         .args([
@@ -248,6 +264,7 @@ fn start_pyspy(pyspy: &Path, pid: u32, stem: &Path) -> anyhow::Result<Child> {
             "--pid",
             &pid.to_string(),
         ])
+        .args(nonblocking.then_some("--nonblocking"))
         .arg("-o")
         .arg(stem.with_extension("txt"))
         .stdout(Stdio::piped())
@@ -345,7 +362,12 @@ fn print(runs: &[Run], options: &Options) {
         "| profiler | rounds/s (runs) | slowdown | profiler CPU s/s | % of machine | peak RSS MiB | BPF ns/sampling run | BPF ns/recorded sample | samples | complete Python stacks |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for kind in [Kind::SondeOff, Kind::SondeOn, Kind::PySpy] {
+    for kind in [
+        Kind::SondeOff,
+        Kind::SondeOn,
+        Kind::PySpy,
+        Kind::PySpyNonblocking,
+    ] {
         let rows: Vec<[f64; 8]> = runs
             .iter()
             .filter(|r| r.kind == kind)

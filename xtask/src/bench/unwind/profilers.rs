@@ -53,7 +53,7 @@ impl Kind {
         match self {
             Kind::SondeTables => "sonde record --unwind tables",
             Kind::SondeFp => "sonde record --unwind fp",
-            Kind::PerfDwarf => "perf record -F 99 -a --call-graph dwarf",
+            Kind::PerfDwarf => "perf record -F 99 -p PIDS --call-graph dwarf",
             Kind::Bpftrace => "bpftrace profile:hz:99 ustack (frame pointers)",
         }
     }
@@ -244,17 +244,16 @@ fn command(sonde: &Path, kind: Kind, pids: &[u32], path: &dyn Fn(&str) -> PathBu
             c
         }
         Kind::PerfDwarf => {
+            // Per pid, as sonde and bpftrace record: system-wide (`-a`), perf also copied the user
+            // stacks of every other process on the machine, a cost the others did not pay.
+            let pid_list = pids
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
             let mut c = Command::new("perf");
-            c.args([
-                "record",
-                "-q",
-                "-F",
-                HZ,
-                "-a",
-                "--call-graph",
-                "dwarf",
-                "-o",
-            ]);
+            c.args(["record", "-q", "-F", HZ, "-p", &pid_list]);
+            c.args(["--call-graph", "dwarf", "-o"]);
             c.arg(path("data"));
             c
         }
