@@ -66,18 +66,16 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
     let dir = dir.join("build");
     std::fs::create_dir_all(&dir)?;
     let sources = dir.join("sources");
-    let mut runs = Vec::new();
-    for round in 0..options.rounds {
-        let mut order = Kind::ALL;
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for kind in order {
-            eprintln!("build bench: round {round}, {}", kind.name());
+    let runs = super::interleaved(
+        "build",
+        options.rounds,
+        &Kind::ALL,
+        Kind::name,
+        |round, kind| {
             let stem = dir.join(format!("{}-r{round}", stem(kind)));
-            runs.push(measure(kind, sonde, &sources, &stem, options.seconds)?);
-        }
-    }
+            measure(kind, sonde, &sources, &stem, options.seconds)
+        },
+    )?;
     print(&runs, options);
     Ok(())
 }

@@ -78,18 +78,16 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
     let dir = dir.join("go");
     std::fs::create_dir_all(&dir)?;
     let workload = build(&dir)?;
-    let mut runs = Vec::new();
-    for round in 0..options.rounds {
-        let mut order = Kind::ALL;
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for kind in order {
-            eprintln!("go bench: round {round}, {}", kind.name());
+    let runs = super::interleaved(
+        "go",
+        options.rounds,
+        &Kind::ALL,
+        Kind::name,
+        |round, kind| {
             let stem = dir.join(format!("{}-r{round}", kind.stem()));
-            runs.push(measure(kind, sonde, &workload, &stem, options.seconds)?);
-        }
-    }
+            measure(kind, sonde, &workload, &stem, options.seconds)
+        },
+    )?;
     print(&runs, options);
     Ok(())
 }

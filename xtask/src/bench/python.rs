@@ -100,25 +100,23 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
         pyspy.display()
     );
     ensure!(options.rounds > 0, "--python-rounds must be at least 1");
-    let mut runs = Vec::new();
-    for round in 0..options.rounds {
-        // Odd rounds go backwards, so no run is always the first (or last) of a round.
-        let mut order = [
-            Kind::Alone,
-            Kind::SondeOff,
-            Kind::SondeOn,
-            Kind::PySpy,
-            Kind::PySpyNonblocking,
-        ];
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for kind in order {
-            eprintln!("python bench: round {round}, {}", kind.name());
+    let kinds = [
+        Kind::Alone,
+        Kind::SondeOff,
+        Kind::SondeOn,
+        Kind::PySpy,
+        Kind::PySpyNonblocking,
+    ];
+    let runs = super::interleaved(
+        "python",
+        options.rounds,
+        &kinds,
+        Kind::name,
+        |round, kind| {
             let stem = dir.join(format!("{}-r{round}", kind.stem()));
-            runs.push(measure(kind, sonde, &pyspy, &stem, options.seconds)?);
-        }
-    }
+            measure(kind, sonde, &pyspy, &stem, options.seconds)
+        },
+    )?;
     print(&runs, options);
     Ok(())
 }
