@@ -178,12 +178,15 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         // Never written: the smallest ring buffer the kernel takes.
         loader.map_max_entries(names::AYA_LOGS, page_size());
     }
+    // Not sized by `--pid`: processes other than the listed ones are captured too (a child a listed
+    // process or a peer execs), and with room for only the listed pids such a process took a listed
+    // one's entry, whose samples then all fell back to frame pointers. The map is not preallocated,
+    // so room costs nothing until used.
     loader.map_max_entries(
         names::PROC_MAPPINGS,
-        match (options.unwind, options.pids.len()) {
-            (UnwindMode::Fp, _) => 1,
-            (_, 0) => MAX_UNWIND_PROCESSES,
-            (_, n) => n as u32,
+        match options.unwind {
+            UnwindMode::Fp => 1,
+            _ => MAX_UNWIND_PROCESSES,
         },
     );
     let (file_tables, vma_processes) = match options.unwind {

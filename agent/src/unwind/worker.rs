@@ -155,6 +155,7 @@ impl Unwinder {
             },
             binaries: HashMap::new(),
             procs: HashMap::new(),
+            unwritten: HashSet::new(),
             saved,
             stats: stats.clone(),
         };
@@ -262,6 +263,8 @@ struct Worker {
     files: Files,
     binaries: HashMap<TableKey, BinaryState>,
     procs: HashMap<u32, Arc<ProcessInfo>>,
+    /// Processes whose last `PROC_MAPPINGS` write failed: written again when next sampled.
+    unwritten: HashSet<u32>,
     saved: Option<SavedTables>,
     stats: Arc<Mutex<UnwindStats>>,
 }
@@ -299,6 +302,7 @@ impl Worker {
     }
 
     fn exited(&mut self, pid: u32) {
+        self.unwritten.remove(&pid);
         if self.procs.remove(&pid).is_some() {
             match self.procs_map.remove(&pid) {
                 Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
@@ -313,6 +317,9 @@ impl Worker {
     fn sampled(&mut self, pids: &[u32]) {
         let mut reload = Vec::new();
         for pid in pids {
+            if self.unwritten.contains(pid) {
+                self.write_entries(*pid);
+            }
             let Some(info) = self.procs.get(pid) else {
                 continue;
             };
@@ -480,12 +487,20 @@ impl Worker {
                 .expect("unwind stats lock")
                 .mappings_dropped += dropped as u64;
         }
-        if let Err(err) = self.procs_map.insert(pid, *value, 0) {
-            tracing::debug!(pid, %err, "writing a process's mappings for the unwinder failed");
-            self.stats
-                .lock()
-                .expect("unwind stats lock")
-                .processes_dropped += 1;
+        // A process not written (the map full, the kernel out of memory) is tried again when next
+        // sampled; its samples meanwhile fall back to frame pointers (counted by the kernel).
+        match self.procs_map.insert(pid, *value, 0) {
+            Ok(()) => {
+                self.unwritten.remove(&pid);
+            }
+            Err(err) => {
+                tracing::debug!(pid, %err, "writing a process's mappings for the unwinder failed; retried when next sampled");
+                self.unwritten.insert(pid);
+                self.stats
+                    .lock()
+                    .expect("unwind stats lock")
+                    .processes_dropped += 1;
+            }
         }
     }
 }
