@@ -523,6 +523,14 @@ pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// The number of summary line `key` (with its colon; a trailing `%` dropped), None when absent.
+pub(crate) fn summary_number(summary: &[(String, String)], key: &str) -> Option<f64> {
+    summary
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.trim_end_matches('%').parse::<f64>().ok())
+}
+
 /// sonde's printed summary (`key:   value` lines), in its order: key (with its colon), value.
 pub(crate) fn sonde_summary(stdout: &str) -> Vec<(String, String)> {
     stdout

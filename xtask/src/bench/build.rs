@@ -185,12 +185,7 @@ fn measure(
             let folded = std::fs::read_to_string(path("folded"))
                 .with_context(|| format!("reading {}", path("folded").display()))?;
             let summary = sonde_summary(&usage.stdout);
-            let field = |key: &str| {
-                summary
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .and_then(|(_, v)| v.trim_end_matches('%').parse::<f64>().ok())
-            };
+            let field = |key: &str| super::summary_number(&summary, key);
             let new = field("vma_walks:").zip(field("walk_root_new_processes:"));
             (
                 stacks::from_folded(&folded, COMMANDS.len(), slot),

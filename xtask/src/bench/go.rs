@@ -150,10 +150,7 @@ fn measure(
             );
             let summary = sonde_summary(&usage.stdout);
             let field = |key: &str| {
-                summary
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .and_then(|(_, v)| v.trim_end_matches('%').parse::<f64>().ok())
+                super::summary_number(&summary, key)
                     .with_context(|| format!("sonde's summary has no {key}"))
             };
             let duration = summary
