@@ -205,7 +205,7 @@ pub fn weight<'a>(samples: impl IntoIterator<Item = &'a PySample>) -> i64 {
     samples.into_iter().map(|s| s.values[0]).sum()
 }
 
-/// The lines of `function`'s body in `script` (after its `def` line, up to the last indented line).
+/// The lines of `function` in `script`: its `def` line up to the last indented line.
 pub fn body_lines(script: &Path, function: &str) -> RangeInclusive<i64> {
     let text = std::fs::read_to_string(script).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -223,8 +223,10 @@ pub fn body_lines(script: &Path, function: &str) -> RangeInclusive<i64> {
         }
         last = i;
     }
-    // Line numbers start at 1.
-    (def as i64 + 2)..=(last as i64 + 1)
+    // Line numbers start at 1. The `def` line belongs to the function: from 3.11 on, a frame
+    // sampled at its first instruction (RESUME, before the body's first line) is at the `def`
+    // line, in py-spy as in the interpreter's own tracebacks.
+    (def as i64 + 1)..=(last as i64 + 1)
 }
 
 /// Records `pid` for `seconds` with `extra` flags; returns the summary and the pid's samples.
