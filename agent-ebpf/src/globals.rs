@@ -48,6 +48,8 @@ static VMA_LAYOUT: sonde_abi::VmaLayout = sonde_abi::VmaLayout {
     vm_flags: 0,
     task_mm: 0,
     mm_start_code: 0,
+    task_group_leader: 0,
+    task_start_time: 0,
     fork_child_pid: 0,
     mmap_ret: 0,
 };

@@ -14,7 +14,7 @@ use core::ffi::c_void;
 use aya_ebpf::{
     bindings::BPF_ANY,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
         generated::{bpf_find_vma, bpf_get_current_task_btf},
     },
     programs::TracePointContext,
@@ -184,6 +184,41 @@ pub fn current_mm_gone() -> bool {
         bpf_probe_read_kernel(task.add(globals::vma_layout().task_mm as usize).cast()).unwrap_or(1)
     };
     mm == 0
+}
+
+/// The age bucket (`stat::AGE_BUCKET_NS`) of the current task's process: time since its leader
+/// forked. The last bucket when the layout is unknown, so an unknown age never looks young.
+#[inline(always)]
+pub fn current_process_age_bucket() -> u32 {
+    let layout = globals::vma_layout();
+    if layout.task_start_time == 0 {
+        return stat::AGE_BUCKETS - 1;
+    }
+    // SAFETY: kernel reads that tolerate bad addresses.
+    let started: u64 = unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let leader: u64 =
+            bpf_probe_read_kernel(task.add(layout.task_group_leader as usize).cast()).unwrap_or(0);
+        if leader == 0 {
+            return stat::AGE_BUCKETS - 1;
+        }
+        bpf_probe_read_kernel(
+            (leader as *const u8)
+                .add(layout.task_start_time as usize)
+                .cast(),
+        )
+        .unwrap_or(0)
+    };
+    // SAFETY: a helper without arguments.
+    let age = unsafe { bpf_ktime_get_ns() }.saturating_sub(started);
+    let mut bucket = 0;
+    for bound in stat::AGE_BUCKET_NS {
+        if age < bound {
+            return bucket;
+        }
+        bucket += 1;
+    }
+    bucket
 }
 
 #[inline(always)]

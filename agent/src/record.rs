@@ -463,6 +463,15 @@ fn unwind_summary(
         "walk_root_new_processes:",
         format!("{:.1}%", 100.0 * stats.new_process_root_ratio()),
     );
+    // Coverage by process age: the first milliseconds of short-lived processes apart from the rest.
+    for (bucket, age) in crate::bpf::drain::AGE_BUCKETS.iter().enumerate() {
+        let (walks, root) = stats.walks_by_age(bucket);
+        line(&format!("walks_age_{age}:"), walks.to_string());
+        line(
+            &format!("walk_root_age_{age}:"),
+            format!("{:.1}%", 100.0 * crate::ratio::good_share(root, walks)),
+        );
+    }
     line(
         "frames_per_stack:",
         format!("{:.1}", stats.frames_per_stack()),

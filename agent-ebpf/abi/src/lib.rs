@@ -302,8 +302,19 @@ pub mod stat {
     /// Of the [`VMA_WALKS`], those that reached a thread root: the coverage of processes sampled
     /// before userspace captured them (short-lived ones), apart from the rest.
     pub const VMA_WALK_ROOT: u32 = 42;
+    /// User-stack walks by the age of their process (since its fork; for a build tool, its exec),
+    /// one counter per [`AGE_BUCKET_NS`] bucket: coverage of short-lived processes, apart from the
+    /// rest, so an operator sees if the gap of their first milliseconds returns.
+    pub const AGE_WALKS: u32 = 43;
+    /// Of the [`AGE_WALKS`] of each bucket, those that reached a thread root.
+    pub const AGE_WALK_ROOT: u32 = AGE_WALKS + AGE_BUCKETS;
+    /// Process-age buckets of [`AGE_WALKS`].
+    pub const AGE_BUCKETS: u32 = 5;
+    /// Upper bounds of the first four age buckets (1 ms, 10 ms, 100 ms, 1 s); the last is older.
+    pub const AGE_BUCKET_NS: [u64; AGE_BUCKETS as usize - 1] =
+        [1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
     /// Number of counters.
-    pub const COUNT: u32 = 43;
+    pub const COUNT: u32 = AGE_WALK_ROOT + AGE_BUCKETS;
 }
 
 #[cfg(feature = "user")]

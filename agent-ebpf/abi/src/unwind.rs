@@ -370,6 +370,10 @@ pub struct VmaLayout {
     pub task_mm: u32,
     /// `mm_struct.start_code`.
     pub mm_start_code: u32,
+    /// `task_struct.group_leader`.
+    pub task_group_leader: u32,
+    /// `task_struct.start_time` (ns of `CLOCK_MONOTONIC` at fork, the clock of `bpf_ktime_get_ns`).
+    pub task_start_time: u32,
     /// `child_pid` in the `sched:sched_process_fork` record.
     pub fork_child_pid: u32,
     /// `ret` in the `syscalls:sys_exit_mmap` record.

@@ -341,6 +341,11 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
         _ => stat::WALK_BAD_FRAME,
     };
     bump(counter);
+    let age = crate::vmas::current_process_age_bucket();
+    bump(stat::AGE_WALKS + age);
+    if why == outcome::ROOT {
+        bump(stat::AGE_WALK_ROOT + age);
+    }
     add(stat::WALK_FRAMES, u64::from(s.stack.len));
     let tail = u64::from(why) << 32 | u64::from(s.stack.len);
     let id = mix(s.hash ^ tail, 0xff51_afd7_ed55_8ccd);

@@ -138,7 +138,21 @@ pub const KERNEL_COUNTERS: [(&str, u32); stat::COUNT as usize] = [
     ("vma_record_failed", stat::VMA_RECORD_FAILED),
     ("walk_exiting", stat::WALK_EXITING),
     ("vma_walk_root", stat::VMA_WALK_ROOT),
+    ("walks_age_0_1ms", stat::AGE_WALKS),
+    ("walks_age_1_10ms", stat::AGE_WALKS + 1),
+    ("walks_age_10_100ms", stat::AGE_WALKS + 2),
+    ("walks_age_100ms_1s", stat::AGE_WALKS + 3),
+    ("walks_age_1s_up", stat::AGE_WALKS + 4),
+    ("walk_root_age_0_1ms", stat::AGE_WALK_ROOT),
+    ("walk_root_age_1_10ms", stat::AGE_WALK_ROOT + 1),
+    ("walk_root_age_10_100ms", stat::AGE_WALK_ROOT + 2),
+    ("walk_root_age_100ms_1s", stat::AGE_WALK_ROOT + 3),
+    ("walk_root_age_1s_up", stat::AGE_WALK_ROOT + 4),
 ];
+
+/// The process-age buckets of `stat::AGE_WALKS`, as the summary and `/metrics` label them.
+pub const AGE_BUCKETS: [&str; stat::AGE_BUCKETS as usize] =
+    ["0-1ms", "1-10ms", "10-100ms", "100ms-1s", "1s+"];
 
 impl WindowStats {
     /// On-CPU samples lost (never aggregated) in the kernel.
@@ -166,6 +180,12 @@ impl WindowStats {
             self.kernel[stat::VMA_WALK_ROOT as usize],
             self.kernel[stat::VMA_WALKS as usize],
         )
+    }
+
+    /// Walks of processes in age bucket `bucket` (`AGE_BUCKETS`), and how many reached a root.
+    pub fn walks_by_age(&self, bucket: usize) -> (u64, u64) {
+        let k = |i: u32| self.kernel[(i as usize) + bucket];
+        (k(stat::AGE_WALKS), k(stat::AGE_WALK_ROOT))
     }
 
     /// Frames per walked user stack.

@@ -194,6 +194,27 @@ impl Collector for AgentCollector {
                 .map(|(name, i)| (label("outcome", *name), counter(s.kernel[*i as usize])))
                 .collect(),
         )?;
+        family(
+            e,
+            "sonde_stack_walks_by_process_age",
+            "User-stack walks by the age of their process since fork, all of them and those reaching a thread root (complete): the coverage of short-lived processes.",
+            None,
+            crate::bpf::drain::AGE_BUCKETS
+                .iter()
+                .enumerate()
+                .flat_map(|(bucket, age)| {
+                    let at = |first: u32| s.kernel[first as usize + bucket];
+                    let series = |outcome: &str, n| {
+                        let labels = vec![("age", age.to_string()), ("outcome", outcome.into())];
+                        (labels, counter(n))
+                    };
+                    [
+                        series("all", at(sonde_abi::stat::AGE_WALKS)),
+                        series("root", at(sonde_abi::stat::AGE_WALK_ROOT)),
+                    ]
+                })
+                .collect(),
+        )?;
         let k = |i: u32| s.kernel[i as usize];
         use sonde_abi::stat;
         let unwind = s.unwind.unwrap_or_default();

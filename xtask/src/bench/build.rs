@@ -57,7 +57,12 @@ struct Run {
     bpf_ns_per_sample: Option<f64>,
     /// sonde: walks of processes not captured yet, and the share of them reaching a root.
     new_walks: Option<(f64, f64)>,
+    /// sonde: walks and the share reaching a root, per process-age bucket of its summary.
+    by_age: Vec<(f64, f64)>,
 }
+
+/// The process-age buckets of sonde's summary (`walks_age_<bucket>:`), youngest first.
+const AGE_BUCKETS: [&str; 5] = ["0-1ms", "1-10ms", "10-100ms", "100ms-1s", "1s+"];
 
 /// Runs the section and prints it; files are kept in `dir/build`.
 pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result<()> {
@@ -180,6 +185,7 @@ fn measure(
         .unwrap_or_default();
     let bpf = BpfUsage::between(bpf_before, bpf_after);
     let slot = |comm: &str| COMMANDS.iter().position(|c| *c == comm);
+    let mut by_age = Vec::new();
     let (shares, post_cpu, new_walks) = match kind {
         Kind::Sonde => {
             let folded = std::fs::read_to_string(path("folded"))
@@ -187,6 +193,12 @@ fn measure(
             let summary = sonde_summary(&usage.stdout);
             let field = |key: &str| super::summary_number(&summary, key);
             let new = field("vma_walks:").zip(field("walk_root_new_processes:"));
+            by_age = AGE_BUCKETS
+                .iter()
+                .filter_map(|age| {
+                    field(&format!("walks_age_{age}:")).zip(field(&format!("walk_root_age_{age}:")))
+                })
+                .collect();
             (
                 stacks::from_folded(&folded, COMMANDS.len(), slot),
                 None,
@@ -218,6 +230,7 @@ fn measure(
         bpf_ns_per_sample: (bpf.sampling_runs > 0)
             .then(|| bpf.sampling_ns as f64 / bpf.sampling_runs as f64),
         new_walks,
+        by_age,
     })
 }
 
@@ -280,9 +293,30 @@ fn print(runs: &[Run], options: &Options) {
     }
     println!(
         "\nperf unwinds after recording (`perf script`, the \"after\" column); sonde unwinds in the \
-         kernel, so its BPF time per sample holds the walk. The time from exec to a process's first \
-         complete sample is not measured: processes exec'd while sonde runs are walked with their \
-         tables from their first sample once their binaries' tables are loaded (a binary's first \
-         process waits for its table to be built)."
+         kernel, so its BPF time per sample holds the walk.\n"
+    );
+    // How soon after a process starts its samples are complete: sonde's walks by process age (since
+    // fork; a build tool execs within microseconds of it), all processes of the host.
+    println!("| sonde, process age | walks | reaching a root |");
+    println!("|---|---|---|");
+    let sonde: Vec<&Run> = runs.iter().filter(|r| r.kind == Kind::Sonde).collect();
+    for (i, age) in AGE_BUCKETS.iter().enumerate() {
+        let of = |f: fn(&(f64, f64)) -> f64| {
+            median(
+                sonde
+                    .iter()
+                    .filter_map(|r| r.by_age.get(i).map(f))
+                    .collect(),
+            )
+        };
+        println!(
+            "| {age} | {} | {} |",
+            of(|b| b.0).map_or("-".to_owned(), |v| format!("{v:.0}")),
+            of(|b| b.1).map_or("-".to_owned(), |v| format!("{v:.1}%")),
+        );
+    }
+    println!(
+        "\nThe youngest bucket is mostly processes inside execve (the old image torn down, the new \
+         one not started): there is no user stack of their own to walk yet."
     );
 }

@@ -173,7 +173,7 @@ pub(crate) fn task_fsbase_offset() -> Result<u32, BtfError> {
 
 /// The members the kernel's VMA lookup reads (`sonde_abi::VmaLayout`), with the size each must have:
 /// the kernel program reads `u64` words and the 32-bit `dev_t`.
-const VMA_MEMBERS: [(&[&str], u32); 11] = [
+const VMA_MEMBERS: [(&[&str], u32); 13] = [
     (&["vm_area_struct", "vm_start"], 8),
     (&["vm_area_struct", "vm_end"], 8),
     (&["vm_area_struct", "vm_pgoff"], 8),
@@ -185,6 +185,8 @@ const VMA_MEMBERS: [(&[&str], u32); 11] = [
     (&["super_block", "s_dev"], 4),
     (&["task_struct", "mm"], 8),
     (&["mm_struct", "start_code"], 8),
+    (&["task_struct", "group_leader"], 8),
+    (&["task_struct", "start_time"], 8),
 ];
 
 /// Offsets of the kernel structure members the VMA lookup reads, from the running kernel's BTF (the
@@ -221,6 +223,8 @@ fn vma_layout_of(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> {
         s_dev,
         task_mm,
         mm_start_code,
+        task_group_leader,
+        task_start_time,
     ] = offsets;
     Ok(sonde_abi::VmaLayout {
         vm_start,
@@ -234,6 +238,8 @@ fn vma_layout_of(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> {
         vm_flags,
         task_mm,
         mm_start_code,
+        task_group_leader,
+        task_start_time,
         fork_child_pid: 0,
         mmap_ret: 0,
     })

@@ -236,10 +236,16 @@ fn finds_the_vma_recordings_members_in_this_kernel() {
         layout.i_sb,
         layout.task_mm,
         layout.mm_start_code,
+        layout.task_group_leader,
+        layout.task_start_time,
     ] {
         assert!(offset.is_multiple_of(8), "{layout:?}");
     }
     assert!(layout.vm_file > 0 && layout.task_mm > 0, "{layout:?}");
+    assert!(
+        layout.task_group_leader > 0 && layout.task_start_time > 0,
+        "{layout:?}"
+    );
     // The tracepoint fields are the loader's to fill.
     assert_eq!((layout.fork_child_pid, layout.mmap_ret), (0, 0));
 }
