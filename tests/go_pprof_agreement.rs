@@ -3,7 +3,9 @@
 //! have the same share in sonde's within ±5 points. Self time, the same for both: a sample counts for
 //! its leaf-most user-space function, inlined functions included (`main.mix`); time in the kernel
 //! counts for the Go function that made the system call, as Go's SIGPROF profiler sees it. Both cover
-//! the workload's whole life: sonde records the host from before it starts to after it ends.
+//! the workload's whole life: sonde records the host from before it starts to after it ends. The
+//! shares of each `endpoint` label (pprof labels, which sonde reads from the goroutine in the kernel)
+//! agree the same way with `go tool pprof -tags`.
 
 use std::{collections::HashMap, process::Command};
 
@@ -38,6 +40,42 @@ fn go_self_shares(profile: &std::path::Path) -> HashMap<String, f64> {
             *shares.entry(name).or_default() += share;
             shares
         })
+}
+
+/// Shares (percent) of each value of tag `key` among the samples carrying it, from
+/// `go tool pprof -tags` of `profile` (rows `   3.3s (47.78%): a` under ` key: Total ...`).
+fn go_tag_shares(profile: &std::path::Path, key: &str) -> HashMap<String, f64> {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-tags"])
+        .arg(profile)
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("go tool pprof (golang-go)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with(&format!("{key}: Total")))
+        .skip(1)
+        .map_while(|l| {
+            let (share, value) = l.split_once("%): ")?;
+            let share = share.rsplit_once('(')?.1.parse::<f64>().ok()?;
+            Some((value.trim().to_owned(), share))
+        })
+        .collect()
+}
+
+/// Shares (percent) of each value of label `key` among `pid`'s samples carrying it, in sonde's profile.
+fn sonde_label_shares(samples: &[Resolved], pid: u32, key: &str) -> HashMap<String, f64> {
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    for s in samples.iter().filter(|s| s.pid == i64::from(pid)) {
+        if let Some(value) = s.label(key) {
+            *counts.entry(value.to_owned()).or_default() += s.values[0] as f64;
+        }
+    }
+    let total: f64 = counts.values().sum();
+    counts
+        .into_iter()
+        .map(|(v, c)| (v, 100.0 * c / total))
+        .collect()
 }
 
 /// Self-time shares (percent) by function of `pid`'s samples in sonde's profile.
@@ -76,7 +114,8 @@ fn sonde_and_gos_own_profiler_agree_on_the_top_ten_functions_by_self_time() {
     let summary = recording.finish();
 
     let go = go_self_shares(&go_profile);
-    let sonde = sonde_self_shares(&resolve(&read_pprof(&out)), pid);
+    let resolved = resolve(&read_pprof(&out));
+    let sonde = sonde_self_shares(&resolved, pid);
     let mut top: Vec<(&String, &f64)> = go.iter().collect();
     top.sort_by(|a, b| b.1.total_cmp(a.1));
     let top: Vec<(&String, &f64)> = top.into_iter().take(10).collect();
@@ -91,6 +130,21 @@ fn sonde_and_gos_own_profiler_agree_on_the_top_ten_functions_by_self_time() {
         assert!(
             (sonde_share - go_share).abs() <= 5.0,
             "{function}: sonde {sonde_share:.1}% vs Go {go_share:.1}%"
+        );
+    }
+    let go_tags = go_tag_shares(&go_profile, "endpoint");
+    let sonde_tags = sonde_label_shares(&resolved, pid, "endpoint");
+    eprintln!("endpoint shares: Go {go_tags:?}, sonde {sonde_tags:?}");
+    assert_eq!(
+        go_tags.len(),
+        3,
+        "Go's profile has no endpoint tags a, b, c: {go_tags:?}"
+    );
+    for (value, go_share) in &go_tags {
+        let sonde_share = sonde_tags.get(value).copied().unwrap_or(0.0);
+        assert!(
+            (sonde_share - go_share).abs() <= 5.0,
+            "endpoint={value}: sonde {sonde_share:.1}% vs Go {go_share:.1}%"
         );
     }
 }

@@ -35,6 +35,31 @@ fn a_stripped_go_split_is_named_inlined_and_rooted() {
             reaching * 100.0
         );
     }
+    // Each burner runs under its own pprof label, read from the goroutine in the kernel.
+    for (burner, endpoint) in [
+        ("main.burnA", "a"),
+        ("main.burnB", "b"),
+        ("main.burnC", "c"),
+    ] {
+        let (mut all, mut labelled, mut wrong) = (0, 0, 0);
+        for s in samples.iter().filter(|s| s.pid == i64::from(pid)) {
+            if !s.functions.iter().any(|f| f == burner) {
+                continue;
+            }
+            all += s.values[0];
+            match s.label("endpoint") {
+                Some(v) if v == endpoint => labelled += s.values[0],
+                Some(_) => wrong += s.values[0],
+                None => {}
+            }
+        }
+        assert!(
+            labelled as f64 >= 0.8 * all as f64 && wrong as f64 <= 0.02 * all as f64,
+            "{burner}: {labelled} of {all} samples labelled endpoint={endpoint}, {wrong} with \
+             another endpoint; want 80% and at most 2%\n{summary}"
+        );
+    }
+    assert!(summary_field(&summary, "go_labeled") > 0.0, "{summary}");
     // mix is inlined into spin: it is a frame of its own, directly below spin.
     let inlined = share_reaching(&samples, pid, "main.spin", "main.mix", 0);
     assert!(

@@ -34,6 +34,8 @@ static PYTHON: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_FSBASE_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
+static GO: u32 = 0;
+#[unsafe(no_mangle)]
 static TEST_FAIL_EXEC: u32 = 0;
 #[unsafe(no_mangle)]
 static VMA_LAYOUT: sonde_abi::VmaLayout = sonde_abi::VmaLayout {
@@ -116,6 +118,10 @@ getter!(
 getter!(
     /// Offset of `thread.fsbase` in `task_struct`; 0 when unknown. x86_64.
     task_fsbase_offset, TASK_FSBASE_OFFSET, u32
+);
+getter!(
+    /// Non-zero when the labels of goroutines of processes in `GO_PROCS` are read.
+    go_labels, GO, u32
 );
 getter!(
     /// Non-zero when failed invocations are logged through aya-log (see `diag`).

@@ -9,6 +9,7 @@
 
 mod diag;
 mod globals;
+mod go_labels;
 mod maps;
 mod off_cpu;
 mod on_cpu;

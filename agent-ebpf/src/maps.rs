@@ -14,7 +14,10 @@ use aya_ebpf::{
 use sonde_abi::{
     Control, FileKey, FileTable, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS,
     PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey,
-    THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, python::PyProc, stat,
+    THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings,
+    go::{GoProc, LabelSet},
+    python::PyProc,
+    stat,
 };
 
 /// Control block written by userspace (the generation).
@@ -81,6 +84,13 @@ pub static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, BPF_
 /// The thread state found for each Python thread, by tid; checked against the thread's id at every use.
 #[map]
 pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+/// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
+#[map]
+pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+/// Label sets copied from goroutines, by a hash of their content; userspace reads them at each drain.
+/// LRU: a set no sample of the last windows refers to gives way to new ones.
+#[map]
+pub static GO_LABELS: LruHashMap<u64, LabelSet> = LruHashMap::with_max_entries(1024, 0);
 
 #[map]
 static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);

@@ -54,6 +54,7 @@ pub fn capture<C: StackIdContext>(
             stack_slot: slot as u16,
             weight: 1,
             comm: bpf_get_current_comm().unwrap_or_default(),
+            labels: crate::go_labels::current(tgid),
         },
         known_process,
     }

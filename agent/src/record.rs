@@ -362,6 +362,25 @@ fn print_summary(window: &Window, profile: &Profile, output: &Path) {
         "go_without_inline_tree:",
         go.without_inline_tree.to_string(),
     );
+    // Goroutine labels: samples labelled, cut to the bounds, unreadable, and label sets gone before
+    // the drain read them; binaries whose labels cannot be read.
+    line("go_labeled:", k[stat::GO_LABELED as usize].to_string());
+    line(
+        "go_labels_cut:",
+        k[stat::GO_LABELS_CUT as usize].to_string(),
+    );
+    line(
+        "go_labels_fault:",
+        k[stat::GO_LABELS_FAULT as usize].to_string(),
+    );
+    line(
+        "go_labels_missing:",
+        window.stats.labels_missing.to_string(),
+    );
+    line(
+        "go_labels_unsupported:",
+        capture.go_labels_unsupported.to_string(),
+    );
     if profile.kind == crate::profile::ProfileKind::OffCpu {
         line(
             "offcpu_episodes:",

@@ -7,6 +7,8 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
+use sonde_abi::names;
+
 use crate::{
     bpf::{
         BpfError,
@@ -17,6 +19,7 @@ use crate::{
     },
     process::{CaptureStats, ProcessTable, events::EventThread},
     profile::{Profile, ProfileKind},
+    runtimes::publish::Publisher,
     symbolize::{DebugInfoStats, Offender, PerfMapStats, SymbolizeStats, Symbolizer},
     unwind::{UnwindStats, Unwinder},
 };
@@ -110,6 +113,7 @@ impl Sampler {
             unwind,
             sampling,
             python,
+            go,
         } = loader::load(&options)?;
         let offcpu_sampling = match (sampling, options.off_cpu) {
             (Some(maps), Some(off)) => Some(Controller::start(maps, off.budget)?),
@@ -117,7 +121,10 @@ impl Sampler {
         };
         let mut table = ProcessTable::default();
         if let Some(map) = python {
-            table.publish_python(crate::runtimes::python::publish::Publisher::new(map));
+            table.publish_python(Publisher::new(map, names::PY_PROCS, "Python"));
+        }
+        if let Some(map) = go {
+            table.publish_go(Publisher::new(map, names::GO_PROCS, "Go"));
         }
         let procs = Arc::new(Mutex::new(table));
         let unwinder = unwind.map(|maps| Unwinder::start(maps, symbolizer.file_ids(), saved));

@@ -285,6 +285,18 @@ pub struct Resolved {
     pub values: Vec<i64>,
     /// Labelled `truncated=1`: the user stack did not reach a thread root.
     pub truncated: bool,
+    /// The process's own string labels (Go's pprof labels): every one but `comm` and `truncated`.
+    pub labels: Vec<(String, String)>,
+}
+
+impl Resolved {
+    /// The value of the process's own label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 impl Resolved {
@@ -332,6 +344,12 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
                 kernel,
                 values: sample.value.clone(),
                 truncated: label("truncated").is_some_and(|l| s(l.str) == "1"),
+                labels: sample
+                    .label
+                    .iter()
+                    .filter(|l| l.str != 0 && !["comm", "truncated"].contains(&s(l.key).as_str()))
+                    .map(|l| (s(l.key), s(l.str)))
+                    .collect(),
             }
         })
         .collect()

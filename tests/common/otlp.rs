@@ -65,6 +65,7 @@ pub fn synthetic_profile() -> Profile {
                 frames: vec![checksum, handle.clone(), main.clone()],
                 values: vec![30, 300_000_000],
                 truncated: false,
+                labels: Default::default(),
             },
             StackSample {
                 pid: 4242,
@@ -72,6 +73,7 @@ pub fn synthetic_profile() -> Profile {
                 frames: vec![headers, handle, main],
                 values: vec![12, 120_000_000],
                 truncated: false,
+                labels: Default::default(),
             },
         ],
         notes: Vec::new(),

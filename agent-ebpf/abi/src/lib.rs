@@ -5,6 +5,7 @@
 //! compile-time size assertion per type so a layout change on one side cannot go unnoticed.
 #![no_std]
 
+pub mod go;
 pub mod names;
 pub mod python;
 pub mod unwind;
@@ -53,8 +54,10 @@ pub struct SampleKey {
     pub weight: u16,
     /// Thread name at sampling time, NUL padded.
     pub comm: [u8; TASK_COMM_LEN],
+    /// Key in `GO_LABELS` of the sampled goroutine's labels; 0 without labels.
+    pub labels: u64,
 }
-const _: () = assert!(core::mem::size_of::<SampleKey>() == 40);
+const _: () = assert!(core::mem::size_of::<SampleKey>() == 48);
 
 /// Value of the off-CPU aggregation.
 #[repr(C)]
@@ -78,7 +81,7 @@ pub struct OffCpuStart {
     /// Aggregation key prepared at switch-out.
     pub key: SampleKey,
 }
-const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 56);
+const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 64);
 
 /// Per-CPU off-CPU sampling settings, rewritten by userspace every step (100 ms) as the switch rate
 /// changes so that stack walks stay within the budget (`--offcpu-budget`).
@@ -313,8 +316,15 @@ pub mod stat {
     /// Upper bounds of the first four age buckets (1 ms, 10 ms, 100 ms, 1 s); the last is older.
     pub const AGE_BUCKET_NS: [u64; AGE_BUCKETS as usize - 1] =
         [1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+    /// Samples of Go processes whose goroutine had labels, copied (see [`crate::go`]).
+    pub const GO_LABELED: u32 = AGE_WALK_ROOT + AGE_BUCKETS;
+    /// Samples of Go processes whose labels were cut to fit (more than `MAX_LABELS`, or a key or
+    /// value longer than kept).
+    pub const GO_LABELS_CUT: u32 = GO_LABELED + 1;
+    /// Samples of Go processes whose goroutine chain or labels could not be read.
+    pub const GO_LABELS_FAULT: u32 = GO_LABELED + 2;
     /// Number of counters.
-    pub const COUNT: u32 = AGE_WALK_ROOT + AGE_BUCKETS;
+    pub const COUNT: u32 = GO_LABELED + 3;
 }
 
 #[cfg(feature = "user")]
@@ -343,4 +353,6 @@ mod pod {
     unsafe impl aya::Pod for super::ThreadSlot {}
     unsafe impl aya::Pod for super::ProcessSampling {}
     unsafe impl aya::Pod for super::python::PyProc {}
+    unsafe impl aya::Pod for super::go::GoProc {}
+    unsafe impl aya::Pod for super::go::LabelSet {}
 }

@@ -46,6 +46,13 @@ pub const PY_PROCS: &str = "PY_PROCS";
 /// The thread state of each Python thread found so far, by tid (a cache the kernel fills).
 pub const PY_THREADS: &str = "PY_THREADS";
 
+/// Goroutine-label settings per Go process ([`crate::go::GoProc`]), by tgid.
+pub const GO_PROCS: &str = "GO_PROCS";
+/// Goroutine label sets copied by the kernel ([`crate::go::LabelSet`]), by a hash of their content.
+pub const GO_LABELS: &str = "GO_LABELS";
+/// Per-CPU scratch space of the label copy.
+pub const GO_LABEL_SCRATCH: &str = "GO_LABEL_SCRATCH";
+
 /// Kernel stack-trace maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
 /// User stacks ([`crate::UserStack`]), one map per slot.
@@ -56,7 +63,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 32] = [
+pub const ALL_MAPS: [&str; 35] = [
     CONTROL,
     PIDS,
     STATS,
@@ -77,6 +84,9 @@ pub const ALL_MAPS: [&str; 32] = [
     AYA_LOGS,
     PY_PROCS,
     PY_THREADS,
+    GO_PROCS,
+    GO_LABELS,
+    GO_LABEL_SCRATCH,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],
     KERNEL_STACKS[2],
@@ -123,6 +133,9 @@ pub mod globals {
     /// `u32`: byte offset of `thread.fsbase` in the kernel's `task_struct` (from its BTF; x86_64), or 0
     /// when unknown.
     pub const TASK_FSBASE_OFFSET: &str = "TASK_FSBASE_OFFSET";
+    /// `u32`: non-zero when the labels of goroutines of processes in `GO_PROCS` are read
+    /// (`--runtimes` with `go`).
+    pub const GO: &str = "GO";
     /// `u32`: non-zero when the programs log their failed invocations through aya-log
     /// ([`super::AYA_LOGS`]); at 0 the verifier prunes every log call.
     pub const KERNEL_LOG: &str = "KERNEL_LOG";
@@ -134,7 +147,7 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 16] = [
+    pub const ALL: [&str; 17] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
@@ -148,6 +161,7 @@ pub mod globals {
         REFRESH_INTERVAL_NS,
         PYTHON,
         TASK_FSBASE_OFFSET,
+        GO,
         KERNEL_LOG,
         TEST_FAIL_EXEC,
         VMA_LAYOUT,

@@ -320,7 +320,7 @@ fn push_word(s: &mut Scratch, word: u64) -> bool {
 
 /// One round of a multiply-xorshift hash.
 #[inline(always)]
-fn mix(x: u64, k: u64) -> u64 {
+pub(crate) fn mix(x: u64, k: u64) -> u64 {
     let x = x.wrapping_mul(k);
     x ^ (x >> 29)
 }

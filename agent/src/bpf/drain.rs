@@ -18,6 +18,7 @@ use sonde_abi::{
 };
 
 use super::{BpfError, maps::KernelMaps};
+use crate::profile::Labels;
 
 /// How long in-flight program invocations get to finish after a generation change. Programs run for
 /// microseconds with preemption disabled; a millisecond-scale wait is generous.
@@ -57,6 +58,8 @@ pub struct RawSample {
     pub count: u64,
     /// Off-CPU: blocked nanoseconds. On-CPU: 0.
     pub total_ns: u64,
+    /// The goroutine's pprof labels (`SampleKey::labels`), key and value; empty without any.
+    pub labels: Labels,
 }
 
 /// Counters of one window (differences of the kernel's cumulative counters, plus drain-side ones).
@@ -68,6 +71,9 @@ pub struct WindowStats {
     pub stacks_missing: u64,
     /// Threads remembered as off-CPU at the end of the window.
     pub off_cpu_pending: usize,
+    /// Samples whose goroutine label set was gone from `GO_LABELS` when read (evicted): kept
+    /// without labels.
+    pub labels_missing: u64,
 }
 
 // By hand: arrays longer than 32 have no `Default`.
@@ -77,6 +83,7 @@ impl Default for WindowStats {
             kernel: [0; stat::COUNT as usize],
             stacks_missing: 0,
             off_cpu_pending: 0,
+            labels_missing: 0,
         }
     }
 }
@@ -148,6 +155,9 @@ pub const KERNEL_COUNTERS: [(&str, u32); stat::COUNT as usize] = [
     ("walk_root_age_10_100ms", stat::AGE_WALK_ROOT + 2),
     ("walk_root_age_100ms_1s", stat::AGE_WALK_ROOT + 3),
     ("walk_root_age_1s_up", stat::AGE_WALK_ROOT + 4),
+    ("go_labeled", stat::GO_LABELED),
+    ("go_labels_cut", stat::GO_LABELS_CUT),
+    ("go_labels_fault", stat::GO_LABELS_FAULT),
 ];
 
 /// The process-age buckets of `stat::AGE_WALKS`, as the summary and `/metrics` label them.
@@ -273,7 +283,9 @@ impl<M: KernelMaps> Drainer<M> {
             maps: &self.maps,
             kernel: HashMap::new(),
             user: HashMap::new(),
+            labels: HashMap::new(),
             missing: 0,
+            labels_missing: 0,
         };
         let on_cpu = on_cpu
             .into_iter()
@@ -283,7 +295,7 @@ impl<M: KernelMaps> Drainer<M> {
             .into_iter()
             .map(|(key, v)| resolver.sample(key, v.count, v.total_ns))
             .collect::<Result<Vec<_>, _>>()?;
-        let stacks_missing = resolver.missing;
+        let (stacks_missing, labels_missing) = (resolver.missing, resolver.labels_missing);
 
         let now = self.maps.stats()?;
         let mut kernel = [0u64; stat::COUNT as usize];
@@ -295,6 +307,7 @@ impl<M: KernelMaps> Drainer<M> {
             kernel,
             stacks_missing,
             off_cpu_pending: self.maps.off_cpu_pending()?,
+            labels_missing,
         };
         Ok(RawWindow {
             generation: old,
@@ -305,6 +318,20 @@ impl<M: KernelMaps> Drainer<M> {
     }
 }
 
+/// The key/value pairs of a label set the kernel copied; bytes that are not UTF-8 are replaced
+/// (the process wrote them).
+fn label_pairs(set: &sonde_abi::go::LabelSet) -> Labels {
+    let text = |bytes: &[u8], len: u32| {
+        let len = (len as usize).min(bytes.len());
+        String::from_utf8_lossy(&bytes[..len]).into_owned()
+    };
+    let count = (set.count as usize).min(set.labels.len());
+    set.labels[..count]
+        .iter()
+        .map(|l| (text(&l.key, l.key_len), text(&l.value, l.value_len)))
+        .collect()
+}
+
 /// A user stack read from the kernel: its frames and how the walk ended.
 type UserFrames = (Arc<[u64]>, u32);
 
@@ -312,7 +339,9 @@ struct StackResolver<'a, M> {
     maps: &'a M,
     kernel: HashMap<(u64, u32), Option<Arc<[u64]>>>,
     user: HashMap<(u64, u64), Option<UserFrames>>,
+    labels: HashMap<u64, Option<Labels>>,
     missing: u64,
+    labels_missing: u64,
 }
 
 impl<M: KernelMaps> StackResolver<'_, M> {
@@ -323,10 +352,29 @@ impl<M: KernelMaps> StackResolver<'_, M> {
             user,
             user_outcome,
             kernel: self.kernel_stack(slot, key.kernel_stack_id)?,
+            labels: self.labels(key.labels)?,
             key,
             count,
             total_ns,
         })
+    }
+
+    fn labels(&mut self, id: u64) -> Result<Labels, BpfError> {
+        if id == 0 {
+            return Ok(Labels::default());
+        }
+        let set = match self.labels.get(&id) {
+            Some(hit) => hit.clone(),
+            None => {
+                let read = self.maps.label_set(id)?.map(|set| label_pairs(&set));
+                self.labels.insert(id, read.clone());
+                read
+            }
+        };
+        Ok(set.unwrap_or_else(|| {
+            self.labels_missing += 1;
+            Labels::default()
+        }))
     }
 
     fn kernel_stack(&mut self, slot: u64, id: i32) -> Result<RawStack, BpfError> {
@@ -419,6 +467,7 @@ mod tests {
         user_stacks: BTreeMap<(u64, u64), (Vec<u64>, u32)>,
         cleared: Vec<u64>,
         stats: [u64; stat::COUNT as usize],
+        labels: BTreeMap<u64, sonde_abi::go::LabelSet>,
     }
 
     // By hand: arrays longer than 32 have no `Default`.
@@ -432,6 +481,7 @@ mod tests {
                 user_stacks: BTreeMap::new(),
                 cleared: Vec::new(),
                 stats: [0; stat::COUNT as usize],
+                labels: BTreeMap::new(),
             }
         }
     }
@@ -472,6 +522,9 @@ mod tests {
         fn off_cpu_pending(&self) -> Result<usize, BpfError> {
             Ok(0)
         }
+        fn label_set(&self, id: u64) -> Result<Option<sonde_abi::go::LabelSet>, BpfError> {
+            Ok(self.labels.get(&id).copied())
+        }
     }
 
     /// A key; `user` is a stack id when non-negative, else a status.
@@ -488,7 +541,59 @@ mod tests {
             stack_slot: slot,
             weight: 1,
             comm: [0; 16],
+            labels: 0,
         }
+    }
+
+    #[test]
+    fn label_sets_are_read_once_cut_to_their_lengths_and_a_missing_one_is_counted() {
+        let mut set = sonde_abi::go::LabelSet {
+            count: 2,
+            cut: 0,
+            labels: [sonde_abi::go::Label {
+                key_len: 0,
+                value_len: 0,
+                key: [0; sonde_abi::go::KEY_BYTES],
+                value: [0; sonde_abi::go::VALUE_BYTES],
+            }; sonde_abi::go::MAX_LABELS],
+        };
+        for (label, (k, v)) in set
+            .labels
+            .iter_mut()
+            .zip([("endpoint", "a"), ("tier", "\u{e9}t\u{e9}")])
+        {
+            label.key[..k.len()].copy_from_slice(k.as_bytes());
+            label.value[..v.len()].copy_from_slice(v.as_bytes());
+            (label.key_len, label.value_len) = (k.len() as u32, v.len() as u32);
+        }
+        // Bytes past the length are not part of the value.
+        set.labels[0].value[1] = b'X';
+        let mut maps = FakeMaps::default();
+        maps.labels.insert(7, set);
+        let labelled = |id| SampleKey {
+            labels: id,
+            ..key(1, -14, -14, 0)
+        };
+        maps.on_cpu.insert(
+            0,
+            vec![(labelled(7), 3), (labelled(8), 1), (labelled(0), 2)],
+        );
+        let mut d = drainer(maps);
+        let w = d.next_window().unwrap();
+        let by_id = |id| {
+            w.on_cpu
+                .iter()
+                .find(|s| s.key.labels == id)
+                .map(|s| s.labels.to_vec())
+                .unwrap()
+        };
+        let want = vec![
+            ("endpoint".to_owned(), "a".to_owned()),
+            ("tier".to_owned(), "\u{e9}t\u{e9}".to_owned()),
+        ];
+        assert_eq!(by_id(7), want);
+        assert!(by_id(8).is_empty() && by_id(0).is_empty());
+        assert_eq!(w.stats.labels_missing, 1);
     }
 
     fn drainer(maps: FakeMaps) -> Drainer<FakeMaps> {

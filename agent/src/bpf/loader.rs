@@ -108,6 +108,10 @@ impl LoadOptions {
     fn walks_python(&self) -> bool {
         self.runtimes.has(crate::runtimes::Runtime::Python)
     }
+
+    fn reads_go_labels(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Go)
+    }
 }
 
 /// A loaded and attached set of programs. Dropping it detaches everything.
@@ -124,6 +128,8 @@ pub struct Loaded {
     pub sampling: Option<SamplingMaps>,
     /// `PY_PROCS`, when Python frames are walked.
     pub(crate) python: Option<HashMap<MapData, u32, PyProc>>,
+    /// `GO_PROCS`, when goroutine labels are read.
+    pub(crate) go: Option<HashMap<MapData, u32, sonde_abi::go::GoProc>>,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -199,6 +205,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         loader.map_max_entries(names::PY_PROCS, 1);
         loader.map_max_entries(names::PY_THREADS, 1);
     }
+    if !options.reads_go_labels() {
+        loader.map_max_entries(names::GO_PROCS, 1);
+        loader.map_max_entries(names::GO_LABELS, 1);
+    }
     globals.set(&mut loader);
     let mut ebpf = loader.load(OBJECT).map_err(|source| {
         privileges::refused(Step::Load, &source).unwrap_or(BpfError::Load { source })
@@ -239,6 +249,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         true => Some(take_map(&mut ebpf, names::PY_PROCS)?),
         false => None,
     };
+    let go = match options.reads_go_labels() {
+        true => Some(take_map(&mut ebpf, names::GO_PROCS)?),
+        false => None,
+    };
     let maps = AyaMaps::new(&mut ebpf)?;
     // The control block and the sampling settings are written before any program is attached.
     let drainer = Drainer::new(maps, Control::default())?;
@@ -265,6 +279,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         unwind,
         sampling,
         python,
+        go,
     })
 }
 
@@ -321,6 +336,7 @@ struct Globals {
     kernel_log: u32,
     test_fail_exec: u32,
     python: u32,
+    go: u32,
     task_fsbase_offset: u32,
     vma_layout: sonde_abi::VmaLayout,
 }
@@ -349,7 +365,8 @@ impl Globals {
             kernel_log: u32::from(kernel_log::wanted(options.kernel_log)),
             test_fail_exec: u32::from(test_fail_exec()),
             python: u32::from(options.walks_python()),
-            task_fsbase_offset: if options.walks_python() {
+            go: u32::from(options.reads_go_labels()),
+            task_fsbase_offset: if options.walks_python() || options.reads_go_labels() {
                 fsbase_offset()
             } else {
                 0
@@ -382,6 +399,7 @@ impl Globals {
             .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
             .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
             .override_global(globals::PYTHON, &self.python, true)
+            .override_global(globals::GO, &self.go, true)
             .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true)
             .override_global(globals::VMA_LAYOUT, &self.vma_layout, true);
     }

@@ -4,7 +4,9 @@ use aya::{
     Ebpf,
     maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
 };
-use sonde_abi::{Control, OffCpuStart, OffCpuValue, SampleKey, UserStack, names, stat};
+use sonde_abi::{
+    Control, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names, stat,
+};
 
 use super::BpfError;
 
@@ -35,6 +37,8 @@ pub trait KernelMaps {
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError>;
     /// Threads currently remembered as off-CPU.
     fn off_cpu_pending(&self) -> Result<usize, BpfError>;
+    /// Goroutine label set `id` (`SampleKey::labels`), if the kernel still holds it.
+    fn label_set(&self, id: u64) -> Result<Option<LabelSet>, BpfError>;
 }
 
 /// The real maps of a loaded [`Ebpf`] object.
@@ -46,6 +50,7 @@ pub struct AyaMaps {
     kernel_stacks: Vec<StackTraceMap<MapData>>,
     user_stacks: Vec<HashMap<MapData, u64, UserStack>>,
     start: HashMap<MapData, u32, OffCpuStart>,
+    labels: HashMap<MapData, u64, LabelSet>,
 }
 
 fn missing(name: &str) -> BpfError {
@@ -85,6 +90,7 @@ impl AyaMaps {
             kernel_stacks: take_slots(ebpf, &names::KERNEL_STACKS)?,
             user_stacks: take_slots(ebpf, &names::USER_STACKS)?,
             start: take_map(ebpf, names::OFFCPU_START)?,
+            labels: take_map(ebpf, names::GO_LABELS)?,
         })
     }
 }
@@ -200,5 +206,13 @@ impl KernelMaps for AyaMaps {
 
     fn off_cpu_pending(&self) -> Result<usize, BpfError> {
         Ok(self.start.keys().filter(Result::is_ok).count())
+    }
+
+    fn label_set(&self, id: u64) -> Result<Option<LabelSet>, BpfError> {
+        match self.labels.get(&id, 0) {
+            Ok(set) => Ok(Some(set)),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(e) => Err(map_err(names::GO_LABELS)(e)),
+        }
     }
 }

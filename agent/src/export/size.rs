@@ -90,6 +90,7 @@ mod tests {
                         frames: vec![frame(&format!("leaf_{i}"), 0x1000 + i), frame("main", 0x10)],
                         values: vec![1, 10_000_000],
                         truncated: false,
+                        labels: Default::default(),
                     })
                     .collect();
                 let tags = [("service.name", format!("svc-{w}"))].into_iter().collect();

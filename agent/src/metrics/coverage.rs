@@ -134,6 +134,7 @@ mod tests {
                     frames: vec![frame(named), frame(true)],
                     values: vec![n as i64, n as i64],
                     truncated,
+                    labels: Default::default(),
                 })
                 .collect(),
             notes: Vec::new(),

@@ -29,6 +29,8 @@ use std::{
 };
 
 pub use binary::{Binary, JIT_PATH, Mapping};
+
+use crate::runtimes::publish::Publisher;
 pub use elf_info::{ElfInfo, Segment};
 
 use crate::profile::Module;
@@ -78,6 +80,8 @@ pub struct CaptureStats {
     /// Processes running a CPython interpreter sonde cannot walk (an unsupported version): their
     /// native frames are still shown.
     pub python_unsupported: u64,
+    /// Go binaries whose goroutine labels cannot be read (an unknown Go version or TLS layout).
+    pub go_labels_unsupported: u64,
 }
 
 /// All known processes and their binaries.
@@ -100,7 +104,11 @@ pub struct ProcessTable {
     /// Whether an interpreter's memory was refused and warned about: once, then debug.
     python_memory_warned: bool,
     /// Where found interpreters are handed to the kernel (`PY_PROCS`), when it walks Python frames.
-    python_publisher: Option<crate::runtimes::python::publish::Publisher>,
+    python_publisher: Option<Publisher<sonde_abi::python::PyProc>>,
+    /// Where Go processes are described to the kernel (`GO_PROCS`), when it reads goroutine labels.
+    go_publisher: Option<Publisher<sonde_abi::go::GoProc>>,
+    /// The label settings of each Go binary seen (None: its labels cannot be read), by identity.
+    go_settings: HashMap<(u64, u64), Option<sonde_abi::go::GoProc>>,
     /// Capture counters.
     pub stats: CaptureStats,
 }
@@ -126,12 +134,34 @@ impl ProcessTable {
 
     /// Looks for CPython in every capture and keeps the kernel's `PY_PROCS` in step: written at each
     /// capture that finds an interpreter, removed at exit or at an exec into something else.
-    pub(crate) fn publish_python(
-        &mut self,
-        publisher: crate::runtimes::python::publish::Publisher,
-    ) {
+    pub(crate) fn publish_python(&mut self, publisher: Publisher<sonde_abi::python::PyProc>) {
         self.python = true;
         self.python_publisher = Some(publisher);
+    }
+
+    /// Describes every captured Go process to the kernel (`GO_PROCS`), so it reads goroutine labels.
+    pub(crate) fn publish_go(&mut self, publisher: Publisher<sonde_abi::go::GoProc>) {
+        self.go_publisher = Some(publisher);
+    }
+
+    /// The label settings of the Go executable among `mappings`, read once per binary; a binary
+    /// whose labels cannot be read is counted and said once.
+    fn go_settings(&mut self, pid: u32, mappings: &[Mapping]) -> Option<sonde_abi::go::GoProc> {
+        let binary = mappings
+            .iter()
+            .filter_map(|m| m.binary.as_ref())
+            .find(|b| b.elf.is_go)?;
+        let stats = &mut self.stats;
+        *self.go_settings.entry(binary.id).or_insert_with(|| {
+            match crate::runtimes::go::label_settings(binary)? {
+                Ok(settings) => Some(settings),
+                Err(why) => {
+                    stats.go_labels_unsupported += 1;
+                    tracing::warn!(pid, binary = %binary.path, "goroutine labels not read: {why}");
+                    None
+                }
+            }
+        })
     }
 
     /// The captured process `pid`.
@@ -151,7 +181,13 @@ impl ProcessTable {
                     self.stats.python_processes += 1;
                 }
                 if let Some(publisher) = &mut self.python_publisher {
-                    publisher.captured(pid, info.python.as_deref());
+                    publisher.captured(pid, info.python.as_ref().map(|i| i.kernel_settings()));
+                }
+                if self.go_publisher.is_some() {
+                    let settings = self.go_settings(pid, &info.mappings);
+                    if let Some(publisher) = &mut self.go_publisher {
+                        publisher.captured(pid, settings);
+                    }
                 }
                 let info = Arc::new(info);
                 self.procs.insert(pid, info.clone());
@@ -192,6 +228,9 @@ impl ProcessTable {
         if let Some(publisher) = &mut self.python_publisher {
             publisher.exited(pid);
         }
+        if let Some(publisher) = &mut self.go_publisher {
+            publisher.exited(pid);
+        }
         if let Some(info) = self.procs.get_mut(&pid) {
             Arc::make_mut(info).exited_at = Some(at);
         }
@@ -210,6 +249,8 @@ impl ProcessTable {
             self.python_unsupported.remove(pid);
         }
         self.binaries.retain(|_, b| b.strong_count() > 0);
+        let binaries = &self.binaries;
+        self.go_settings.retain(|id, _| binaries.contains_key(id));
         gone
     }
 

@@ -51,6 +51,7 @@ mod tests {
             frames: Vec::new(),
             values: vec![n, n * 10],
             truncated: false,
+            labels: Default::default(),
         }
     }
 

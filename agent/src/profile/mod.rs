@@ -6,4 +6,4 @@ pub mod model;
 pub mod otlp_proto;
 pub mod pprof;
 
-pub use model::{Frame, FrameKind, Module, Profile, ProfileKind, StackSample, Symbol};
+pub use model::{Frame, FrameKind, Labels, Module, Profile, ProfileKind, StackSample, Symbol};

@@ -91,7 +91,12 @@ pub struct StackSample {
     pub values: Vec<i64>,
     /// The user stack did not reach a thread entry point (frame-pointer walk stopped early or hit the depth cap).
     pub truncated: bool,
+    /// Labels the process set on the sampled code (Go's pprof labels), key and value.
+    pub labels: Labels,
 }
+
+/// Labels of a sample, shared by the samples of one label set.
+pub type Labels = std::sync::Arc<[(String, String)]>;
 
 /// Which measurement a profile carries; `cpu` or `offcpu` in the data directory's index.
 #[derive(

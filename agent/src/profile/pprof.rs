@@ -151,6 +151,14 @@ impl PprofBuilder {
                     ..Default::default()
                 },
             ];
+            // The process's own labels (Go's pprof labels), as Go's profiler writes them.
+            for (key, value) in sample.labels.iter() {
+                label.push(proto::Label {
+                    key: self.string(key),
+                    str: self.string(value),
+                    ..Default::default()
+                });
+            }
             // Lets consumers (sonde diff) weigh profiles with missing frame pointers.
             if sample.truncated {
                 label.push(proto::Label {

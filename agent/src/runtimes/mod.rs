@@ -3,8 +3,10 @@
 //! A runtime plugs into the data flow at up to four points, always the same ones:
 //! 1. **detect at capture**: when a process is captured, find the runtime in its mappings
 //!    (`python::detect`: the interpreter and its structure offsets);
-//! 2. **publish to the kernel**: per-process settings its kernel walker needs (`python::publish`
-//!    writes `PY_PROCS` for agent-ebpf `unwind/python.rs`, which walks after the native frames);
+//! 2. **publish to the kernel**: per-process settings its kernel side needs, through one
+//!    [`publish::Publisher`] per runtime map: `PY_PROCS` for agent-ebpf `unwind/python.rs`, which
+//!    walks after the native frames; `GO_PROCS` for `go_labels.rs`, which copies the sampled
+//!    goroutine's pprof labels (`go::labels` finds them per Go version);
 //! 3. **name**: turn what the kernel stored into symbols: frame words the walker appended
 //!    (`python::PythonNames`), or native code the runtime describes better than ELF symbols
 //!    (`go::GoNames` reads `.gopclntab`, stripped binaries included);
@@ -15,6 +17,7 @@
 use std::{fmt, str::FromStr};
 
 pub(crate) mod go;
+pub(crate) mod publish;
 pub(crate) mod python;
 
 /// A runtime sonde knows.

@@ -430,6 +430,7 @@ impl Symbolizer {
             frames,
             values,
             truncated,
+            labels: s.labels.clone(),
         }
     }
 

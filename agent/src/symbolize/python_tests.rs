@@ -47,12 +47,14 @@ fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
             stack_slot: 0,
             weight: 1,
             comm: [0; sonde_abi::TASK_COMM_LEN],
+            labels: 0,
         },
         user: RawStack::Frames(Arc::from(frames)),
         user_outcome: outcome::ROOT,
         kernel: RawStack::None,
         count,
         total_ns: 0,
+        labels: Default::default(),
     }
 }
 

@@ -341,10 +341,14 @@ impl Dictionary {
         let mut shared: Vec<(i32, Vec<i32>)> = Vec::with_capacity(samples.len());
         for s in samples {
             let stack = self.stack(&s.frames);
-            let attrs = vec![
+            let mut attrs = vec![
                 self.attribute("thread.name", AttrValue::Str(s.comm.clone())),
                 self.attribute(keys::PROCESS_PID, AttrValue::Int(i64::from(s.pid))),
             ];
+            // The process's own labels (Go's pprof labels), under their own keys.
+            for (key, value) in s.labels.iter() {
+                attrs.push(self.attribute(key, AttrValue::Str(value.clone())));
+            }
             shared.push((stack, attrs));
         }
         let (pt, pu) = profile.kind.period_type();

@@ -5,6 +5,7 @@
 //! pointers on x86_64); nothing of Go is published to the kernel.
 
 pub(crate) mod buildinfo;
+pub(crate) mod labels;
 pub(crate) mod pclntab;
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,24 @@ pub(crate) fn build_info(exe: &Path) -> Option<BuildInfo> {
     // SAFETY: read-only map, only read; see `GoTable::open` on files changing underneath.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     buildinfo::read(&map)
+}
+
+/// The kernel's goroutine-label settings for Go binary `binary` (None: not a Go binary, or its
+/// build info is unreadable).
+pub(crate) fn label_settings(
+    binary: &Binary,
+) -> Option<Result<sonde_abi::go::GoProc, labels::Unsupported>> {
+    if !binary.elf.is_go {
+        return None;
+    }
+    let meta = binary.file.metadata().ok()?;
+    if meta.len() > MAX_EXECUTABLE_BYTES {
+        return None;
+    }
+    // SAFETY: read-only map, only read; see `GoTable::open` on files changing underneath.
+    let map = unsafe { memmap2::Mmap::map(&binary.file) }.ok()?;
+    let info = buildinfo::read(&map)?;
+    Some(labels::settings(&info, &map))
 }
 
 /// Counters of the Go tables, cumulative.

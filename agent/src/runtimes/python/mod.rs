@@ -13,7 +13,6 @@ mod names;
 pub(crate) mod offsets;
 #[cfg(test)]
 pub(crate) mod peer;
-pub(crate) mod publish;
 pub(crate) mod strings;
 
 pub(crate) use names::PythonNames;

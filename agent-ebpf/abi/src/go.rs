@@ -1,0 +1,79 @@
+//! Goroutine labels (`runtime/pprof.Do`, `SetGoroutineLabels`): the per-process settings the kernel
+//! finds the sampled goroutine's labels with, and the label set it copies out of the process.
+//!
+//! The chain, as Go's own profiler reads it in `sigprof` (x86_64): the thread's `g` at
+//! `fs_base + tls_offset`, its `m` at `g + g_m`, the goroutine the M runs at `m + m_curg` (not `g`
+//! itself: in a signal handler or on the system stack `g` is `gsignal` or `g0`), and its labels at
+//! `curg + g_labels`. Offsets come per Go version from the binary's `.go.buildinfo`.
+
+/// Most labels copied per sample; a goroutine with more has the rest cut (counted).
+pub const MAX_LABELS: usize = 10;
+/// Bytes of a key kept; longer keys are cut (counted).
+pub const KEY_BYTES: usize = 32;
+/// Bytes of a value kept; longer values are cut (counted).
+pub const VALUE_BYTES: usize = 64;
+
+/// [`GoProc::layout`]: Go 1.17-1.23, `g.labels` points at a `map[string]string` variable (a pointer
+/// to the map's `hmap`).
+pub const LABELS_MAP: u32 = 1;
+/// [`GoProc::layout`]: Go 1.24+, `g.labels` points at a slice header of `{key, value string}` pairs.
+pub const LABELS_SLICE: u32 = 2;
+
+/// `hmap.B` (log2 of the bucket count) and `hmap.buckets` (runtime/map.go, Go 1.17-1.23).
+pub const HMAP_LOG2_BUCKETS: u64 = 9;
+/// See [`HMAP_LOG2_BUCKETS`].
+pub const HMAP_BUCKETS: u64 = 16;
+/// Size of a `map[string]string` bucket: 8 tophash bytes, 8 keys, 8 values (strings, 16 bytes
+/// each), the overflow pointer.
+pub const MAP_BUCKET_BYTES: u64 = 272;
+/// Buckets read: a map of up to 13 labels has at most 2 (load factor 6.5); more are cut.
+pub const MAP_BUCKETS_READ: u64 = 2;
+/// Smallest tophash of a filled slot (`minTopHash`; below: empty or evacuated).
+pub const MIN_TOP_HASH: u8 = 5;
+
+/// Value of `GO_PROCS`, keyed by tgid: where a Go process keeps its goroutines' labels.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct GoProc {
+    /// Offset of the `g` pointer from the thread's fs base (x86_64 TLS; -8 for most binaries).
+    pub tls_offset: i32,
+    /// [`LABELS_MAP`] or [`LABELS_SLICE`].
+    pub layout: u32,
+    /// Offset of `runtime.g.m`.
+    pub g_m: u32,
+    /// Offset of `runtime.m.curg`.
+    pub m_curg: u32,
+    /// Offset of `runtime.g.labels`.
+    pub g_labels: u32,
+    /// Reserved, 0.
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<GoProc>() == 24);
+
+/// One label, NUL padded.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    /// Bytes of `key` used.
+    pub key_len: u32,
+    /// Bytes of `value` used.
+    pub value_len: u32,
+    /// The key, cut to [`KEY_BYTES`].
+    pub key: [u8; KEY_BYTES],
+    /// The value, cut to [`VALUE_BYTES`].
+    pub value: [u8; VALUE_BYTES],
+}
+const _: () = assert!(core::mem::size_of::<Label>() == 8 + KEY_BYTES + VALUE_BYTES);
+
+/// Value of `GO_LABELS`, keyed by a hash of its content ([`crate::SampleKey::labels`]).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LabelSet {
+    /// Labels used.
+    pub count: u32,
+    /// Non-zero when labels, keys or values were cut to fit.
+    pub cut: u32,
+    /// The labels, in the order the process keeps them.
+    pub labels: [Label; MAX_LABELS],
+}
+const _: () = assert!(core::mem::size_of::<LabelSet>() == 8 + MAX_LABELS * 104);

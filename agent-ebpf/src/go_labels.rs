@@ -1,0 +1,270 @@
+//! Goroutine labels: for a sample of a Go process userspace described (`GO_PROCS`), the sampled
+//! goroutine's pprof labels are copied out of the process into a per-CPU label set, stored in
+//! `GO_LABELS` under a hash of their content, and the hash goes into the sample's key, so samples of
+//! the same labels aggregate together and differently labelled ones apart. Layout and chain in
+//! `sonde_abi::go`.
+//!
+//! Labels are copied in a `bpf_loop`, one label per callback, so the verifier's work does not grow
+//! with the number of labels.
+
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{
+        bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_buf,
+        generated::bpf_loop,
+    },
+    macros::map,
+    maps::PerCpuArray,
+};
+use sonde_abi::{
+    go::{
+        GoProc, HMAP_BUCKETS, HMAP_LOG2_BUCKETS, KEY_BYTES, LABELS_MAP, LABELS_SLICE, LabelSet,
+        MAP_BUCKET_BYTES, MAP_BUCKETS_READ, MAX_LABELS, MIN_TOP_HASH, VALUE_BYTES,
+    },
+    stat,
+};
+
+use crate::{
+    globals,
+    maps::{GO_LABELS, GO_PROCS, bump},
+    unwind::mix,
+};
+
+/// Per-CPU label set being copied (1 KiB: too large for the BPF stack).
+#[map]
+static GO_LABEL_SCRATCH: PerCpuArray<Copying> = PerCpuArray::with_max_entries(1, 0);
+
+/// A label set being copied, with where its entries are.
+#[repr(C)]
+struct Copying {
+    set: LabelSet,
+    /// Running hash of the copied content.
+    hash: u64,
+    /// Slice layout: the array of `{key, value}` string pairs. Map layout: the bucket array.
+    base: u64,
+    /// Slice layout: entries. Map layout: buckets to read, 8 slots each.
+    entries: u64,
+    /// Map layout: the tophash bytes of the bucket being read.
+    tophash: [u8; 8],
+    layout: u32,
+    fault: u32,
+}
+
+/// The `GO_LABELS` key of the current goroutine's labels; 0 when the process is not a Go process
+/// described in `GO_PROCS`, the thread runs no goroutine, or the goroutine has no labels.
+#[inline(always)]
+pub fn current(tgid: u32) -> u64 {
+    if globals::go_labels() == 0 {
+        return 0;
+    }
+    let Some(settings) = GO_PROCS.get_ptr(tgid) else {
+        return 0;
+    };
+    // SAFETY: a pointer from a successful lookup, valid for this program run.
+    let p = unsafe { *settings };
+    match labels_of(&p) {
+        Ok(id) => id,
+        Err(()) => {
+            bump(stat::GO_LABELS_FAULT);
+            0
+        }
+    }
+}
+
+/// x86_64: the thread's fs base is in `task_struct.thread.fsbase` (offset from the kernel's BTF).
+#[inline(always)]
+fn labels_of(p: &GoProc) -> Result<u64, ()> {
+    let fsbase_offset = globals::task_fsbase_offset();
+    if fsbase_offset == 0 {
+        return Err(());
+    }
+    // SAFETY: the current task is valid for the program's run; a failed read is handled.
+    let fsbase: u64 = unsafe {
+        bpf_probe_read_kernel((bpf_get_current_task() + u64::from(fsbase_offset)) as *const u64)
+    }
+    .map_err(|_| ())?;
+    if fsbase == 0 {
+        // A thread that never set its fs base runs no Go code.
+        return Ok(0);
+    }
+    let g = user_u64(fsbase.wrapping_add(p.tls_offset as i64 as u64))?;
+    if g == 0 {
+        // A thread Go does not know (a C thread of a cgo process).
+        return Ok(0);
+    }
+    let m = user_u64(g + u64::from(p.g_m))?;
+    if m == 0 {
+        return Ok(0);
+    }
+    // The goroutine the M runs: `g` may be its g0 (system stack) or gsignal (signal handler).
+    let curg = user_u64(m + u64::from(p.m_curg))?;
+    if curg == 0 {
+        return Ok(0);
+    }
+    let labels = user_u64(curg + u64::from(p.g_labels))?;
+    if labels == 0 {
+        return Ok(0);
+    }
+    let scratch = GO_LABEL_SCRATCH.get_ptr_mut(0).ok_or(())?;
+    // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
+    let c = unsafe { &mut *scratch };
+    c.set.count = 0;
+    c.set.cut = 0;
+    c.hash = 0x9e37_79b9_7f4a_7c15;
+    c.fault = 0;
+    c.layout = p.layout;
+    let loops = match p.layout {
+        LABELS_SLICE => {
+            // A slice header: array, len, cap.
+            c.base = user_u64(labels)?;
+            c.entries = user_u64(labels + 8)?;
+            if c.entries > MAX_LABELS as u64 {
+                c.set.cut = 1;
+            }
+            c.entries.min(MAX_LABELS as u64)
+        }
+        LABELS_MAP => {
+            // A pointer to the map variable, which points at the hmap.
+            let hmap = user_u64(labels)?;
+            if hmap == 0 {
+                return Ok(0);
+            }
+            let count = user_u64(hmap)?;
+            // SAFETY: a user address; a fault makes the helper fail, which is handled.
+            let log2: u8 = unsafe { bpf_probe_read_user((hmap + HMAP_LOG2_BUCKETS) as *const u8) }
+                .map_err(|_| ())?;
+            c.base = user_u64(hmap + HMAP_BUCKETS)?;
+            if c.base == 0 || count == 0 {
+                return Ok(0);
+            }
+            let buckets = 1u64 << (log2 & 7);
+            if buckets > MAP_BUCKETS_READ || count > MAX_LABELS as u64 {
+                c.set.cut = 1;
+            }
+            c.entries = buckets.min(MAP_BUCKETS_READ);
+            c.entries * 8
+        }
+        _ => return Err(()),
+    };
+    // bpf_loop's context must be on the stack: a pointer to the scratch entry is.
+    let mut at: *mut Copying = scratch;
+    // SAFETY: the callback matches bpf_loop's contract and uses `c` only while the loop runs.
+    unsafe {
+        bpf_loop(
+            loops as u32,
+            copy_entry as *mut c_void,
+            (&raw mut at).cast(),
+            0,
+        )
+    };
+    if c.fault != 0 {
+        return Err(());
+    }
+    if c.set.count == 0 {
+        return Ok(0);
+    }
+    bump(stat::GO_LABELED);
+    if c.set.cut != 0 {
+        bump(stat::GO_LABELS_CUT);
+    }
+    let id = match mix(c.hash ^ u64::from(c.set.count), 0xff51_afd7_ed55_8ccd) {
+        0 => 1,
+        id => id,
+    };
+    // An existing entry is the same content (its hash); a full map evicts the least recently used.
+    let _ = GO_LABELS.insert(&id, &c.set, BPF_NOEXIST as u64);
+    Ok(id)
+}
+
+/// `bpf_loop` callback: one slice entry, or one map slot (bucket `index / 8`, slot `index % 8`).
+#[inline(never)]
+extern "C" fn copy_entry(index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` points at the pointer to the per-CPU `Copying` that `labels_of` passed.
+    let c = unsafe { &mut **ctx.cast::<*mut Copying>() };
+    if c.set.count as usize >= MAX_LABELS {
+        c.set.cut = 1;
+        return 1;
+    }
+    let (key_at, value_at) = if c.layout == LABELS_SLICE {
+        // `{key, value string}`: 32 bytes.
+        let at = c.base + index * 32;
+        (at, at + 16)
+    } else {
+        let (bucket, slot) = (index / 8, index % 8);
+        let at = c.base + bucket * MAP_BUCKET_BYTES;
+        if slot == 0 {
+            // SAFETY: a user address; a fault makes the helper fail, which is handled.
+            match unsafe { bpf_probe_read_user(at as *const [u8; 8]) } {
+                Ok(top) => c.tophash = top,
+                Err(_) => {
+                    c.fault = 1;
+                    return 1;
+                }
+            }
+        }
+        if c.tophash[(slot & 7) as usize] < MIN_TOP_HASH {
+            return 0;
+        }
+        // tophash [8]u8, keys [8]string, values [8]string.
+        (at + 8 + slot * 16, at + 136 + slot * 16)
+    };
+    let Some(label) = c.set.labels.get_mut(c.set.count as usize) else {
+        return 1;
+    };
+    let (Ok(key_len), Ok(value_len)) = (
+        copy_string(key_at, &mut label.key),
+        copy_string(value_at, &mut label.value),
+    ) else {
+        c.fault = 1;
+        return 1;
+    };
+    if key_len.1 || value_len.1 {
+        c.set.cut = 1;
+    }
+    label.key_len = key_len.0;
+    label.value_len = value_len.0;
+    let h = hash_words(hash_words(c.hash, &label.key), &label.value);
+    let lens = u64::from(key_len.0) << 32 | u64::from(value_len.0);
+    c.hash = mix(h ^ lens, 0xc2b2_ae3d_27d4_eb4f);
+    c.set.count += 1;
+    0
+}
+
+/// Copies the Go string whose `{ptr, len}` header is at `header` into `out` (NUL padded); its
+/// length kept, and whether it was cut.
+#[inline(always)]
+fn copy_string<const N: usize>(header: u64, out: &mut [u8; N]) -> Result<(u32, bool), ()> {
+    let ptr = user_u64(header)?;
+    let len = user_u64(header + 8)?;
+    *out = [0; N];
+    let kept = if len > N as u64 { N } else { len as usize };
+    if kept > 0 {
+        let Some(dst) = out.get_mut(..kept) else {
+            return Err(());
+        };
+        // SAFETY: a user address; a fault makes the helper fail, which is handled.
+        unsafe { bpf_probe_read_user_buf(ptr as *const u8, dst) }.map_err(|_| ())?;
+    }
+    Ok((kept as u32, len > N as u64))
+}
+
+/// `h` with the 8-byte words of `bytes` mixed in.
+#[inline(always)]
+fn hash_words(mut h: u64, bytes: &[u8]) -> u64 {
+    for chunk in bytes.chunks_exact(8) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        h = mix(h ^ u64::from_le_bytes(b), 0x9e37_79b9_7f4a_7c15);
+    }
+    h
+}
+
+#[inline(always)]
+fn user_u64(addr: u64) -> Result<u64, ()> {
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    unsafe { bpf_probe_read_user(addr as *const u64) }.map_err(|_| ())
+}
+
+const _: () = assert!(KEY_BYTES % 8 == 0 && VALUE_BYTES % 8 == 0);
