@@ -62,6 +62,8 @@ struct Run {
     /// Go's profiler from the start of the span.
     covered: f64,
     named_percent: f64,
+    /// sonde: samples carrying the goroutine's pprof labels, percent of its samples.
+    labelled_percent: Option<f64>,
     cost: Option<Cost>,
 }
 
@@ -139,6 +141,7 @@ fn measure(
     std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "0")?;
     let status = child.wait()?;
     ensure!(status.success(), "the Go workload failed: {status}");
+    let mut labelled = None;
     let (samples, named_percent, covered) = match kind {
         Kind::SondeGo | Kind::SondeNative => {
             let usage = usage.as_ref().context("sonde ran")?;
@@ -158,7 +161,9 @@ fn measure(
                 .find(|(k, _)| k == "duration_s:")
                 .and_then(|(_, v)| v.parse::<f64>().ok())
                 .context("sonde's summary has no duration_s")?;
-            (field("samples:")?, field("symbolized_frames:")?, duration)
+            let samples = field("samples:")?;
+            labelled = Some(100.0 * field("go_labeled:")? / samples.max(1.0));
+            (samples, field("symbolized_frames:")?, duration)
         }
         Kind::Perf => {
             let (samples, named) = perf_named(workload, &stem.with_extension("data"))?;
@@ -179,6 +184,7 @@ fn measure(
         samples,
         covered,
         named_percent,
+        labelled_percent: labelled,
         cost,
     })
 }
@@ -286,9 +292,9 @@ fn print(runs: &[Run], options: &Options) {
         cpus()
     );
     println!(
-        "| profiler | samples | samples/s covered | named user frames | profiler CPU s/s | peak RSS MiB | BPF ns/recorded sample |"
+        "| profiler | samples | samples/s covered | named user frames | labelled samples | profiler CPU s/s | peak RSS MiB | BPF ns/recorded sample |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let span = options.seconds as f64;
     for kind in Kind::ALL {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
@@ -301,6 +307,7 @@ fn print(runs: &[Run], options: &Options) {
         let samples = med(&|r| Some(r.samples));
         let rate = med(&|r| Some(r.samples / r.covered));
         let named = med(&|r| Some(r.named_percent));
+        let labelled = med(&|r| r.labelled_percent);
         let cpu = med(&|r| {
             let c = r.cost.as_ref()?;
             Some((c.cpu.as_secs_f64() + c.bpf.run_ns as f64 / 1e9) / span)
@@ -312,11 +319,12 @@ fn print(runs: &[Run], options: &Options) {
                 .then(|| c.bpf.sampling_ns as f64 / r.samples)
         });
         println!(
-            "| {} | {} | {} | {}% | {} | {} | {} |",
+            "| {} | {} | {} | {}% | {} | {} | {} | {} |",
             kind.name(),
             show(samples, 0),
             show(rate, 1),
             show(named, 1),
+            labelled.map_or("-".into(), |l| format!("{l:.1}%")),
             show(cpu, 4),
             show(rss, 1),
             show(per_sample, 0),
@@ -325,7 +333,8 @@ fn print(runs: &[Run], options: &Options) {
     println!(
         "Samples/s covered: samples over the seconds of the workload each profiler covered (sonde: its \
          duration_s; perf: from the workload's start; Go's profiler: the span). Named user frames: of the workload's user-space frames, those with a function name (Go's \
-         profiler names every frame from the runtime's own tables). Profiler CPU: user + system of the \
+         profiler names every frame from the runtime's own tables). Labelled samples: sonde's samples \
+         carrying the goroutine's pprof labels (`endpoint`), read in the kernel. Profiler CPU: user + system of the \
          profiler process over the profiled span, plus its BPF run time, per second (perf's includes \
          writing perf.data; its symbolization runs after, in `perf script`). BPF ns/recorded sample \
          charges all sampling runs (the other CPUs' too) to the workload's samples."
