@@ -49,5 +49,32 @@ fn compile_protos() -> anyhow::Result<()> {
         .build_server(true)
         .compile_fds(descriptors)
         .context("generating Rust code for the OTLP protos")?;
+
+    // The backends' own protocols (vendored by proto/tools/vendor_backends.py): Pyroscope's push and
+    // querier services, Parca's profile store and query services. Clients for the sinks and `sonde
+    // diff`, servers for the tests' receivers.
+    for (name, dir, files) in [
+        (
+            "Pyroscope",
+            "pyroscope",
+            &["push/v1/push.proto", "querier/v1/querier.proto"][..],
+        ),
+        (
+            "Parca",
+            "parca",
+            &[
+                "parca/profilestore/v1alpha1/profilestore.proto",
+                "parca/query/v1alpha1/query.proto",
+            ][..],
+        ),
+    ] {
+        let descriptors = protox::compile(files, [format!("{root}/{dir}")])
+            .with_context(|| format!("compiling the {name} protos in proto/{dir} with protox"))?;
+        tonic_prost_build::configure()
+            .build_client(true)
+            .build_server(true)
+            .compile_fds(descriptors)
+            .with_context(|| format!("generating Rust code for the {name} protos"))?;
+    }
     Ok(())
 }

@@ -48,7 +48,7 @@ fn a_valid_file_loads() {
     .unwrap();
     assert_eq!(c.export_interval.as_secs(), 30);
     assert_eq!(
-        c.otlp.unwrap().compression,
+        c.backends.otlp.unwrap().compression,
         sonde::export::otlp::Compression::Zstd
     );
 }

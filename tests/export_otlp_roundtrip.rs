@@ -23,6 +23,7 @@ async fn receiver_decodes_functions_attributes_and_values() {
         let mut config = OtlpConfig::new(format!("http://{addr}"));
         config.compression = compression;
         config
+            .remote
             .headers
             .push(("x-scope-orgid".into(), "team-a".into()));
         let sink = OtlpSink::new(config, Arc::new(ExportMetrics::default())).unwrap();

@@ -19,7 +19,7 @@ async fn queued_batches_arrive_once_when_the_receiver_comes_up() {
     let metrics = Arc::new(ExportMetrics::default());
     let mut config = OtlpConfig::new(format!("http://{addr}"));
     config.retry = common::fast_retry();
-    config.timeout = Duration::from_secs(2);
+    config.remote.timeout = Duration::from_secs(2);
     let sink = Arc::new(OtlpSink::new(config, metrics.clone()).unwrap());
     let exporter = Exporter::spawn(sink, 8, metrics.clone());
     for window in 0..3 {

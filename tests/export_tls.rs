@@ -167,13 +167,13 @@ fn save(dir: &Path, name: &str, pem: &str) -> PathBuf {
 /// The sink's settings for `https://<host>:<port>`, trusting `ca_file`, with the token and tenant headers.
 fn config(host: &str, addr: SocketAddr, ca_file: Option<PathBuf>) -> OtlpConfig {
     let mut config = OtlpConfig::new(format!("https://{host}:{}", addr.port()));
-    config.ca_file = ca_file;
-    config.headers = vec![
+    config.remote.ca_file = ca_file;
+    config.remote.headers = vec![
         ("authorization".into(), "Bearer s3cret-token".into()),
         ("X-Scope-OrgID".into(), "team-a".into()),
     ];
     config.retry = common::fast_retry();
-    config.timeout = Duration::from_secs(5);
+    config.remote.timeout = Duration::from_secs(5);
     config
 }
 
@@ -283,8 +283,8 @@ async fn mutual_tls_with_the_client_certificate_from_the_config() {
     let client = ca.leaf(&["sonde-agent"], ExtendedKeyUsagePurpose::ClientAuth);
     let (addr, receiver) = start_tls_receiver(&server, Some(&ca)).await;
     let mut config = config("127.0.0.1", addr, Some(save(&dir, "ca.pem", &ca.pem)));
-    config.client_cert_file = Some(save(&dir, "client.pem", &client.cert));
-    config.client_key_file = Some(save(&dir, "client-key.pem", &client.key));
+    config.remote.client_cert_file = Some(save(&dir, "client.pem", &client.cert));
+    config.remote.client_key_file = Some(save(&dir, "client-key.pem", &client.key));
     let (result, _) = export(config).await;
     result.expect("export with a client certificate the server trusts");
     let calls = receiver.0.lock().unwrap().clone();
@@ -322,8 +322,8 @@ async fn mutual_tls_without_a_client_certificate_fails_clearly() {
     let rogue = Ca::new("rogue CA");
     let client = rogue.leaf(&["sonde-agent"], ExtendedKeyUsagePurpose::ClientAuth);
     let mut config = config("127.0.0.1", addr, Some(ca_file));
-    config.client_cert_file = Some(save(&dir, "rogue.pem", &client.cert));
-    config.client_key_file = Some(save(&dir, "rogue-key.pem", &client.key));
+    config.remote.client_cert_file = Some(save(&dir, "rogue.pem", &client.cert));
+    config.remote.client_key_file = Some(save(&dir, "rogue-key.pem", &client.key));
     assert_tls_failure(
         export(config).await,
         &[
@@ -344,8 +344,8 @@ async fn client_certificate_settings_are_checked_at_start() {
     let client = ca.leaf(&["sonde-agent"], ExtendedKeyUsagePurpose::ClientAuth);
     let build = |cert: Option<PathBuf>, key: Option<PathBuf>| {
         let mut config = OtlpConfig::new("https://127.0.0.1:4317");
-        config.client_cert_file = cert;
-        config.client_key_file = key;
+        config.remote.client_cert_file = cert;
+        config.remote.client_key_file = key;
         OtlpSink::new(config, Arc::new(ExportMetrics::default()))
             .err()
             .map(|e| e.to_string())

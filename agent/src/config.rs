@@ -46,21 +46,20 @@ use std::{
 };
 
 use crate::{
-    export::otlp::{Compression, OtlpConfig},
+    export::{Backends, pyroscope::PushProtocol},
     metadata::MetadataConfig,
     symbolize::SymbolFile,
 };
 
 mod file_key;
 mod ranges;
+mod sinks;
 mod thresholds;
 
+pub use sinks::DEFAULT_TOKEN_ENV;
 pub use thresholds::Thresholds;
 
 use file_key::parse_file;
-
-/// Environment variable read for the bearer token unless `otlp.bearer_token_env` names another.
-pub const DEFAULT_TOKEN_ENV: &str = "SONDE_OTLP_TOKEN";
 
 /// Errors in the configuration; each names the key and says what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -94,9 +93,11 @@ pub enum ConfigError {
         /// What is expected.
         reason: String,
     },
-    /// The bearer token file could not be read.
-    #[error("cannot read the bearer token file {path} (`otlp.bearer_token_file`)")]
+    /// A secret's file (bearer token, password) could not be read.
+    #[error("cannot read {path} (`{key}`): check the path and that sonde may read it")]
     Token {
+        /// The key naming the file.
+        key: String,
         /// The file.
         path: PathBuf,
         /// The OS error.
@@ -111,9 +112,20 @@ pub struct RunArgs {
     /// TOML configuration file.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// OTLP gRPC endpoint (http:// or https://); without one, profiles go to the local data directory.
+    /// OTLP gRPC endpoint (http:// or https://); without any endpoint, profiles go to the local data
+    /// directory.
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// Grafana Pyroscope (or Grafana Cloud Profiles, Alloy's pyroscope.receive_http) push endpoint,
+    /// e.g. http://pyroscope:4040; `[pyroscope]` in the file.
+    #[arg(long, value_name = "URL")]
+    pub pyroscope_endpoint: Option<String>,
+    /// How to push to Pyroscope: connect (HTTP/1.1, the default) or grpc (HTTP/2).
+    #[arg(long, value_name = "PROTOCOL")]
+    pub pyroscope_protocol: Option<PushProtocol>,
+    /// Parca's gRPC endpoint (WriteRaw), e.g. http://parca:7070; `[parca]` in the file.
+    #[arg(long, value_name = "URL")]
+    pub parca_endpoint: Option<String>,
     /// Seconds per export window.
     #[arg(long, value_name = "SECS")]
     pub export_interval: Option<u64>,
@@ -159,29 +171,17 @@ struct FileConfig {
     #[serde(default)]
     labels: BTreeMap<String, String>,
     #[serde(default)]
-    otlp: FileOtlp,
+    otlp: sinks::FileSink,
+    #[serde(default)]
+    pyroscope: sinks::FileSink,
+    #[serde(default)]
+    parca: sinks::FileSink,
     #[serde(default)]
     metadata: FileMetadata,
     #[serde(default)]
     symbols: SymbolFile,
     #[serde(default)]
     status: Thresholds,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileOtlp {
-    endpoint: Option<String>,
-    compression: Option<Compression>,
-    timeout_secs: Option<u64>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    bearer_token_env: Option<String>,
-    bearer_token_file: Option<PathBuf>,
-    ca_file: Option<PathBuf>,
-    client_cert_file: Option<PathBuf>,
-    client_key_file: Option<PathBuf>,
-    max_request_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -200,17 +200,17 @@ struct FileMetadata {
 pub struct DaemonConfig {
     /// Length of an export window.
     pub export_interval: Duration,
-    /// Where the local sink writes (used when `otlp` is `None`).
+    /// Where the local sink writes (used when no backend is configured), and the spools.
     pub data_dir: PathBuf,
     /// Permission bits of what sonde writes in `data_dir` (and its other directories).
     pub data_mode: crate::storage::DataMode,
     /// Tiers of the local data directory (`[retention]`).
     pub retention: crate::retention::Policy,
-    /// OTLP export, when an endpoint is configured.
-    pub otlp: Option<OtlpConfig>,
+    /// The remote backends (OTLP, Pyroscope, Parca); none: the local data directory.
+    pub backends: Backends,
     /// Windows kept while the backend is slow or down.
     pub queue_capacity: usize,
-    /// Bounds of the OTLP sink's disk spool.
+    /// Bounds of each remote sink's disk spool.
     pub spool: crate::export::spool::SpoolLimits,
     /// Metadata settings, static labels included.
     pub metadata: MetadataConfig,
@@ -301,15 +301,26 @@ impl DaemonConfig {
             };
             file_otlp.headers.insert(k, v);
         }
-        let otlp = match args
-            .otlp_endpoint
-            .clone()
-            .or(file_otlp.endpoint.clone())
-            .filter(|e| !e.is_empty())
-        {
-            Some(endpoint) => Some(otlp_config(endpoint, file_otlp, env)?),
-            None => None,
+        let endpoint = |flag: &Option<String>, file: &sinks::FileSink| {
+            flag.clone()
+                .or(file.endpoint.clone())
+                .filter(|e| !e.is_empty())
         };
+        let mut backends = Backends::default();
+        if let Some(e) = endpoint(&args.otlp_endpoint, &file_otlp) {
+            backends.otlp = Some(sinks::otlp(e, file_otlp, env)?);
+        }
+        if let Some(e) = endpoint(&args.pyroscope_endpoint, &file.pyroscope) {
+            backends.pyroscope = Some(sinks::pyroscope(
+                e,
+                args.pyroscope_protocol,
+                file.pyroscope,
+                env,
+            )?);
+        }
+        if let Some(e) = endpoint(&args.parca_endpoint, &file.parca) {
+            backends.parca = Some(sinks::parca(e, file.parca, env)?);
+        }
 
         let defaults = MetadataConfig::default();
         let m = file.metadata;
@@ -347,7 +358,7 @@ impl DaemonConfig {
                     } => invalid(&format!("retention.{key}"), &value.to_string(), expected),
                     other => invalid("retention", "", &other.to_string()),
                 })?,
-            otlp,
+            backends,
             queue_capacity,
             spool,
             metadata,
@@ -377,82 +388,6 @@ pub fn parse_label(label: &str) -> Result<(String, String), ConfigError> {
     }
 }
 
-fn otlp_config(
-    endpoint: String,
-    file: FileOtlp,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<OtlpConfig, ConfigError> {
-    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
-        || tonic::transport::Endpoint::from_shared(endpoint.clone()).is_err()
-    {
-        return Err(invalid(
-            "otlp.endpoint (--otlp-endpoint)",
-            &endpoint,
-            "expected an http:// or https:// URL such as http://localhost:4317",
-        ));
-    }
-    let mut config = OtlpConfig::new(endpoint);
-    config.compression = file.compression.unwrap_or_default();
-    if let Some(secs) = file.timeout_secs {
-        config.timeout = Duration::from_secs(ranges::OTLP_TIMEOUT_SECS.check(secs)?);
-    }
-    if let Some(max) = file.max_request_bytes {
-        config.max_request_bytes = ranges::OTLP_MAX_REQUEST_BYTES.check(max)? as usize;
-    }
-    config.ca_file = file.ca_file;
-    config.client_cert_file = file.client_cert_file;
-    config.client_key_file = file.client_key_file;
-    for (name, value) in file.headers {
-        let key_ok =
-            tonic::metadata::AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
-                .is_ok();
-        if !key_ok
-            || value
-                .parse::<tonic::metadata::AsciiMetadataValue>()
-                .is_err()
-        {
-            return Err(invalid(
-                &format!("otlp.headers.{name}"),
-                &value,
-                "not a valid gRPC header name/value (ASCII)",
-            ));
-        }
-        config.headers.push((name, value));
-    }
-    let token = match file.bearer_token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(&path)
-                .map_err(|source| ConfigError::Token {
-                    path: path.clone(),
-                    source,
-                })?
-                .trim()
-                .to_owned(),
-        ),
-        None => env(file
-            .bearer_token_env
-            .as_deref()
-            .unwrap_or(DEFAULT_TOKEN_ENV))
-        .filter(|t| !t.is_empty()),
-    };
-    if let Some(token) = token {
-        if format!("Bearer {token}")
-            .parse::<tonic::metadata::AsciiMetadataValue>()
-            .is_err()
-        {
-            return Err(invalid(
-                "otlp.bearer_token",
-                "<redacted>",
-                "the token must be printable ASCII",
-            ));
-        }
-        config
-            .headers
-            .push(("authorization".to_owned(), format!("Bearer {token}")));
-    }
-    Ok(config)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,7 +410,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.export_interval, Duration::from_secs(15));
-        assert_eq!(c.otlp.unwrap().endpoint, "http://127.0.0.1:4317");
+        assert_eq!(
+            c.backends.otlp.unwrap().remote.endpoint,
+            "http://127.0.0.1:4317"
+        );
         assert_eq!(
             c.metadata.static_labels.get("team").map(String::as_str),
             Some("core")
@@ -494,7 +432,7 @@ mod tests {
         };
         let env = |k: &str| (k == DEFAULT_TOKEN_ENV).then(|| "s3cret".to_owned());
         let c = DaemonConfig::merge(None, &args, &env).unwrap();
-        let headers = c.otlp.unwrap().headers;
+        let headers = c.backends.otlp.unwrap().remote.headers;
         assert!(
             headers.contains(&("authorization".into(), "Bearer s3cret".into())),
             "{headers:?}"
@@ -504,7 +442,7 @@ mod tests {
     #[test]
     fn no_endpoint_means_local_directory() {
         let c = DaemonConfig::merge(None, &RunArgs::default(), &|_| None).unwrap();
-        assert!(c.otlp.is_none());
+        assert!(c.backends.is_empty());
         assert_eq!(c.data_dir, PathBuf::from("./sonde-data"));
         let c = DaemonConfig::merge(None, &RunArgs::default(), &|k| {
             (k == "INVOCATION_ID").then(|| "x".into())
@@ -538,8 +476,10 @@ mod tests {
                     client_cert_file = \"/c.pem\"\nclient_key_file = \"/k.pem\"\n";
         let c = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &args, &|_| None)
             .unwrap()
+            .backends
             .otlp
-            .unwrap();
+            .unwrap()
+            .remote;
         assert!(
             c.headers
                 .iter()
@@ -555,5 +495,53 @@ mod tests {
         };
         let err = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &bad, &|_| None);
         assert!(err.unwrap_err().to_string().contains("--otlp-header"));
+    }
+
+    #[test]
+    fn pyroscope_and_parca_sections_take_their_own_keys() {
+        let text = "[pyroscope]\nendpoint = \"https://profiles.example.com\"\ntenant_id = \"team-a\"\n\
+                    basic_auth_user = \"123456\"\nprotocol = \"grpc\"\n\
+                    [parca]\nendpoint = \"http://parca:7070\"\n";
+        let env = |k: &str| (k == "SONDE_PYROSCOPE_PASSWORD").then(|| "glc_secret".to_owned());
+        let c = DaemonConfig::merge(
+            Some((Path::new("sonde.toml"), text)),
+            &RunArgs::default(),
+            &env,
+        )
+        .unwrap();
+        let p = c.backends.pyroscope.unwrap();
+        assert_eq!(p.protocol, crate::export::pyroscope::PushProtocol::Grpc);
+        let header = |name: &str| {
+            p.remote
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(header("x-scope-orgid").as_deref(), Some("team-a"));
+        // base64("123456:glc_secret")
+        assert_eq!(
+            header("authorization").as_deref(),
+            Some("Basic MTIzNDU2OmdsY19zZWNyZXQ=")
+        );
+        assert_eq!(
+            c.backends.parca.unwrap().remote.endpoint,
+            "http://parca:7070"
+        );
+        assert!(c.backends.otlp.is_none());
+        // A key of another section is refused by name.
+        let bad = "[parca]\nendpoint = \"http://parca:7070\"\ncompression = \"zstd\"\n";
+        let err = merge(bad, &RunArgs::default()).unwrap_err().to_string();
+        assert!(err.contains("parca.compression"), "{err}");
+        // The protocol flag wins over the file.
+        let args = RunArgs {
+            pyroscope_endpoint: Some("http://pyroscope:4040".into()),
+            pyroscope_protocol: Some(crate::export::pyroscope::PushProtocol::Connect),
+            ..Default::default()
+        };
+        let c = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &args, &env).unwrap();
+        let p = c.backends.pyroscope.unwrap();
+        assert_eq!(p.remote.endpoint, "http://pyroscope:4040");
+        assert_eq!(p.protocol, crate::export::pyroscope::PushProtocol::Connect);
     }
 }

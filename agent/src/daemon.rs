@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::{
     bpf::loader::{LoadOptions, OffCpuOptions},
     config::{DaemonConfig, RunArgs},
-    export::{self, ExportMetrics, ExportSummary, Exporter, spool::Spool},
+    export::{self, Destinations, ExportMetrics, ExportSummary},
     metadata::MetadataResolver,
     metrics::{Health, Metrics, Watch},
     sampler::{Sampler, Window},
@@ -169,35 +169,20 @@ async fn serve(
             config.data_dir.display()
         )
     })?;
-    let export_metrics = Arc::new(ExportMetrics::default());
-    let sink = export::build_sink(
-        config.otlp.as_ref(),
+    // Every sink, each with its own queue, spool (opened and checked here, before anything is
+    // loaded), tally and counters.
+    let destinations = Destinations::open(
+        &config.backends,
         &data,
         &config.retention,
-        export_metrics.clone(),
-    )?;
-    let exporter = match &config.otlp {
-        // A remote backend gets the disk spool, opened (and checked) before anything is loaded.
-        Some(_) => {
-            let (spool, evicted) = Spool::open(&data, config.spool, export_metrics.clone())
-                .with_context(|| {
-                    format!(
-                        "cannot use the spool directory in {}: fix --data-dir",
-                        config.data_dir.display()
-                    )
-                })?;
-            Exporter::spawn_spooled(
-                sink,
-                config.queue_capacity,
-                export_metrics.clone(),
-                Arc::new(spool),
-                evicted,
-            )
-        }
-        None => Exporter::spawn(sink, config.queue_capacity, export_metrics.clone()),
-    };
-    let local_dir = config.otlp.is_none().then(|| config.data_dir.clone());
-    let metrics = Metrics::new(exporter.clone(), config.export_interval, local_dir);
+        export::destinations::Limits {
+            queue_capacity: config.queue_capacity,
+            spool: config.spool,
+        },
+    )
+    .with_context(|| format!("in {}", config.data_dir.display()))?;
+    let local_dir = config.backends.is_empty().then(|| config.data_dir.clone());
+    let metrics = Metrics::new(destinations.clone(), config.export_interval, local_dir);
     // Bound before anything is loaded: a taken port is an error at start, with nothing sampled.
     let mut http = match flags.metrics_addr {
         Some(addr) => Some(tokio::spawn(
@@ -231,11 +216,11 @@ async fn serve(
     )?;
     tracing::info!(
         interval_s = config.export_interval.as_secs(),
-        destination = config
-            .otlp
-            .as_ref()
-            .map(|o| o.endpoint.clone())
-            .unwrap_or_else(|| config.data_dir.display().to_string()),
+        destination = if config.backends.is_empty() {
+            config.data_dir.display().to_string()
+        } else {
+            config.backends.describe().join(" ")
+        },
         metrics_addr = flags
             .metrics_addr
             .map(|a| a.to_string())
@@ -255,7 +240,7 @@ async fn serve(
         tokio::select! {
             window = rx.recv() => {
                 match window {
-                    Some(window) => ship(&window, &resolver, &exporter, &metrics, flags.report_wire_bytes),
+                    Some(window) => ship(&window, &resolver, &destinations, &metrics, flags.report_wire_bytes),
                     None => break,
                 }
                 continue;
@@ -272,7 +257,7 @@ async fn serve(
                 break;
             }
             _ = &mut signal, if !stopping => tracing::info!("stopping: flushing the last window"),
-            reason = exporter.failed(), if !stopping => fatal = Some(reason),
+            reason = destinations.failed(), if !stopping => fatal = Some(reason),
             ended = ended(&mut http), if !stopping => {
                 fatal = Some(format!("the metrics endpoint stopped: {ended}"));
             }
@@ -303,9 +288,11 @@ async fn serve(
             )),
         }
     };
-    let summary = exporter.shutdown(FLUSH_TIMEOUT).await;
-    let fatal = fatal.or(sampler_end).or_else(|| exporter.fatal());
-    log_summary(&summary, &export_metrics);
+    let summaries = destinations.shutdown(FLUSH_TIMEOUT).await;
+    let fatal = fatal.or(sampler_end).or_else(|| destinations.fatal());
+    for (destination, (name, summary)) in destinations.iter().zip(&summaries) {
+        log_summary(name, summary, destination.exporter.metrics());
+    }
     match fatal {
         None => Ok(ExitCode::SUCCESS),
         Some(reason) => {
@@ -357,7 +344,7 @@ async fn ended(http: &mut Option<tokio::task::JoinHandle<()>>) -> String {
 
 /// The exit summary: where every window of this run ended (produced = delivered + spooled + lost),
 /// and what was delivered or dropped of earlier runs' spooled windows.
-fn log_summary(s: &ExportSummary, metrics: &ExportMetrics) {
+fn log_summary(sink: &str, s: &ExportSummary, metrics: &ExportMetrics) {
     if !s.adds_up() {
         tracing::error!(
             ?s,
@@ -367,6 +354,7 @@ fn log_summary(s: &ExportSummary, metrics: &ExportMetrics) {
     macro_rules! stopped {
         ($level:ident) => {
             tracing::$level!(
+                sink,
                 windows_produced = s.produced,
                 windows_delivered = s.delivered,
                 windows_spooled = s.spooled,

@@ -31,6 +31,7 @@ pub mod process;
 pub mod profile;
 pub mod ratio;
 pub mod record;
+pub mod remote;
 pub mod retention;
 pub(crate) mod runtimes;
 pub mod sampler;

@@ -93,11 +93,28 @@ impl Scrape {
 
     /// Sum over every series of `name`.
     pub fn sum(&self, name: &str) -> f64 {
+        self.series(name, "").sum()
+    }
+
+    /// Sum over the series of `name` whose labels include `label` (`reason="write_failed"`).
+    pub fn sum_with(&self, name: &str, label: &str) -> f64 {
+        self.series(name, label).sum()
+    }
+
+    /// Largest value over the series of `name` (one per sink), 0 when none.
+    pub fn max(&self, name: &str) -> f64 {
+        self.series(name, "").fold(0.0, f64::max)
+    }
+
+    fn series<'a>(&'a self, name: &'a str, label: &'a str) -> impl Iterator<Item = f64> + 'a {
         self.0
             .iter()
-            .filter(|(k, _)| *k == name || k.strip_prefix(name).is_some_and(|r| r.starts_with('{')))
-            .map(|(_, v)| v)
-            .sum()
+            .filter(move |(k, _)| match k.strip_prefix(name) {
+                Some("") => label.is_empty(),
+                Some(rest) => rest.starts_with('{') && rest.contains(label),
+                None => false,
+            })
+            .map(|(_, v)| *v)
     }
 }
 
@@ -114,10 +131,14 @@ pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
     } else {
         0.0
     };
-    let lag = s.get("sonde_export_ingest_lag_seconds");
-    let undelivered = s.get("sonde_export_oldest_undelivered_window_age_seconds");
-    let delivered = s.get("sonde_export_batches_sent_total");
-    let write_failed = s.get(r#"sonde_export_dropped_batches_total{reason="write_failed"}"#);
+    // One series per sink: the worst sink's lag, every sink's deliveries and failures.
+    let lag = s.max("sonde_export_ingest_lag_seconds");
+    let undelivered = s.max("sonde_export_oldest_undelivered_window_age_seconds");
+    let delivered = s.sum("sonde_export_batches_sent_total");
+    let write_failed = s.sum_with(
+        "sonde_export_dropped_batches_total",
+        r#"reason="write_failed""#,
+    );
     let retention = s.get("sonde_local_retention_seconds");
     vec![
         Row {
@@ -232,7 +253,9 @@ mod tests {
     fn the_seed_table_reads_as_the_seed_says() {
         let text = "# HELP x y\nsonde_overhead_cpu_ratio 0.014\nsonde_symbolized_frame_ratio 0.61\n\
                     sonde_complete_stack_ratio 0.95\nsonde_samples_total{profile=\"cpu\"} 1000\n\
-                    sonde_export_batches_sent_total 3\nsonde_export_ingest_lag_seconds 45\n";
+                    sonde_export_batches_sent_total{sink=\"otlp\"} 3\n\
+                    sonde_export_ingest_lag_seconds{sink=\"otlp\"} 45\n\
+                    sonde_export_ingest_lag_seconds{sink=\"parca\"} 2\n";
         let rows = rows(&Scrape::parse(text), &Thresholds::default());
         let verdict = |name: &str| rows.iter().find(|r| r.signal == name).unwrap().verdict;
         assert_eq!(verdict("profiler CPU overhead"), Verdict::Normal);

@@ -3,7 +3,7 @@
 //! agent's own coverage and cost.
 
 use crate::{
-    export::{self, Batch, Exporter},
+    export::{self, Batch, Destinations},
     metadata::{MetadataResolver, Tags, keys},
     metrics::{LastWindow, Metrics},
     profile::group,
@@ -16,7 +16,7 @@ use crate::{
 pub(super) fn ship(
     window: &Window,
     resolver: &MetadataResolver,
-    exporter: &Exporter,
+    destinations: &Destinations,
     metrics: &Metrics,
     report_wire_bytes: bool,
 ) {
@@ -60,7 +60,7 @@ pub(super) fn ship(
             "wire"
         );
     }
-    let accepted = exporter.submit(batch);
+    let accepted = destinations.submit(batch);
     let walk = &window.stats;
     let tables = window.unwind.unwrap_or_default();
     let note = |key: &str| {
@@ -96,7 +96,7 @@ pub(super) fn ship(
         cpu_percent = format!("{:.2}", 100.0 * last.agent_cpu_per_s),
         overhead_percent = format!("{:.3}", 100.0 * last.overhead_ratio),
         rss_mib = format!("{:.1}", last.rss_bytes as f64 / 1048576.0),
-        queued = exporter.queued(),
+        queued = destinations.queued(),
         dropped_oldest = !accepted,
         "window"
     );

@@ -1,25 +1,32 @@
 //! Export: one window's profiles ([`Batch`]) leave the agent through a [`Sink`].
 //!
 //! One file per backend behind the narrow [`Sink`] trait: [`local::LocalDirSink`] (gzip pprof files plus
-//! `index.jsonl`, the default without an endpoint) and [`otlp::OtlpSink`] (OTLP profiles over gRPC).
+//! `index.jsonl`, the default without an endpoint), [`otlp::OtlpSink`] (OTLP profiles over gRPC),
+//! [`pyroscope::PyroscopeSink`] and [`parca::ParcaSink`] (gzip pprof pushed to those backends).
+//! [`Destinations`] runs one exporter per configured sink.
 //! [`queue::Exporter`] sits between the window loop and a sink: a bounded queue the producer never
 //! blocks on. A remote sink ([`Spoolable`]) gets a disk [`spool`] for what it cannot deliver now; every window that is not delivered is either spooled or
 //! counted as lost with its reason. Counters live in [`metrics::ExportMetrics`]; [`size`] measures wire
 //! bytes for the benchmarks.
 
+pub mod destinations;
 pub mod local;
 pub mod metrics;
 pub mod otlp;
+pub mod parca;
+mod pprof_series;
+pub mod pyroscope;
 pub mod queue;
 pub mod retry;
 pub mod size;
 pub mod spool;
 mod tally;
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use crate::{metadata::Tags, profile::Profile};
 
+pub use destinations::{Backends, Destination, Destinations};
 pub use metrics::ExportMetrics;
 pub use queue::{ExportSummary, Exporter};
 
@@ -71,9 +78,11 @@ impl ExportOutcome {
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    /// The OTLP endpoint answered with an error status.
-    #[error("the OTLP endpoint answered {code:?}: {message}{}", if *retryable { " (will retry)" } else { " (not retryable: check the endpoint, headers and payload)" })]
+    /// The backend answered with an error status.
+    #[error("the {sink} endpoint answered {code:?}: {message}{}", if *retryable { " (will retry)" } else { " (not retryable: check the endpoint, headers and payload)" })]
     Rpc {
+        /// The sink (`otlp`, `pyroscope`, `parca`).
+        sink: &'static str,
         /// gRPC status code.
         code: tonic::Code,
         /// Status message.
@@ -94,24 +103,12 @@ pub enum ExportError {
         #[source]
         last: Box<ExportError>,
     },
-    /// The endpoint URL or TLS settings are unusable.
-    #[error("cannot use OTLP endpoint {endpoint}: fix `otlp.endpoint` (http:// or https:// URL)")]
-    Endpoint {
-        /// The endpoint as configured.
-        endpoint: String,
-        /// What tonic reported.
-        #[source]
-        source: tonic::transport::Error,
-    },
+    /// The endpoint or its headers are unusable.
+    #[error(transparent)]
+    Remote(crate::remote::RemoteError),
     /// TLS settings unusable, or the TLS handshake refused (not retried).
     #[error(transparent)]
-    Tls(#[from] otlp::tls::TlsError),
-    /// A header name or value is not valid in gRPC metadata.
-    #[error("header {name:?} is not valid gRPC metadata: fix `otlp.headers` or the bearer token")]
-    Header {
-        /// The header name.
-        name: String,
-    },
+    Tls(#[from] crate::remote::tls::TlsError),
     /// Writing a local file failed.
     #[error("writing {path} failed: check that the data directory exists and is writable")]
     Io {
@@ -125,8 +122,17 @@ pub enum ExportError {
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
     /// A spooled request does not decode (written by another version?); it is not retried.
-    #[error("a spooled request does not decode as an OTLP request: {0}")]
+    #[error("a spooled request does not decode as a request of its sink: {0}")]
     Decode(#[from] prost::DecodeError),
+}
+
+impl From<crate::remote::RemoteError> for ExportError {
+    fn from(err: crate::remote::RemoteError) -> Self {
+        match err {
+            crate::remote::RemoteError::Tls(tls) => ExportError::Tls(tls),
+            other => ExportError::Remote(other),
+        }
+    }
 }
 
 impl ExportError {
@@ -175,22 +181,4 @@ pub trait Spoolable: Send + Sync {
 
     /// Sends requests made by [`Spoolable::encode`], with the sink's deadline and retries.
     async fn send_encoded(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError>;
-}
-
-/// The daemon's sink: OTLP when an endpoint is configured, else the local data directory. Must be called
-/// inside a tokio runtime (the OTLP channel connects lazily on it).
-pub(crate) fn build_sink(
-    otlp: Option<&otlp::OtlpConfig>,
-    data: &crate::storage::SafeDir,
-    retention: &crate::retention::Policy,
-    metrics: Arc<ExportMetrics>,
-) -> Result<Arc<dyn Sink>, ExportError> {
-    Ok(match otlp {
-        Some(config) => Arc::new(otlp::OtlpSink::new(config.clone(), metrics)?),
-        None => Arc::new(
-            local::LocalDirSink::in_dir(data.clone())?
-                .with_retention(retention.clone())
-                .with_metrics(metrics),
-        ),
-    })
 }

@@ -81,7 +81,7 @@ impl RetryPolicy {
 
 /// Classifies a gRPC status per the OTLP spec: CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE,
 /// UNAVAILABLE and DATA_LOSS are retryable; RESOURCE_EXHAUSTED only when the server sent RetryInfo.
-pub fn classify(status: &tonic::Status) -> ExportError {
+pub fn classify(sink: &'static str, status: &tonic::Status) -> ExportError {
     use tonic::Code;
     let retry_after = retry_info(status.details());
     let retryable = match status.code() {
@@ -95,10 +95,24 @@ pub fn classify(status: &tonic::Status) -> ExportError {
         _ => false,
     };
     ExportError::Rpc {
+        sink,
         code: status.code(),
         message: status.message().to_owned(),
         retryable,
         retry_after,
+    }
+}
+
+/// What a failed call of `sink` to `remote` means: a refused TLS handshake in words (not retried), or
+/// the status [`classify`]d.
+pub(crate) fn call_error(
+    sink: &'static str,
+    remote: &crate::remote::RemoteConfig,
+    status: &tonic::Status,
+) -> ExportError {
+    match crate::remote::tls::handshake_failure(&remote.endpoint, remote.section, status) {
+        Some(tls) => ExportError::Tls(tls),
+        None => classify(sink, status),
     }
 }
 
@@ -169,12 +183,12 @@ mod tests {
 
     #[test]
     fn retryable_codes_follow_the_spec() {
-        assert!(classify(&tonic::Status::unavailable("down")).is_retryable());
-        assert!(classify(&tonic::Status::deadline_exceeded("slow")).is_retryable());
-        assert!(classify(&tonic::Status::aborted("x")).is_retryable());
-        assert!(!classify(&tonic::Status::invalid_argument("bad")).is_retryable());
-        assert!(!classify(&tonic::Status::unauthenticated("who")).is_retryable());
-        assert!(!classify(&tonic::Status::resource_exhausted("no info")).is_retryable());
+        assert!(classify("otlp", &tonic::Status::unavailable("down")).is_retryable());
+        assert!(classify("otlp", &tonic::Status::deadline_exceeded("slow")).is_retryable());
+        assert!(classify("otlp", &tonic::Status::aborted("x")).is_retryable());
+        assert!(!classify("otlp", &tonic::Status::invalid_argument("bad")).is_retryable());
+        assert!(!classify("otlp", &tonic::Status::unauthenticated("who")).is_retryable());
+        assert!(!classify("otlp", &tonic::Status::resource_exhausted("no info")).is_retryable());
     }
 
     #[test]
@@ -198,7 +212,7 @@ mod tests {
             "slow down",
             status.encode_to_vec().into(),
         );
-        let err = classify(&s);
+        let err = classify("otlp", &s);
         assert!(err.is_retryable());
         assert_eq!(err.retry_after(), Some(Duration::from_millis(2500)));
         assert_eq!(

@@ -15,17 +15,17 @@ use super::{Health, state::State, usage};
 use crate::clock::unix_nanos_now;
 use crate::{
     bpf::drain::{KERNEL_COUNTERS, WALK_OUTCOMES},
-    export::{ExportMetrics, Exporter},
+    export::Destinations,
 };
 
-type Labels = Vec<(&'static str, String)>;
-type CounterSeries = Vec<(Labels, ConstCounter<u64>)>;
+pub(super) type Labels = Vec<(&'static str, String)>;
+pub(super) type CounterSeries = Vec<(Labels, ConstCounter<u64>)>;
 
 /// Reads everything at scrape time.
 #[derive(Debug)]
 pub struct AgentCollector {
     pub state: Arc<Mutex<State>>,
-    pub exporter: Exporter,
+    pub destinations: Destinations,
     pub health: Arc<Health>,
     pub local_dir: Option<std::path::PathBuf>,
 }
@@ -51,7 +51,7 @@ fn local_retention_seconds(dir: &std::path::Path) -> f64 {
 }
 
 /// Writes one family: its descriptor, then each series.
-fn family<M: EncodeMetric + TypedMetric>(
+pub(super) fn family<M: EncodeMetric + TypedMetric>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -75,11 +75,11 @@ fn one<M: EncodeMetric + TypedMetric>(
     family(enc, name, help, unit, vec![(Vec::new(), metric)])
 }
 
-fn counter(v: u64) -> ConstCounter<u64> {
+pub(super) fn counter(v: u64) -> ConstCounter<u64> {
     ConstCounter::new(v)
 }
 
-fn gauge(v: f64) -> ConstGauge<f64> {
+pub(super) fn gauge(v: f64) -> ConstGauge<f64> {
     ConstGauge::new(v)
 }
 
@@ -500,62 +500,7 @@ impl Collector for AgentCollector {
         )?;
         drop(s);
 
-        // Export.
-        let m = self.exporter.metrics();
-        let mut by_name: Vec<(&'static str, CounterSeries)> = Vec::new();
-        for (name, reason, v) in m.snapshot() {
-            let labels = reason.map_or_else(Vec::new, |r| label("reason", r));
-            match by_name.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, series)) => series.push((labels, counter(v))),
-                None => by_name.push((name, vec![(labels, counter(v))])),
-            }
-        }
-        for (name, series) in by_name {
-            family(e, name, export_help(name), None, series)?;
-        }
-        one(
-            e,
-            "sonde_export_queued_batches",
-            "Windows waiting in the export queue.",
-            None,
-            gauge(self.exporter.queued() as f64),
-        )?;
-        one(
-            e,
-            "sonde_export_spool_batches",
-            "Windows waiting in the disk spool (OTLP).",
-            None,
-            gauge(ExportMetrics::get(&m.spool_batches) as f64),
-        )?;
-        one(
-            e,
-            "sonde_export_spool",
-            "Disk used by the spool's files, quarantined ones included.",
-            Some(Unit::Bytes),
-            gauge(ExportMetrics::get(&m.spool_bytes) as f64),
-        )?;
-        one(
-            e,
-            "sonde_export_ingest_lag",
-            "From the end of the last delivered window to the backend's acknowledgement.",
-            Some(Unit::Seconds),
-            gauge(
-                m.last_ingest_lag_ms
-                    .load(std::sync::atomic::Ordering::Relaxed) as f64
-                    / 1e3,
-            ),
-        )?;
-        let oldest = self
-            .exporter
-            .oldest_undelivered_end()
-            .map_or(0.0, |end| (unix_nanos_now() - end).max(0) as f64 / 1e9);
-        one(
-            e,
-            "sonde_export_oldest_undelivered_window_age",
-            "Age of the oldest window produced but not yet delivered (0: none).",
-            Some(Unit::Seconds),
-            gauge(oldest),
-        )?;
+        super::export_series::encode(e, &self.destinations)?;
         one(
             e,
             "sonde_local_retention",
@@ -582,28 +527,5 @@ impl Collector for AgentCollector {
             counter(self.health.stalls()),
         )?;
         Ok(())
-    }
-}
-
-fn export_help(name: &str) -> &'static str {
-    match name {
-        "sonde_export_batches_sent" => "Windows fully delivered.",
-        "sonde_export_requests_sent" => "Requests (or files) delivered.",
-        "sonde_export_bytes_sent" => "Bytes put on the wire (compressed) or on disk.",
-        "sonde_export_retries" => "Re-attempts after a retryable failure.",
-        "sonde_export_dropped_batches" => "Windows lost by the export path, by reason.",
-        "sonde_export_spooled_batches" => "Windows written to the disk spool.",
-        "sonde_export_replayed_batches" => "Spooled windows delivered (also in batches_sent).",
-        "sonde_export_spool_quarantined_files" => {
-            "Spool files that failed their checksum, set aside as *.corrupt."
-        }
-        "sonde_export_partial_success_rejected_profiles" => {
-            "Profiles the backend rejected in a partial success."
-        }
-        "sonde_local_repairs" => "Damage of an unclean stop repaired at start, by kind.",
-        "sonde_local_retention_deleted_profiles" => {
-            "Profiles the retention tiers deleted from the local data directory, by reason."
-        }
-        _ => "Export counter.",
     }
 }

@@ -7,6 +7,7 @@
 
 mod collector;
 pub mod coverage;
+mod export_series;
 mod health;
 pub mod http;
 mod state;
@@ -24,36 +25,40 @@ use prometheus_client::registry::Registry;
 pub use health::{Health, Watch};
 pub use state::LastWindow;
 
-use crate::{export::Batch, export::Exporter, sampler::Window};
+use crate::{export::Batch, export::Destinations, sampler::Window};
 
 /// The registry and what it reads.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     state: Arc<Mutex<state::State>>,
-    exporter: Exporter,
+    destinations: Destinations,
     /// Liveness and readiness.
     pub health: Arc<Health>,
     cpus: usize,
 }
 
 impl Metrics {
-    /// One registry for the daemon whose exporter is `exporter` and whose windows last `interval`;
+    /// One registry for the daemon whose sinks are `destinations` and whose windows last `interval`;
     /// `local_dir` is the data directory when profiles are kept locally.
-    pub fn new(exporter: Exporter, interval: Duration, local_dir: Option<PathBuf>) -> Arc<Self> {
+    pub fn new(
+        destinations: Destinations,
+        interval: Duration,
+        local_dir: Option<PathBuf>,
+    ) -> Arc<Self> {
         let state = Arc::new(Mutex::new(state::State::default()));
         let health = Arc::new(Health::new(interval));
         let mut registry = Registry::default();
         registry.register_collector(Box::new(collector::AgentCollector {
             state: state.clone(),
-            exporter: exporter.clone(),
+            destinations: destinations.clone(),
             health: health.clone(),
             local_dir,
         }));
         Arc::new(Self {
             registry,
             state,
-            exporter,
+            destinations,
             health,
             cpus: usage::online_cpus(),
         })
@@ -70,8 +75,7 @@ impl Metrics {
 
     /// Whether the programs are attached and a first window was delivered.
     pub fn ready(&self) -> bool {
-        let delivered = crate::export::ExportMetrics::get(&self.exporter.metrics().batches_sent);
-        self.health.ready(delivered)
+        self.health.ready(self.destinations.delivered())
     }
 
     /// Everything, as OpenMetrics text.

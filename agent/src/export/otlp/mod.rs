@@ -8,21 +8,19 @@
 //! when the endpoint is `https://` ([`tls`]).
 
 pub mod encode;
-pub mod tls;
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use tonic::{
-    codec::CompressionEncoding,
-    metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap},
-    transport::{Channel, Endpoint},
-};
+use tonic::{codec::CompressionEncoding, metadata::MetadataMap, transport::Channel};
 
 use super::{
     Batch, ExportError, ExportMetrics, ExportOutcome, Sink, Spoolable, retry::RetryPolicy,
 };
-use crate::profile::otlp_proto::collector::{
-    ExportProfilesServiceRequest, profiles_service_client::ProfilesServiceClient,
+use crate::{
+    profile::otlp_proto::collector::{
+        ExportProfilesServiceRequest, profiles_service_client::ProfilesServiceClient,
+    },
+    remote::RemoteConfig,
 };
 
 /// Request compression.
@@ -41,22 +39,13 @@ pub enum Compression {
 /// Settings of the OTLP sink.
 #[derive(Clone, Debug)]
 pub struct OtlpConfig {
-    /// `http://host:port` or `https://host:port`.
-    pub endpoint: String,
+    /// Endpoint (`http://host:port` or `https://host:port`), headers (`authorization`, a tenant),
+    /// deadline of one attempt and TLS.
+    pub remote: RemoteConfig,
     /// Request compression.
     pub compression: Compression,
-    /// Extra gRPC metadata (e.g. `authorization: Bearer ...`, a tenant header).
-    pub headers: Vec<(String, String)>,
-    /// Deadline of one attempt.
-    pub timeout: Duration,
     /// Largest encoded request before it is split.
     pub max_request_bytes: usize,
-    /// Extra CA certificate (PEM) trusted for https endpoints.
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate (PEM) presented for mutual TLS; goes with `client_key_file`.
-    pub client_cert_file: Option<PathBuf>,
-    /// Private key (PEM) of `client_cert_file`.
-    pub client_key_file: Option<PathBuf>,
     /// Backoff of retries.
     pub retry: RetryPolicy,
 }
@@ -65,14 +54,9 @@ impl OtlpConfig {
     /// Defaults for `endpoint`.
     pub fn new(endpoint: impl Into<String>) -> Self {
         Self {
-            endpoint: endpoint.into(),
+            remote: RemoteConfig::new("otlp", endpoint),
             compression: Compression::Gzip,
-            headers: Vec::new(),
-            timeout: Duration::from_secs(10),
             max_request_bytes: encode::DEFAULT_MAX_REQUEST_BYTES,
-            ca_file: None,
-            client_cert_file: None,
-            client_key_file: None,
             retry: RetryPolicy::default(),
         }
     }
@@ -93,52 +77,27 @@ impl OtlpSink {
     /// Builds the sink. Connects lazily (an endpoint that is down now is retried on export); must be called
     /// inside a tokio runtime.
     pub fn new(config: OtlpConfig, metrics: Arc<ExportMetrics>) -> Result<Self, ExportError> {
-        let endpoint_err = |source| ExportError::Endpoint {
-            endpoint: config.endpoint.clone(),
-            source,
-        };
-        let mut endpoint = Endpoint::from_shared(config.endpoint.clone())
-            .map_err(endpoint_err)?
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout);
-        if config.endpoint.starts_with("https://") {
-            endpoint = endpoint
-                .tls_config(tls::client_config(&config)?)
-                .map_err(endpoint_err)?;
-        }
-        let channel = endpoint.connect_lazy();
+        let channel = config.remote.grpc_channel()?;
         let mut client = ProfilesServiceClient::new(channel).max_encoding_message_size(usize::MAX);
         client = match config.compression {
             Compression::Gzip => client.send_compressed(CompressionEncoding::Gzip),
             Compression::Zstd => client.send_compressed(CompressionEncoding::Zstd),
             Compression::None => client,
         };
-        let mut headers = MetadataMap::new();
-        for (name, value) in &config.headers {
-            let bad = || ExportError::Header { name: name.clone() };
-            let key: AsciiMetadataKey = name.to_ascii_lowercase().parse().map_err(|_| bad())?;
-            let value: AsciiMetadataValue = value.parse().map_err(|_| bad())?;
-            headers.insert(key, value);
-        }
         Ok(Self {
             client,
-            headers,
+            headers: config.remote.metadata()?,
             config,
             metrics,
         })
     }
 
     async fn send_one(&self, request: &ExportProfilesServiceRequest) -> Result<u64, ExportError> {
-        let mut req = tonic::Request::new(request.clone());
-        for kv in self.headers.iter() {
-            if let tonic::metadata::KeyAndValueRef::Ascii(k, v) = kv {
-                req.metadata_mut().insert(k.clone(), v.clone());
-            }
-        }
-        req.set_timeout(self.config.timeout);
+        let remote = &self.config.remote;
+        let req = remote.request(request.clone(), &self.headers);
         // tonic's timeout covers the call once a connection is up; this one also covers a server that
         // accepts the connection and never answers, so a hanging backend is a retryable timeout.
-        let deadline = self.config.timeout + DEADLINE_SLACK;
+        let deadline = remote.timeout + DEADLINE_SLACK;
         let mut client = self.client.clone();
         let answer = tokio::time::timeout(deadline, client.export(req))
             .await
@@ -147,13 +106,7 @@ impl OtlpSink {
                     "no answer within {deadline:?} (otlp.timeout_secs)"
                 )))
             });
-        let response =
-            answer.map_err(
-                |s| match tls::handshake_failure(&self.config.endpoint, &s) {
-                    Some(tls) => ExportError::from(tls),
-                    None => super::retry::classify(&s),
-                },
-            )?;
+        let response = answer.map_err(|s| super::retry::call_error("otlp", remote, &s))?;
         let rejected = match response.into_inner().partial_success {
             Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => {
                 tracing::warn!(

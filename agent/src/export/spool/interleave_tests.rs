@@ -58,7 +58,7 @@ async fn replay_alternates_with_live_windows_in_window_order() {
         max_bytes: 1 << 20,
         max_age: None,
     };
-    let (spool, evicted) = Spool::open(&root, limits, metrics.clone()).unwrap();
+    let (spool, evicted) = Spool::open(&root, "spool", limits, metrics.clone()).unwrap();
     assert!(evicted.is_empty());
     // An earlier run's windows, stored out of order.
     for end in [13, 11, 15, 12, 14, 16] {

@@ -1,5 +1,5 @@
 //! The disk spool of remote sinks: a batch the backend cannot take now waits on disk, in
-//! `<data-dir>/spool`, and is sent later in window order, after the backend recovers or after a restart.
+//! `<data-dir>/spool` (OTLP) or `<data-dir>/spool-<sink>`, and is sent later in window order, after the backend recovers or after a restart.
 //!
 //! - [`format`]: one file per batch (the encoded requests, checksummed);
 //! - [`store`]: the directory, its bounds (`--spool-max-mib`, `spool_max_age_secs`) and eviction, oldest

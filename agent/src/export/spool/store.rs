@@ -79,14 +79,16 @@ pub(crate) struct Spool {
 }
 
 impl Spool {
-    /// Opens (creating) `spool` under `data_dir`, removes temporary files a crash left, and applies the
-    /// bounds to what earlier runs left (evictions are returned for the caller to count as losses).
+    /// Opens (creating) the directory `name` under `data_dir` as a spool, removes temporary files a
+    /// crash left, and applies the bounds to what earlier runs left (evictions are returned for the
+    /// caller to count as losses).
     pub(crate) fn open(
         data_dir: &SafeDir,
+        name: &str,
         limits: SpoolLimits,
         metrics: Arc<ExportMetrics>,
     ) -> Result<(Self, Vec<(String, Evicted)>), SpoolError> {
-        let dir = data_dir.subdir("spool")?;
+        let dir = data_dir.subdir(name)?;
         let removed = dir.remove_temp_files()?;
         if removed > 0 {
             tracing::info!(removed, dir = %dir.path().display(), "removed temporary spool files left by an earlier run");
@@ -336,7 +338,7 @@ mod tests {
             max_age: None,
         };
         let metrics = Arc::new(ExportMetrics::default());
-        let (spool, evicted) = Spool::open(&root, limits, metrics.clone()).unwrap();
+        let (spool, evicted) = Spool::open(&root, "spool", limits, metrics.clone()).unwrap();
         assert!(evicted.is_empty());
         let mut dropped = Vec::new();
         for end in 1..=10 {
@@ -355,7 +357,7 @@ mod tests {
             Err(SpoolError::TooLarge { .. })
         ));
         // A restart sees the same files.
-        let (again, _) = Spool::open(&root, limits, metrics).unwrap();
+        let (again, _) = Spool::open(&root, "spool", limits, metrics).unwrap();
         assert_eq!(again.oldest(), spool.oldest());
         assert_eq!(again.count_run("00000000000000aa"), kept);
         let _ = std::fs::remove_dir_all(root.path());
@@ -369,7 +371,7 @@ mod tests {
             max_age: Some(Duration::from_secs(3600)),
         };
         let metrics = Arc::new(ExportMetrics::default());
-        let (spool, _) = Spool::open(&root, limits, metrics.clone()).unwrap();
+        let (spool, _) = Spool::open(&root, "spool", limits, metrics.clone()).unwrap();
         let now = crate::clock::unix_nanos_now();
         spool.store(&batch(now, 100)).unwrap();
         let name = spool.oldest().unwrap();

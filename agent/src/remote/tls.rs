@@ -1,6 +1,7 @@
-//! TLS of the OTLP sink: the roots it trusts (the system's, plus `otlp.ca_file`), its client certificate
-//! for mutual TLS (`otlp.client_cert_file` with `otlp.client_key_file`), and a failed handshake put in
-//! words: which certificate was refused, by which side, and what to change.
+//! TLS of a remote backend (OTLP, Pyroscope, Parca, the diff's queries): the roots it trusts (the
+//! system's, plus `<section>.ca_file`), its client certificate for mutual TLS (`<section>.client_cert_file`
+//! with `<section>.client_key_file`), and a failed handshake put in words: which certificate was refused,
+//! by which side, and what to change. Built for tonic (gRPC) and as a rustls config for hyper (Connect).
 //!
 //! A handshake failure is not retried: a certificate does not become trusted by waiting, and retrying
 //! would hide the reason behind "gave up after N attempts".
@@ -14,20 +15,18 @@ use std::{
 use rustls::CertificateError;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-use super::OtlpConfig;
+use super::RemoteConfig;
 
 /// Why TLS could not be set up or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A certificate or key file could not be read.
-    #[error(
-        "cannot read the {what} {path} (`otlp.{key}`): check the path and that sonde may read it"
-    )]
+    #[error("cannot read the {what} {path} (`{key}`): check the path and that sonde may read it")]
     Read {
         /// What the file should hold.
         what: &'static str,
         /// The configuration key that names it.
-        key: &'static str,
+        key: String,
         /// The file.
         path: PathBuf,
         /// The OS error.
@@ -36,14 +35,14 @@ pub enum TlsError {
     },
     /// A file holds no PEM block of the expected kind.
     #[error(
-        "{path} (`otlp.{key}`) holds no PEM {what} (no `-----BEGIN ...{marker}-----` line): give the PEM \
+        "{path} (`{key}`) holds no PEM {what} (no `-----BEGIN ...{marker}-----` line): give the PEM \
          file, or convert a DER one with `openssl {convert} -inform der -in FILE -out FILE.pem`"
     )]
     NotPem {
         /// What the file should hold.
         what: &'static str,
         /// The configuration key that names it.
-        key: &'static str,
+        key: String,
         /// The file.
         path: PathBuf,
         /// The end of the PEM label looked for.
@@ -53,9 +52,12 @@ pub enum TlsError {
     },
     /// Only one of the client certificate and its key was given.
     #[error(
-        "`otlp.client_cert_file` and `otlp.client_key_file` go together: set both for mutual TLS, or neither"
+        "`{section}.client_cert_file` and `{section}.client_key_file` go together: set both for mutual TLS, or neither"
     )]
-    HalfIdentity,
+    HalfIdentity {
+        /// The configuration section (`otlp`, `pyroscope`, `parca`).
+        section: &'static str,
+    },
     /// The TLS handshake with the endpoint failed.
     #[error("TLS with {endpoint} failed: {problem}; {hint}")]
     Handshake {
@@ -64,33 +66,110 @@ pub enum TlsError {
         /// What went wrong, in words, with rustls' name for it.
         problem: String,
         /// What to do.
-        hint: &'static str,
+        hint: String,
     },
 }
 
-/// The client TLS settings of `config`: system roots, its CA file and its client certificate.
-pub(super) fn client_config(config: &OtlpConfig) -> Result<ClientTlsConfig, TlsError> {
+/// The client TLS settings of `config` for tonic: system roots, its CA file and its client certificate.
+pub(crate) fn client_config(config: &RemoteConfig) -> Result<ClientTlsConfig, TlsError> {
     let mut tls = ClientTlsConfig::new().with_native_roots();
-    if let Some(ca) = &config.ca_file {
-        let pem = read_pem(ca, "CA certificate", "ca_file", "CERTIFICATE", "x509")?;
-        tls = tls.ca_certificate(Certificate::from_pem(pem));
+    let files = files(config)?;
+    if let Some(ca) = files.ca {
+        tls = tls.ca_certificate(Certificate::from_pem(ca));
     }
-    match (&config.client_cert_file, &config.client_key_file) {
-        (Some(cert), Some(key)) => {
-            let cert = read_pem(
-                cert,
-                "client certificate",
-                "client_cert_file",
-                "CERTIFICATE",
-                "x509",
-            )?;
-            let key = read_pem(key, "client key", "client_key_file", "PRIVATE KEY", "pkey")?;
-            tls = tls.identity(Identity::from_pem(cert, key));
-        }
-        (None, None) => {}
-        _ => return Err(TlsError::HalfIdentity),
+    if let Some((cert, key)) = files.identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
     }
     Ok(tls)
+}
+
+/// The same trust and identity as a rustls client config, for hyper (Pyroscope's Connect protocol).
+pub(crate) fn rustls_config(config: &RemoteConfig) -> Result<rustls::ClientConfig, TlsError> {
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    let files = files(config)?;
+    let invalid = |what: &str, err: String| TlsError::Handshake {
+        endpoint: config.endpoint.clone(),
+        problem: format!("{what}: {err}"),
+        hint: format!(
+            "check {}.ca_file, {0}.client_cert_file and {0}.client_key_file",
+            config.section
+        ),
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    // Roots the system store cannot parse are skipped, as tonic's native roots do.
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    if let Some(ca) = &files.ca {
+        for cert in CertificateDer::pem_slice_iter(ca) {
+            let cert = cert.map_err(|e| invalid("the CA file", e.to_string()))?;
+            roots
+                .add(cert)
+                .map_err(|e| invalid("the CA file", e.to_string()))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid("TLS versions", e.to_string()))?
+        .with_root_certificates(roots);
+    Ok(match files.identity {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(&cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| invalid("the client certificate", e.to_string()))?;
+            let key = PrivateKeyDer::from_pem_slice(&key)
+                .map_err(|e| invalid("the client key", e.to_string()))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| invalid("the client certificate", e.to_string()))?
+        }
+        None => builder.with_no_client_auth(),
+    })
+}
+
+/// The PEM files of `config`, read and checked.
+struct Files {
+    ca: Option<Vec<u8>>,
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+fn files(config: &RemoteConfig) -> Result<Files, TlsError> {
+    let key = |name: &str| format!("{}.{name}", config.section);
+    let ca = match &config.ca_file {
+        Some(ca) => Some(read_pem(
+            ca,
+            "CA certificate",
+            key("ca_file"),
+            "CERTIFICATE",
+            "x509",
+        )?),
+        None => None,
+    };
+    let identity = match (&config.client_cert_file, &config.client_key_file) {
+        (Some(cert), Some(k)) => Some((
+            read_pem(
+                cert,
+                "client certificate",
+                key("client_cert_file"),
+                "CERTIFICATE",
+                "x509",
+            )?,
+            read_pem(
+                k,
+                "client key",
+                key("client_key_file"),
+                "PRIVATE KEY",
+                "pkey",
+            )?,
+        )),
+        (None, None) => None,
+        _ => {
+            return Err(TlsError::HalfIdentity {
+                section: config.section,
+            });
+        }
+    };
+    Ok(Files { ca, identity })
 }
 
 /// Reads a PEM file and checks it holds a block whose label ends with `marker`, so a DER file or the
@@ -98,13 +177,13 @@ pub(super) fn client_config(config: &OtlpConfig) -> Result<ClientTlsConfig, TlsE
 fn read_pem(
     path: &Path,
     what: &'static str,
-    key: &'static str,
+    key: String,
     marker: &'static str,
     convert: &'static str,
 ) -> Result<Vec<u8>, TlsError> {
     let pem = std::fs::read(path).map_err(|source| TlsError::Read {
         what,
-        key,
+        key: key.clone(),
         path: path.to_owned(),
         source,
     })?;
@@ -128,8 +207,21 @@ fn read_pem(
 }
 
 /// The TLS failure behind a failed call, put in words; None when the call failed for another reason.
-pub(super) fn handshake_failure(endpoint: &str, status: &tonic::Status) -> Option<TlsError> {
-    let source = status.source()?;
+/// `section` names the configuration keys of the hint.
+pub(crate) fn handshake_failure(
+    endpoint: &str,
+    section: &str,
+    status: &tonic::Status,
+) -> Option<TlsError> {
+    failure_in(endpoint, section, status.source()?)
+}
+
+/// The TLS failure in a chain of errors (a hyper client's), put in words.
+pub(crate) fn failure_in(
+    endpoint: &str,
+    section: &str,
+    source: &(dyn StdError + 'static),
+) -> Option<TlsError> {
     let (problem, hint) = match rustls_error(source) {
         Some(err) => describe(err),
         None => describe_alert(&received_alert(source)?),
@@ -137,7 +229,8 @@ pub(super) fn handshake_failure(endpoint: &str, status: &tonic::Status) -> Optio
     Some(TlsError::Handshake {
         endpoint: endpoint.to_owned(),
         problem,
-        hint,
+        // The hints are written for the OTLP section; other sinks have the same keys.
+        hint: hint.replace("otlp.", &format!("{section}.")),
     })
 }
 
@@ -255,13 +348,14 @@ mod tests {
             rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
         );
         let status = tonic::Status::from_error(Box::new(io));
-        let err = handshake_failure("https://collector:4317", &status).expect("a TLS failure");
+        let err =
+            handshake_failure("https://collector:4317", "otlp", &status).expect("a TLS failure");
         let text = err.to_string();
         assert!(text.contains("https://collector:4317"), "{text}");
         assert!(text.contains("UnknownIssuer"), "{text}");
         assert!(text.contains("otlp.ca_file"), "{text}");
         let other = tonic::Status::unavailable("connection refused");
-        assert!(handshake_failure("https://collector:4317", &other).is_none());
+        assert!(handshake_failure("https://collector:4317", "otlp", &other).is_none());
     }
 
     #[test]
@@ -272,11 +366,11 @@ mod tests {
             "received fatal alert: CertificateRequired",
         );
         let status = tonic::Status::from_error(Box::new(io));
-        let text = handshake_failure("https://c:4317", &status)
+        let text = handshake_failure("https://c:4317", "pyroscope", &status)
             .unwrap()
             .to_string();
         assert!(text.contains("requires a client certificate"), "{text}");
-        assert!(text.contains("otlp.client_cert_file"), "{text}");
+        assert!(text.contains("pyroscope.client_cert_file"), "{text}");
     }
 
     #[test]
@@ -290,7 +384,8 @@ mod tests {
         )
         .unwrap();
         std::fs::write(&der, [0x30, 0x82, 0x01, 0x0a]).unwrap();
-        let read = |p: &Path, marker| read_pem(p, "CA certificate", "ca_file", marker, "x509");
+        let read =
+            |p: &Path, marker| read_pem(p, "CA certificate", "otlp.ca_file".into(), marker, "x509");
         assert!(read(&cert, "CERTIFICATE").is_ok());
         let err = read(&der, "CERTIFICATE").unwrap_err().to_string();
         assert!(
