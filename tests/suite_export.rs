@@ -3,11 +3,13 @@
 
 mod common;
 
+mod export_backends;
 mod export_invalid_argument;
 mod export_local_dir;
 mod export_local_disk_full;
 mod export_otlp_roundtrip;
 mod export_partial_success;
+mod export_pyroscope_outage;
 mod export_python_peer;
 mod export_queue_overflow;
 mod export_receiver_late;

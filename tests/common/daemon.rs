@@ -148,6 +148,23 @@ pub fn exit_summary(log: &str) -> HashMap<String, u64> {
     out
 }
 
+/// [`exit_summary`] of one sink's exit line (`sonde stopped sink="pyroscope" ...`) when several
+/// sinks ran, each printing its own.
+pub fn exit_summary_of(log: &str, sink: &str) -> HashMap<String, u64> {
+    let marker = format!("sink=\"{sink}\"");
+    let at = log
+        .match_indices("sonde stopped")
+        .map(|(i, _)| i)
+        .find(|&i| log[i..].lines().next().is_some_and(|l| l.contains(&marker)))
+        .unwrap_or_else(|| panic!("no exit summary of the {sink} sink in the log:\n{log}"));
+    let rest = &log[at..];
+    // Up to the next sink's exit line.
+    let end = rest[1..]
+        .find("sonde stopped")
+        .map_or(rest.len(), |i| rest[..i + 1].rfind('\n').unwrap_or(i + 1));
+    exit_summary(&rest[..end])
+}
+
 /// A field of [`exit_summary`], panicking with the log when missing.
 pub fn field(summary: &HashMap<String, u64>, key: &str, log: &str) -> u64 {
     *summary

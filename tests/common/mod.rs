@@ -1,6 +1,7 @@
 //! Shared helpers of the integration tests: root check, workload builds, running sonde, reading pprof.
 #![allow(dead_code)]
 
+pub mod backends;
 pub mod caps;
 pub mod daemon;
 pub mod debug_files;
