@@ -4,6 +4,7 @@
 mod common;
 
 mod data_dir_hardening;
+mod diff_backends;
 mod diff_bad_input;
 mod diff_datadir;
 mod diff_flamegraph;

@@ -364,15 +364,13 @@ fn print_summary(window: &Window, profile: &Profile, output: &Path) {
     );
     // Goroutine labels: samples labelled, cut to the bounds, unreadable, and label sets gone before
     // the drain read them; binaries whose labels cannot be read.
-    line("go_labeled:", k[stat::GO_LABELED as usize].to_string());
-    line(
-        "go_labels_cut:",
-        k[stat::GO_LABELS_CUT as usize].to_string(),
-    );
-    line(
-        "go_labels_fault:",
-        k[stat::GO_LABELS_FAULT as usize].to_string(),
-    );
+    for (name, index) in [
+        ("go_labeled:", stat::GO_LABELED),
+        ("go_labels_cut:", stat::GO_LABELS_CUT),
+        ("go_labels_fault:", stat::GO_LABELS_FAULT),
+    ] {
+        line(name, k[index as usize].to_string());
+    }
     line(
         "go_labels_missing:",
         window.stats.labels_missing.to_string(),

@@ -176,10 +176,43 @@ pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<Pa
     })
 }
 
-/// Parses `--since`/`--until`: Unix seconds (`1767225600`) or RFC 3339 (`2026-01-01T00:00:00Z`,
-/// fractional seconds and `+HH:MM` offsets allowed). Returns Unix nanoseconds.
+/// Parses `--since`/`--until`: Unix seconds (`1767225600`), RFC 3339 (`2026-01-01T00:00:00Z`,
+/// fractional seconds and `+HH:MM` offsets allowed), `now`, or `now-<N><unit>` with unit `s`, `m`, `h` or
+/// `d` (`now-1h`). Returns Unix nanoseconds.
 pub fn parse_time(text: &str) -> Result<i64, DiffError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    parse_time_at(text, now)
+}
+
+/// [`parse_time`] with `now` given (Unix nanoseconds), so relative times can be tested.
+pub fn parse_time_at(text: &str, now: i64) -> Result<i64, DiffError> {
     let bad = || DiffError::BadTime(text.to_owned());
+    if let Some(relative) = text.strip_prefix("now") {
+        if relative.is_empty() {
+            return Ok(now);
+        }
+        let ago = relative.strip_prefix('-').ok_or_else(bad)?;
+        let unit_seconds = match ago.as_bytes().last() {
+            Some(b's') => 1,
+            Some(b'm') => 60,
+            Some(b'h') => 3600,
+            Some(b'd') => 86_400,
+            _ => return Err(bad()),
+        };
+        // The unit is one ASCII byte, so this slice ends on a character boundary.
+        let count = &ago[..ago.len() - 1];
+        if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        return count
+            .parse::<i64>()
+            .ok()
+            .and_then(|n| n.checked_mul(unit_seconds)?.checked_mul(NANOS))
+            .and_then(|ago| now.checked_sub(ago))
+            .ok_or_else(bad);
+    }
     if let Ok(seconds) = text.parse::<i64>() {
         return seconds.checked_mul(NANOS).ok_or_else(bad);
     }
@@ -281,6 +314,40 @@ mod tests {
             parse_time("1970-01-01T01:30:00+01:30").unwrap(),
             0,
             "offsets are subtracted"
+        );
+    }
+
+    #[test]
+    fn relative_times_count_back_from_now() {
+        let now = 1_767_229_200 * NANOS;
+        assert_eq!(parse_time_at("now", now).unwrap(), now);
+        assert_eq!(parse_time_at("now-1h", now).unwrap(), 1_767_225_600 * NANOS);
+        assert_eq!(parse_time_at("now-30m", now).unwrap(), now - 1800 * NANOS);
+        assert_eq!(parse_time_at("now-45s", now).unwrap(), now - 45 * NANOS);
+        assert_eq!(
+            parse_time_at("now-2d", now).unwrap(),
+            now - 2 * 86_400 * NANOS
+        );
+        assert_eq!(parse_time_at("now-0h", now).unwrap(), now);
+        for bad in [
+            "now-",
+            "now-h",
+            "now-1",
+            "now-1w",
+            "now+1h",
+            "now-1.5h",
+            "now--1h",
+            "now-1hh",
+            "now-\u{e9}",
+            "now-1\u{e9}",
+            "now-99999999999999999d",
+            "nowish",
+        ] {
+            assert!(parse_time_at(bad, now).is_err(), "{bad}");
+        }
+        assert!(
+            parse_time_at("now-106751d", 0).is_ok() && parse_time_at("now-106752d", 0).is_err(),
+            "past i64 nanoseconds"
         );
     }
 

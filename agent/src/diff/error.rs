@@ -178,7 +178,10 @@ pub enum DiffError {
     )]
     BadSelector(String),
     /// A `--since`/`--until` value could not be parsed.
-    #[error("time `{0}` is neither RFC 3339 (2026-01-31T12:00:00Z) nor Unix seconds")]
+    #[error(
+        "time `{0}` is neither RFC 3339 (2026-01-31T12:00:00Z), Unix seconds, `now` nor `now-<N><s|m|h|d>` \
+         (now-1h)"
+    )]
     BadTime(String),
     /// No index entry matched one side's selectors.
     #[error(
@@ -223,6 +226,61 @@ pub enum DiffError {
     NoDuration {
         /// `base` or `new`.
         side: &'static str,
+    },
+    /// `--since` is not before `--until`.
+    #[error("--since {since} is not before --until {until}: the time range is empty")]
+    EmptyRange {
+        /// `--since` as given.
+        since: String,
+        /// `--until` as given.
+        until: String,
+    },
+    /// The backend's URL or the credentials cannot be used to build a client.
+    #[error("cannot query {backend} at {url}: {reason}")]
+    Backend {
+        /// `Pyroscope` or `Parca`.
+        backend: &'static str,
+        /// The URL as given.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The backend could not be reached, or refused or failed the query.
+    #[error(
+        "cannot fetch the {side} profile from {backend} at {url} (selector {selector}): {reason}"
+    )]
+    Fetch {
+        /// `base` or `new`.
+        side: &'static str,
+        /// `Pyroscope` or `Parca`.
+        backend: &'static str,
+        /// The URL as given.
+        url: String,
+        /// The selector as given.
+        selector: String,
+        /// The status and its causes, with advice.
+        reason: String,
+    },
+    /// The backend answered, but with no samples.
+    #[error(
+        "{backend} at {url} has no {profile_type} samples for the {side} selector {selector} between {} and \
+         {}; check the selector's labels, --profile-type and --since/--until",
+        range.0,
+        range.1
+    )]
+    NoSamples {
+        /// `base` or `new`.
+        side: &'static str,
+        /// `Pyroscope` or `Parca`.
+        backend: &'static str,
+        /// The URL as given.
+        url: String,
+        /// The selector as sent.
+        selector: String,
+        /// The profile type queried.
+        profile_type: String,
+        /// `--since` and `--until` as given (boxed: every `Result` of the diff carries this error's size).
+        range: Box<(String, String)>,
     },
 }
 

@@ -65,8 +65,17 @@ impl Default for Limits {
 /// Reads `path` (`-` for standard input) and returns its decompressed gzip content.
 pub fn read_gzip(path: &Path, limits: Limits) -> Result<Vec<u8>, DiffError> {
     let raw = read_raw(path, limits)?;
-    let path = shown(path);
-    if !raw.starts_with(&[0x1f, 0x8b]) {
+    gunzip(shown(path), &raw, limits)
+}
+
+/// Whether `bytes` start like a gzip stream (a protobuf message never does: 0x1f is no valid tag).
+pub fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
+}
+
+/// Decompresses the gzip bytes `raw` of the input named `path`, within the limit.
+pub fn gunzip(path: &Path, raw: &[u8], limits: Limits) -> Result<Vec<u8>, DiffError> {
+    if !is_gzip(raw) {
         return Err(DiffError::NotGzip {
             path: path.to_owned(),
         });
@@ -80,7 +89,7 @@ pub fn read_gzip(path: &Path, limits: Limits) -> Result<Vec<u8>, DiffError> {
         .map(|at| u32::from_le_bytes(raw[at..].try_into().expect("4 bytes")));
     let presize = isize.map_or(raw.len().saturating_mul(4), |n| n as usize + 1);
     let mut bytes = Vec::with_capacity(presize.min(limit as usize + 1));
-    let mut decoder = Bounded::new(MultiGzDecoder::new(raw.as_slice()), limit);
+    let mut decoder = Bounded::new(MultiGzDecoder::new(raw), limit);
     decoder
         .read_to_end(&mut bytes)
         .map_err(|source| match over_limit(&source) {

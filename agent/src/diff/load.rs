@@ -1,4 +1,5 @@
-//! Loads gzip pprof files and merges each side of the diff into one table of stacks.
+//! Loads gzip pprof files (or profiles fetched from a backend) and merges each side of the diff into one
+//! table of stacks.
 //!
 //! Function names are interned once for both sides, so a stack is a slice of small ids (leaf first) and
 //! the two sides can be compared id by id. Samples are streamed from the bytes ([`super::wire`]) instead
@@ -60,6 +61,26 @@ pub struct Side {
     pub skipped: Vec<(PathBuf, u64)>,
 }
 
+/// One input of a side.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A gzip pprof file, or `-` for standard input.
+    File(PathBuf),
+    /// A profile fetched from a backend: its uncompressed pprof bytes, and the name messages give it.
+    Fetched {
+        /// Names the backend and the query, where a file would be named by its path.
+        name: PathBuf,
+        /// The encoded `perftools.profiles.Profile`.
+        bytes: Vec<u8>,
+    },
+}
+
+impl Source {
+    fn is_stdin(&self) -> bool {
+        matches!(self, Source::File(path) if path.as_os_str() == input::STDIN)
+    }
+}
+
 /// What to load and how to name frames.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions<'a> {
@@ -96,18 +117,17 @@ struct SideLoad {
     chosen: Chosen,
 }
 
-fn load_side(files: &[PathBuf], options: LoadOptions<'_>) -> Result<SideLoad, DiffError> {
+fn load_side(sources: &[Source], options: LoadOptions<'_>) -> Result<SideLoad, DiffError> {
     let (mut names, mut inlined, mut side, mut chosen) =
         (Interner::default(), Vec::new(), Side::default(), None);
-    for path in files {
-        load_file(
-            path,
-            options,
-            &mut chosen,
-            &mut names,
-            &mut inlined,
-            &mut side,
-        )?;
+    for source in sources {
+        let (chosen, names, inlined, side) = (&mut chosen, &mut names, &mut inlined, &mut side);
+        match source {
+            Source::File(path) => load_file(path, options, chosen, names, inlined, side)?,
+            Source::Fetched { name, bytes } => {
+                load_bytes(name, bytes, options, chosen, names, inlined, side)?;
+            }
+        }
     }
     let chosen = chosen.expect("clap requires at least one file per side");
     Ok(SideLoad {
@@ -120,20 +140,15 @@ fn load_side(files: &[PathBuf], options: LoadOptions<'_>) -> Result<SideLoad, Di
 
 /// Reads both sides, one thread each; every file of both must carry the same sample type.
 pub fn load_sides(
-    base: &[PathBuf],
-    new: &[PathBuf],
+    base: &[Source],
+    new: &[Source],
     options: LoadOptions<'_>,
 ) -> Result<Loaded, DiffError> {
-    if [base, new]
-        .concat()
-        .iter()
-        .filter(|p| p.as_os_str() == input::STDIN)
-        .count()
-        > 1
-    {
+    if base.iter().chain(new).filter(|s| s.is_stdin()).count() > 1 {
         return Err(DiffError::StdinTwice);
     }
-    let (base, new) = if new.iter().any(|p| p.as_os_str() == input::STDIN) {
+    let new_sources = new;
+    let (base, new) = if new.iter().any(Source::is_stdin) {
         // Standard input cannot be read twice, so the new side must not need the reload below: it is read
         // after the base, with the base's sample type.
         let base = load_side(base, options)?;
@@ -167,7 +182,7 @@ pub fn load_sides(
             sample_type: Some(&chosen.name),
             ..options
         };
-        other = match load_side(&other.side.files, retry) {
+        other = match load_side(new_sources, retry) {
             Err(DiffError::MissingSampleType {
                 path, available, ..
             }) => {
@@ -275,7 +290,7 @@ fn load_file(
     Ok(())
 }
 
-/// Decodes one file's protobuf bytes into `side`.
+/// Decodes one input's protobuf bytes into `side`.
 fn load_bytes(
     path: &Path,
     bytes: &[u8],

@@ -1,8 +1,8 @@
-//! `sonde diff`: differential profiling. Loads two profiles (pprof files, or profiles selected from the
-//! local data directory by tags and time), normalises both to a common denominator, subtracts them per
+//! `sonde diff`: differential profiling. Loads two profiles (pprof files, profiles selected from the
+//! local data directory by tags and time, or merged profiles fetched from Pyroscope or Parca), normalises both to a common denominator, subtracts them per
 //! function and ranks by change, so a regression is named by function. Needs no BPF and no privileges.
 //!
-//! Flow: [`datadir`] (optional selection) -> [`input`] (bounded read) -> [`load`] (decode, merge, intern)
+//! Flow: [`datadir`] (optional selection) or `remote` (fetch) -> [`input`] (bounded read) -> [`load`] (decode, merge, intern)
 //! -> [`normalise`] -> [`rank`] (change + binomial noise) -> [`output`] (table/JSON/CSV) and [`flame`]
 //! (differential SVG).
 //!
@@ -21,6 +21,7 @@ pub mod load;
 pub mod normalise;
 pub mod output;
 pub mod rank;
+mod remote;
 mod values;
 pub mod wire;
 
@@ -34,6 +35,7 @@ use std::{
 use anyhow::Context as _;
 
 pub use error::DiffError;
+use load::Source;
 use normalise::Normalisation;
 use output::Format;
 
@@ -45,6 +47,8 @@ const DEFAULT_TABLE_ROWS: usize = 40;
 
 /// Arguments of `sonde diff`.
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("source").args(["data", "pyroscope", "parca"]))]
+#[command(group = clap::ArgGroup::new("backend").args(["pyroscope", "parca"]))]
 #[command(after_help = "\
 INPUT FORMS:
   Files:    sonde diff --base A.pb.gz [B.pb.gz...] --new C.pb.gz [D.pb.gz...]
@@ -53,7 +57,19 @@ INPUT FORMS:
             With --data, --base/--new take KEY=VALUE tag selectors (ANDed) matched against DIR/index.jsonl;
             version, service, host, region, pod, namespace are short for service.version, service.name,
             host.name, cloud.region, k8s.pod.name, k8s.namespace.name. Captures overlapping [--since, --until)
-            are kept. T is RFC 3339 (2026-01-31T12:00:00Z) or Unix seconds.
+            are kept.
+  Backends: sonde diff --pyroscope URL --base '{service_name=\"checkout\",version=\"2.3\"}'
+                       --new '{service_name=\"checkout\",version=\"2.4\"}' [--since T] [--until T]
+            sonde diff --parca URL --base '{...}' --new '{...}' [--since T] [--until T]
+            --base/--new are label selectors, passed verbatim; each is fetched as one profile merged over
+            [--since, --until) (default: the last hour), of --profile-type. Pyroscope (its HTTP port,
+            http://pyroscope:4040) is asked SelectMergeProfile over the Connect protocol, type default
+            process_cpu:cpu:nanoseconds:cpu:nanoseconds; --tenant-id sets X-Scope-OrgID. Parca (gRPC,
+            http://parca:7070) is asked Query in merge mode; a selector starting with `{` is prefixed with
+            the type, default process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta. $SONDE_PYROSCOPE_TOKEN or
+            $SONDE_PARCA_TOKEN, if set, is sent as a bearer token.
+  Several values on one side are merged. T is RFC 3339 (2026-01-31T12:00:00Z), Unix seconds, `now` or
+  `now-<N><s|m|h|d>` (now-30m).
 
 NORMALISATION: shares of each side's total by default; --base-requests/--new-requests for value per request;
 --per-cpu-second for value per second of capture. Rows are ranked by the absolute change of the normalised
@@ -65,20 +81,42 @@ sample type, none negative: --lenient skips and counts those that do not.
 
 EXIT STATUS: 0 ok, 1 error, 3 --fail-above tripped (offenders are printed on stderr).")]
 pub struct DiffArgs {
-    /// Baseline: gzip pprof files, or KEY=VALUE selectors with --data.
-    #[arg(long, value_name = "FILE|KEY=VALUE", num_args = 1.., required = true, action = clap::ArgAction::Append)]
+    /// Baseline: gzip pprof files, KEY=VALUE selectors with --data, label selectors with --pyroscope or
+    /// --parca.
+    #[arg(long, value_name = "FILE|SELECTOR", num_args = 1.., required = true, action = clap::ArgAction::Append)]
     pub base: Vec<String>,
-    /// Profile to compare against the baseline: gzip pprof files, or KEY=VALUE selectors with --data.
-    #[arg(long, value_name = "FILE|KEY=VALUE", num_args = 1.., required = true, action = clap::ArgAction::Append)]
+    /// Profile to compare against the baseline: gzip pprof files, KEY=VALUE selectors with --data, label
+    /// selectors with --pyroscope or --parca.
+    #[arg(long, value_name = "FILE|SELECTOR", num_args = 1.., required = true, action = clap::ArgAction::Append)]
     pub new: Vec<String>,
     /// sonde's local data directory (with index.jsonl); makes --base/--new tag selectors.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
-    /// With --data: only captures ending after this time.
-    #[arg(long, value_name = "TIME", requires = "data")]
+    /// Pyroscope's URL (its HTTP port); makes --base/--new label selectors fetched from it.
+    #[arg(long, value_name = "URL")]
+    pub pyroscope: Option<String>,
+    /// Parca's URL (gRPC); makes --base/--new queries fetched from it.
+    #[arg(long, value_name = "URL")]
+    pub parca: Option<String>,
+    /// With --pyroscope/--parca: the profile type queried (Pyroscope's profile type id; Parca's prefix of a
+    /// selector starting with `{`).
+    #[arg(long, value_name = "ID", requires = "backend")]
+    pub profile_type: Option<String>,
+    /// With --pyroscope: the tenant (header X-Scope-OrgID).
+    #[arg(
+        long,
+        value_name = "TENANT",
+        requires = "pyroscope",
+        conflicts_with = "parca"
+    )]
+    pub tenant_id: Option<String>,
+    /// With --data: only captures ending after this time; with --pyroscope/--parca: start of the merged
+    /// range (default now-1h).
+    #[arg(long, value_name = "TIME", requires = "source")]
     pub since: Option<String>,
-    /// With --data: only captures starting before this time.
-    #[arg(long, value_name = "TIME", requires = "data")]
+    /// With --data: only captures starting before this time; with --pyroscope/--parca: end of the merged
+    /// range (default now).
+    #[arg(long, value_name = "TIME", requires = "source")]
     pub until: Option<String>,
     /// Sample type to compare (cpu, samples, offcpu, events); default cpu, else the first of the first file.
     #[arg(long, value_name = "TYPE")]
@@ -133,12 +171,23 @@ fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The files of both sides: the arguments themselves, or what the data-dir selectors pick.
-fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffError> {
+/// The inputs of both sides: the files named, what the data-dir selectors pick, or what the backend
+/// answers to the selectors.
+fn input_files(args: &DiffArgs) -> Result<(Vec<Source>, Vec<Source>), DiffError> {
+    if let Some(url) = &args.pyroscope {
+        return remote::fetch_sides(args, remote::Backend::Pyroscope, url, limits(args));
+    }
+    if let Some(url) = &args.parca {
+        return remote::fetch_sides(args, remote::Backend::Parca, url, limits(args));
+    }
+    let files = |paths: Vec<PathBuf>| paths.into_iter().map(Source::File).collect();
     let Some(dir) = &args.data else {
-        let paths = |v: &[String]| v.iter().map(PathBuf::from).collect();
+        let paths = |v: &[String]| files(v.iter().map(PathBuf::from).collect());
         return Ok((paths(&args.base), paths(&args.new)));
     };
+    // Times first: a typo in them is cheaper to report than the index is to read.
+    let since = args.since.as_deref().map(datadir::parse_time).transpose()?;
+    let until = args.until.as_deref().map(datadir::parse_time).transpose()?;
     let index = datadir::read_index(dir, limits(args), args.strict)?;
     if !index.skipped.is_empty() {
         for reason in &index.skipped {
@@ -150,8 +199,6 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffErro
         );
     }
     let entries = index.entries;
-    let since = args.since.as_deref().map(datadir::parse_time).transpose()?;
-    let until = args.until.as_deref().map(datadir::parse_time).transpose()?;
     let kind = match args.sample_type.as_deref() {
         Some("offcpu" | "events") => crate::profile::model::ProfileKind::OffCpu,
         _ => crate::profile::model::ProfileKind::Cpu,
@@ -169,7 +216,10 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), DiffErro
             },
         )
     };
-    Ok((select("base", &args.base)?, select("new", &args.new)?))
+    Ok((
+        files(select("base", &args.base)?),
+        files(select("new", &args.new)?),
+    ))
 }
 
 fn limits(args: &DiffArgs) -> input::Limits {

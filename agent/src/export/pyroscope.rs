@@ -68,7 +68,8 @@ impl PyroscopeConfig {
 }
 
 enum Transport {
-    Connect(ConnectClient),
+    // Boxed: the hyper client is several times the size of a tonic client.
+    Connect(Box<ConnectClient>),
     Grpc(PusherServiceClient<Channel>),
 }
 
@@ -84,7 +85,9 @@ impl PyroscopeSink {
     /// Builds the sink; connects on first use (inside a tokio runtime).
     pub fn new(config: PyroscopeConfig, metrics: Arc<ExportMetrics>) -> Result<Self, ExportError> {
         let transport = match config.protocol {
-            PushProtocol::Connect => Transport::Connect(ConnectClient::new(&config.remote)?),
+            PushProtocol::Connect => {
+                Transport::Connect(Box::new(ConnectClient::new(&config.remote)?))
+            }
             PushProtocol::Grpc => Transport::Grpc(
                 PusherServiceClient::new(config.remote.grpc_channel()?)
                     .max_encoding_message_size(usize::MAX),
