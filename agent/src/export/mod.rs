@@ -14,7 +14,7 @@ pub mod local;
 pub mod metrics;
 pub mod otlp;
 pub mod parca;
-mod pprof_series;
+pub mod pprof_series;
 pub mod pyroscope;
 pub mod queue;
 pub mod retry;

@@ -13,8 +13,8 @@ use prost::Message;
 use tonic::{metadata::MetadataMap, transport::Channel};
 
 use super::{
-    Batch, ExportError, ExportMetrics, ExportOutcome, Sink, Spoolable,
-    pprof_series::{self, Series},
+    Batch, ExportError, ExportMetrics,
+    pprof_series::{self, Push, PushSink, Series},
     retry::{self, RetryPolicy},
 };
 use crate::remote::{
@@ -44,54 +44,49 @@ impl ParcaConfig {
     }
 }
 
-/// Writes windows into Parca.
-pub struct ParcaSink {
+/// Parca's profile store behind [`PushSink`].
+pub struct Parca {
     client: ProfileStoreServiceClient<Channel>,
     metadata: MetadataMap,
-    config: ParcaConfig,
-    metrics: Arc<ExportMetrics>,
+    remote: RemoteConfig,
 }
 
-impl ParcaSink {
+/// Writes windows into Parca.
+pub type ParcaSink = PushSink<Parca>;
+
+impl PushSink<Parca> {
     /// Builds the sink; connects on first use (inside a tokio runtime).
     pub fn new(config: ParcaConfig, metrics: Arc<ExportMetrics>) -> Result<Self, ExportError> {
         Ok(Self {
-            client: ProfileStoreServiceClient::new(config.remote.grpc_channel()?)
-                .max_encoding_message_size(usize::MAX),
-            metadata: config.remote.metadata()?,
-            config,
+            push: Parca {
+                client: ProfileStoreServiceClient::new(config.remote.grpc_channel()?)
+                    .max_encoding_message_size(usize::MAX),
+                metadata: config.remote.metadata()?,
+                remote: config.remote,
+            },
+            retry: config.retry,
             metrics,
         })
     }
+}
 
-    async fn send_one(&self, request: &[u8]) -> Result<(), ExportError> {
-        let remote = &self.config.remote;
-        let message = WriteRawRequest::decode(request)?;
-        let mut client = self.client.clone();
-        let call = client.write_raw(remote.request(message, &self.metadata));
-        tokio::time::timeout(remote.timeout + std::time::Duration::from_millis(500), call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(tonic::Status::deadline_exceeded(format!(
-                    "no answer within {:?} (parca.timeout_secs)",
-                    remote.timeout
-                )))
-            })
-            .map(drop)
-            .map_err(|s| retry::call_error("parca", remote, &s))
+#[async_trait::async_trait]
+impl Push for Parca {
+    const NAME: &'static str = "parca";
+
+    fn encode(batch: &Batch) -> Vec<Vec<u8>> {
+        encode_batch(batch)
     }
 
-    async fn send_all(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError> {
-        let mut outcome = ExportOutcome::default();
-        for request in requests {
-            self.config
-                .retry
-                .run(&self.metrics, || self.send_one(request))
-                .await?;
-            outcome.requests += 1;
-            outcome.bytes += request.len() as u64;
-        }
-        Ok(outcome)
+    async fn send(&self, request: &[u8]) -> Result<(), ExportError> {
+        let remote = &self.remote;
+        let message = WriteRawRequest::decode(request)?;
+        let mut client = self.client.clone();
+        remote
+            .within(client.write_raw(remote.request(message, &self.metadata)))
+            .await
+            .map(drop)
+            .map_err(|s| retry::call_error(Self::NAME, remote, &s))
     }
 }
 
@@ -129,30 +124,4 @@ pub fn encode_batch(batch: &Batch) -> Vec<Vec<u8>> {
             .encode_to_vec()
         })
         .collect()
-}
-
-#[async_trait::async_trait]
-impl Sink for ParcaSink {
-    fn name(&self) -> &'static str {
-        "parca"
-    }
-
-    async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
-        self.send_all(&encode_batch(batch)).await
-    }
-
-    fn spoolable(&self) -> Option<&dyn Spoolable> {
-        Some(self)
-    }
-}
-
-#[async_trait::async_trait]
-impl Spoolable for ParcaSink {
-    fn encode(&self, batch: &Batch) -> Vec<Vec<u8>> {
-        encode_batch(batch)
-    }
-
-    async fn send_encoded(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError> {
-        self.send_all(requests).await
-    }
 }

@@ -16,8 +16,8 @@ use prost::Message;
 use tonic::{metadata::MetadataMap, transport::Channel};
 
 use super::{
-    BATCH_ID_KEY, Batch, ExportError, ExportMetrics, ExportOutcome, Sink, Spoolable,
-    pprof_series::{self, Series},
+    BATCH_ID_KEY, Batch, ExportError, ExportMetrics,
+    pprof_series::{self, Push, PushSink, Series},
     retry::{self, RetryPolicy},
 };
 use crate::remote::{
@@ -73,15 +73,17 @@ enum Transport {
     Grpc(PusherServiceClient<Channel>),
 }
 
-/// Pushes windows to Pyroscope.
-pub struct PyroscopeSink {
+/// Pyroscope's push protocol behind [`PushSink`].
+pub struct Pyroscope {
     transport: Transport,
     metadata: MetadataMap,
-    config: PyroscopeConfig,
-    metrics: Arc<ExportMetrics>,
+    remote: RemoteConfig,
 }
 
-impl PyroscopeSink {
+/// Pushes windows to Pyroscope.
+pub type PyroscopeSink = PushSink<Pyroscope>;
+
+impl PushSink<Pyroscope> {
     /// Builds the sink; connects on first use (inside a tokio runtime).
     pub fn new(config: PyroscopeConfig, metrics: Arc<ExportMetrics>) -> Result<Self, ExportError> {
         let transport = match config.protocol {
@@ -94,46 +96,39 @@ impl PyroscopeSink {
             ),
         };
         Ok(Self {
-            transport,
-            metadata: config.remote.metadata()?,
-            config,
+            push: Pyroscope {
+                transport,
+                metadata: config.remote.metadata()?,
+                remote: config.remote,
+            },
+            retry: config.retry,
             metrics,
         })
     }
+}
 
-    async fn send_one(&self, request: &[u8]) -> Result<(), ExportError> {
-        let remote = &self.config.remote;
+#[async_trait::async_trait]
+impl Push for Pyroscope {
+    const NAME: &'static str = "pyroscope";
+
+    fn encode(batch: &Batch) -> Vec<Vec<u8>> {
+        encode_batch(batch)
+    }
+
+    async fn send(&self, request: &[u8]) -> Result<(), ExportError> {
+        let remote = &self.remote;
         let answer = match &self.transport {
             Transport::Connect(client) => client.unary(PUSH_PATH, request.to_vec()).await.map(drop),
             Transport::Grpc(client) => {
                 let message = PushRequest::decode(request)?;
                 let mut client = client.clone();
-                let call = client.push(remote.request(message, &self.metadata));
-                tokio::time::timeout(remote.timeout + std::time::Duration::from_millis(500), call)
+                remote
+                    .within(client.push(remote.request(message, &self.metadata)))
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(tonic::Status::deadline_exceeded(format!(
-                            "no answer within {:?} (pyroscope.timeout_secs)",
-                            remote.timeout
-                        )))
-                    })
                     .map(drop)
             }
         };
-        answer.map_err(|s| retry::call_error("pyroscope", remote, &s))
-    }
-
-    async fn send_all(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError> {
-        let mut outcome = ExportOutcome::default();
-        for request in requests {
-            self.config
-                .retry
-                .run(&self.metrics, || self.send_one(request))
-                .await?;
-            outcome.requests += 1;
-            outcome.bytes += request.len() as u64;
-        }
-        Ok(outcome)
+        answer.map_err(|s| retry::call_error(Self::NAME, remote, &s))
     }
 }
 
@@ -188,32 +183,6 @@ fn profile_id(batch_id: &str, index: usize) -> String {
         0x8000 | (b >> 48 & 0x3fff),
         b & 0xffff_ffff_ffff
     )
-}
-
-#[async_trait::async_trait]
-impl Sink for PyroscopeSink {
-    fn name(&self) -> &'static str {
-        "pyroscope"
-    }
-
-    async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
-        self.send_all(&encode_batch(batch)).await
-    }
-
-    fn spoolable(&self) -> Option<&dyn Spoolable> {
-        Some(self)
-    }
-}
-
-#[async_trait::async_trait]
-impl Spoolable for PyroscopeSink {
-    fn encode(&self, batch: &Batch) -> Vec<Vec<u8>> {
-        encode_batch(batch)
-    }
-
-    async fn send_encoded(&self, requests: &[Vec<u8>]) -> Result<ExportOutcome, ExportError> {
-        self.send_all(requests).await
-    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub(crate) struct ConnectClient {
     base: String,
     headers: Vec<(header::HeaderName, header::HeaderValue)>,
     timeout: Duration,
+    /// The configuration section messages name.
+    section: &'static str,
 }
 
 impl std::fmt::Debug for ConnectClient {
@@ -63,6 +65,7 @@ impl ConnectClient {
             base: config.endpoint.trim_end_matches('/').to_owned(),
             headers,
             timeout: config.timeout,
+            section: config.section,
         })
     }
 
@@ -97,14 +100,7 @@ impl ConnectClient {
             }
             Err(error_status(code, &body))
         };
-        tokio::time::timeout(self.timeout + Duration::from_millis(500), call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(tonic::Status::deadline_exceeded(format!(
-                    "no answer within {:?}",
-                    self.timeout
-                )))
-            })
+        super::within(self.section, self.timeout, call).await
     }
 }
 

@@ -15,6 +15,9 @@ use tonic::{
     transport::{Channel, Endpoint},
 };
 
+/// Added to `timeout` for the whole call, so tonic's own deadline fires first when it can.
+const DEADLINE_SLACK: Duration = Duration::from_millis(500);
+
 /// Where a backend is and how to reach it.
 #[derive(Clone, Debug)]
 pub struct RemoteConfig {
@@ -89,6 +92,16 @@ impl RemoteConfig {
         Ok(map)
     }
 
+    /// `call` bounded by the deadline plus a little: tonic's own timeout covers a call once a connection
+    /// is up, this one also a server that accepts the connection and never answers, so a hanging
+    /// backend is a (retryable) DEADLINE_EXCEEDED.
+    pub(crate) async fn within<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+    ) -> Result<T, tonic::Status> {
+        within(self.section, self.timeout, call).await
+    }
+
     /// A request carrying `message`, the headers and the deadline.
     pub(crate) fn request<T>(&self, message: T, metadata: &MetadataMap) -> tonic::Request<T> {
         let mut req = tonic::Request::new(message);
@@ -100,6 +113,22 @@ impl RemoteConfig {
         req.set_timeout(self.timeout);
         req
     }
+}
+
+/// [`RemoteConfig::within`] for a client that keeps only the section and the timeout.
+pub(crate) async fn within<T>(
+    section: &str,
+    timeout: Duration,
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, tonic::Status> {
+    let deadline = timeout + DEADLINE_SLACK;
+    tokio::time::timeout(deadline, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(tonic::Status::deadline_exceeded(format!(
+                "no answer within {deadline:?} ({section}.timeout_secs)"
+            )))
+        })
 }
 
 /// Settings of a backend that cannot be used.

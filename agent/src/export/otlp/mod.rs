@@ -9,7 +9,7 @@
 
 pub mod encode;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use tonic::{codec::CompressionEncoding, metadata::MetadataMap, transport::Channel};
 
@@ -62,9 +62,6 @@ impl OtlpConfig {
     }
 }
 
-/// Added to `timeout` for the whole call, so tonic's own deadline fires first when it can.
-const DEADLINE_SLACK: Duration = Duration::from_millis(500);
-
 /// Sends batches to an OTLP profiles endpoint.
 pub struct OtlpSink {
     client: ProfilesServiceClient<Channel>,
@@ -95,17 +92,8 @@ impl OtlpSink {
     async fn send_one(&self, request: &ExportProfilesServiceRequest) -> Result<u64, ExportError> {
         let remote = &self.config.remote;
         let req = remote.request(request.clone(), &self.headers);
-        // tonic's timeout covers the call once a connection is up; this one also covers a server that
-        // accepts the connection and never answers, so a hanging backend is a retryable timeout.
-        let deadline = remote.timeout + DEADLINE_SLACK;
         let mut client = self.client.clone();
-        let answer = tokio::time::timeout(deadline, client.export(req))
-            .await
-            .unwrap_or_else(|_| {
-                Err(tonic::Status::deadline_exceeded(format!(
-                    "no answer within {deadline:?} (otlp.timeout_secs)"
-                )))
-            });
+        let answer = remote.within(client.export(req)).await;
         let response = answer.map_err(|s| super::retry::call_error("otlp", remote, &s))?;
         let rejected = match response.into_inner().partial_success {
             Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => {
