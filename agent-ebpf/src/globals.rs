@@ -36,6 +36,10 @@ static TASK_FSBASE_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static GO: u32 = 0;
 #[unsafe(no_mangle)]
+static JAVA: u32 = 0;
+#[unsafe(no_mangle)]
+static V8: u32 = 0;
+#[unsafe(no_mangle)]
 static TEST_FAIL_EXEC: u32 = 0;
 #[unsafe(no_mangle)]
 static VMA_LAYOUT: sonde_abi::VmaLayout = sonde_abi::VmaLayout {
@@ -122,6 +126,14 @@ getter!(
 getter!(
     /// Non-zero when the labels of goroutines of processes in `GO_PROCS` are read.
     go_labels, GO, u32
+);
+getter!(
+    /// Non-zero when the Java frames of processes in `HS_PROCS` are walked.
+    java_frames, JAVA, u32
+);
+getter!(
+    /// Non-zero when the JavaScript frames of processes in `V8_PROCS` are walked.
+    v8_frames, V8, u32
 );
 getter!(
     /// Non-zero when failed invocations are logged through aya-log (see `diag`).

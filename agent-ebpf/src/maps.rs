@@ -8,16 +8,20 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    macros::map,
+    btf_maps::{Array as BtfArray, ArrayOfMaps},
+    macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
 use sonde_abi::{
     Control, FileKey, FileTable, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS,
     PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey,
-    THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings,
+    THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, cost_path,
     go::{GoProc, LabelSet},
+    hotspot::HsProc,
     python::PyProc,
     stat,
+    unwind::ROW_CHUNK_BLOCKS,
+    v8::V8Proc,
 };
 
 /// Control block written by userspace (the generation).
@@ -54,9 +58,13 @@ pub static OFFCPU_PROCESS_SAMPLING: Array<ProcessSampling> =
 #[map]
 pub static OFFCPU_THREADS: Array<ThreadSlot> = Array::with_max_entries(THREAD_SLOTS, 0);
 
-/// Unwind rows in blocks; sized by `--max-unwind-table-mib`.
-#[map]
-pub static UNWIND_ROWS: Array<RowBlock> = Array::with_max_entries(1, 0);
+/// Unwind rows in blocks, in chunks of `ROW_CHUNK_BLOCKS` that userspace creates as tables need them
+/// (an array preallocates all it may hold: at the `--max-unwind-table-mib` budget that was 60 MiB of
+/// kernel memory for the few hundred KiB one process's tables use). The outer array is sized by the
+/// budget at load; a chunk not created yet reads as no rows.
+#[btf_map]
+pub static UNWIND_ROWS: ArrayOfMaps<BtfArray<RowBlock, { ROW_CHUNK_BLOCKS as usize }>, 1> =
+    ArrayOfMaps::new();
 /// The distinct rules of all loaded tables, indexed by the packed rows.
 #[map]
 pub static UNWIND_RULES: Array<UnwindRule> = Array::with_max_entries(1, 0);
@@ -87,10 +95,20 @@ pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384
 /// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
 #[map]
 pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+/// HotSpot settings of each JVM process, by tgid. Not preallocated (144 bytes per process).
+#[map]
+pub static HS_PROCS: HashMap<u32, HsProc> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+/// V8 settings of each Node.js process, by tgid. Not preallocated (176 bytes per process).
+#[map]
+pub static V8_PROCS: HashMap<u32, V8Proc> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
 /// Label sets copied from goroutines, by a hash of their content; userspace reads them at each drain.
 /// LRU: a set no sample of the last windows refers to gives way to new ones.
 #[map]
 pub static GO_LABELS: LruHashMap<u64, LabelSet> = LruHashMap::with_max_entries(1024, 0);
+
+#[map]
+static SAMPLE_COST: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(cost_path::COUNT * cost_path::BUCKETS, 0);
 
 #[map]
 static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);
@@ -99,26 +117,34 @@ static KSTACKS_1: StackTrace = StackTrace::with_max_entries(8192, 0);
 #[map]
 static KSTACKS_2: StackTrace = StackTrace::with_max_entries(8192, 0);
 
+// Stacks and aggregations are not preallocated: a preallocated hash holds its every possible entry
+// from load (9 MiB of user stacks per slot at 8192), while a window of one process uses a few hundred
+// entries. perf_event programs may allocate since Linux 6.1 (`bpf_mem_alloc`, which is NMI-safe), as
+// `UNWIND_PAGES` already does; a failed allocation is a full map, counted as such. Kernel stack maps
+// are always preallocated.
 #[map]
-static USTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, 0);
+static USTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 #[map]
-static USTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, 0);
+static USTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 #[map]
-static USTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, 0);
+static USTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 
 #[map]
-static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 #[map]
-static ONCPU_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+static ONCPU_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 #[map]
-static ONCPU_2: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+static ONCPU_2: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 
 #[map]
-static OFFCPU_0: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+static OFFCPU_0: HashMap<SampleKey, OffCpuValue> =
+    HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 #[map]
-static OFFCPU_1: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+static OFFCPU_1: HashMap<SampleKey, OffCpuValue> =
+    HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 #[map]
-static OFFCPU_2: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, 0);
+static OFFCPU_2: HashMap<SampleKey, OffCpuValue> =
+    HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 
 /// The current generation, read once per invocation.
 #[inline(always)]
@@ -142,6 +168,22 @@ pub fn add(index: u32, n: u64) {
         // SAFETY: per-CPU slot, and programs do not nest on one CPU for the same counter.
         unsafe { *ptr += n };
     }
+}
+
+/// Charges `ns` of run time to an on-CPU sample of `path` (`cost_path`).
+#[inline(always)]
+pub fn charge_sample(path: u32, ns: u64) {
+    let bucket = (ns / cost_path::BUCKET_NS).min(u64::from(cost_path::BUCKETS - 1)) as u32;
+    if let Some(ptr) = SAMPLE_COST.get_ptr_mut(path * cost_path::BUCKETS + bucket) {
+        // SAFETY: per-CPU slot; a perf event does not nest within itself on one CPU.
+        unsafe { *ptr += 1 };
+    }
+}
+
+/// This CPU's recorded on-CPU samples so far (`stat::ONCPU_SAMPLES`).
+#[inline(always)]
+pub fn sample_count() -> u64 {
+    STATS.get(stat::ONCPU_SAMPLES).copied().unwrap_or(0)
 }
 
 /// Whether `tgid` is in the pid filter.

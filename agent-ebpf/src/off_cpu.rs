@@ -177,6 +177,11 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         unsafe { (*sampling).tracked = settings.tracked.wrapping_add(1) };
         one_in
     };
+    // The episode starts now: the stack walk below takes microseconds of the thread's switch-out
+    // (tens with unwind tables), which are off-CPU time too, and a clock read after it undercounted
+    // every tracked episode by that much.
+    // SAFETY: no preconditions; the helper reads the monotonic clock.
+    let start_ns = unsafe { bpf_ktime_get_ns() };
     let generation = generation().ok_or(Failed::Control)?;
     // sched_switch runs in the kernel: the kernel stack is here, the user registers were saved when
     // the task entered the kernel.
@@ -194,8 +199,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         process::announce(tgid);
     }
     let start = OffCpuStart {
-        // SAFETY: no preconditions; the helper reads the monotonic clock.
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns,
         generation,
         key: captured.key,
     };

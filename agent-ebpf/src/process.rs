@@ -78,5 +78,6 @@ fn send(kind: u32, tgid: u32) -> Result<(), i32> {
         // SAFETY: no preconditions; the helper reads the monotonic clock.
         time_ns: unsafe { bpf_ktime_get_ns() },
         address: 0,
+        data: 0,
     })
 }

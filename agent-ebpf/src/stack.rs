@@ -2,7 +2,7 @@
 //! user stack, and the thread name, as one aggregation key.
 
 use aya_ebpf::{helpers::bpf_get_current_comm, programs::tracing::StackIdContext};
-use sonde_abi::{SLOTS, STACK_COLLISION, STACK_NONE, SampleKey, stat};
+use sonde_abi::{SLOTS, STACK_COLLISION, STACK_NONE, SampleKey, cost_path, stat};
 
 use crate::{
     maps::{bump, kernel_stacks},
@@ -15,6 +15,8 @@ pub struct Captured {
     pub key: SampleKey,
     /// The process has unwind mapping entries, so it was captured: no need to announce it.
     pub known_process: bool,
+    /// What the walk's run time is charged to (`sonde_abi::cost_path`).
+    pub path: u32,
 }
 
 /// Builds the aggregation key of the current task, its stacks stored in the slot of `generation`.
@@ -38,12 +40,12 @@ pub fn capture<C: StackIdContext>(
     } else {
         STACK_NONE
     };
-    let (user_stack_id, user_stack_status, known_process) = match user {
+    let (user_stack_id, user_stack_status, known_process, path) = match user {
         Some(regs) => {
             let stored = unwind::walk_and_store(tgid, regs, generation, scratch_slot, on_cpu);
-            (stored.id, stored.status, stored.known_process)
+            (stored.id, stored.status, stored.known_process, stored.path)
         }
-        None => (0, STACK_NONE, false),
+        None => (0, STACK_NONE, false, cost_path::KERNEL),
     };
     Captured {
         key: SampleKey {
@@ -57,6 +59,7 @@ pub fn capture<C: StackIdContext>(
             labels: crate::go_labels::current(tgid),
         },
         known_process,
+        path,
     }
 }
 

@@ -6,9 +6,12 @@
 #![no_std]
 
 pub mod go;
+pub mod hotspot;
 pub mod names;
 pub mod python;
+pub mod runtime_frame;
 pub mod unwind;
+pub mod v8;
 
 pub use unwind::{
     ExecMapping, FileKey, FileTable, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock,
@@ -83,8 +86,9 @@ pub struct OffCpuStart {
 }
 const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 64);
 
-/// Per-CPU off-CPU sampling settings, rewritten by userspace every step (100 ms) as the switch rate
-/// changes so that stack walks stay within the budget (`--offcpu-budget`).
+/// Per-CPU off-CPU sampling settings, rewritten by userspace every step (250 ms, after steps of 10,
+/// 50 and 100 ms at start) as the switch rate changes so that stack walks stay within the budget
+/// (`--offcpu-budget`).
 ///
 /// An episode is tracked (timestamped and its stacks walked) with probability 1/`one_in`, drawn at
 /// switch-out, or for sure when the thread's last tracked episode lasted at least `long_ns` (what was
@@ -191,6 +195,13 @@ pub mod proc_event {
     /// while the process lives ([`super::ProcEvent::address`]), so a process that exits before the
     /// window ends keeps its Python names.
     pub const PYTHON_CODE: u32 = 5;
+    /// A runtime frame (of any runtime: a Java method or compiled code, a JavaScript function or
+    /// code object) named an object this CPU had not announced lately ([`super::ProcEvent::address`]
+    /// is the frame's head word, [`super::ProcEvent::data`] its data word, see
+    /// [`crate::runtime_frame`]; its kind says which runtime): read it now, while it lives (a class
+    /// loaded, code not freed, an object not moved by a garbage collector, the process alive), so it
+    /// keeps its name if it goes before the window ends.
+    pub const RUNTIME_FRAME: u32 = 6;
 }
 
 /// Process lifecycle notification sent through the `PROC_EVENTS` ring buffer.
@@ -203,10 +214,13 @@ pub struct ProcEvent {
     pub tgid: u32,
     /// `bpf_ktime_get_ns()` when it happened.
     pub time_ns: u64,
-    /// The code object's address ([`proc_event::PYTHON_CODE`]); 0 otherwise.
+    /// The code object's address ([`proc_event::PYTHON_CODE`]), the runtime frame's head word
+    /// ([`proc_event::RUNTIME_FRAME`]); 0 otherwise.
     pub address: u64,
+    /// The runtime frame's data word ([`proc_event::RUNTIME_FRAME`]); 0 otherwise.
+    pub data: u64,
 }
-const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);
+const _: () = assert!(core::mem::size_of::<ProcEvent>() == 32);
 
 /// Indexes of the per-CPU `STATS` counters. Every sample or event that is not aggregated lands in one.
 pub mod stat {
@@ -323,8 +337,64 @@ pub mod stat {
     pub const GO_LABELS_CUT: u32 = GO_LABELED + 1;
     /// Samples of Go processes whose goroutine chain or labels could not be read.
     pub const GO_LABELS_FAULT: u32 = GO_LABELED + 2;
+    /// Stacks of JVM processes (with `HS_PROCS` settings) walked (see [`crate::hotspot`]).
+    pub const JAVA_WALKS: u32 = GO_LABELED + 3;
+    /// Java frames stored by those walks (frames per stack = this / walks).
+    pub const JAVA_FRAMES: u32 = JAVA_WALKS + 1;
+    /// Walks cut at a pc inside a code heap whose code blob the segment map did not lead to (the
+    /// blob was being freed or moved, or the map was read mid-update).
+    pub const JAVA_NO_BLOB: u32 = JAVA_WALKS + 2;
+    /// Walks cut because a code blob, its name or an interpreter frame was unreadable.
+    pub const JAVA_READ_FAULT: u32 = JAVA_WALKS + 3;
+    /// Walks cut at a Java frame that could not be stepped: an interpreter frame whose rbp is not
+    /// near the stack pointer, or compiled code with no return address into the code cache where it
+    /// must be.
+    pub const JAVA_BAD_FRAME: u32 = JAVA_WALKS + 4;
+    /// Compiled frames found deoptimized (returning into the deoptimization handler) whose original pc
+    /// was recovered.
+    pub const JAVA_DEOPT: u32 = JAVA_WALKS + 5;
+    /// Stacks of Node.js processes (with `V8_PROCS` settings) walked (see [`crate::v8`]).
+    pub const V8_WALKS: u32 = JAVA_WALKS + 6;
+    /// JavaScript and V8 frames stored by those walks (frames per stack = this / walks).
+    pub const V8_FRAMES: u32 = V8_WALKS + 1;
+    /// Frames in V8 code (embedded builtins, or code without an unwind table) whose frame pointer
+    /// led to no V8 frame (rbp not a frame pointer, its slots unreadable, or not a marker nor a
+    /// `JSFunction`): stepped as native code instead.
+    pub const V8_NOT_A_FRAME: u32 = V8_WALKS + 2;
+    /// JavaScript frames stored with their function only ([`crate::v8::kind::FUNCTION`]): Sparkplug
+    /// code, or a pc in none of its function's code the kernel could read.
+    pub const V8_FUNCTION_ONLY: u32 = V8_WALKS + 3;
     /// Number of counters.
-    pub const COUNT: u32 = GO_LABELED + 3;
+    pub const COUNT: u32 = V8_WALKS + 4;
+}
+
+/// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most
+/// (a runtime's frames over native tables over frame pointers), so each path's cost has its own
+/// distribution, as issue targets and `bpf_stats` (one mean over every run) cannot tell them apart.
+pub mod cost_path {
+    /// No user stack was walked (a kernel thread).
+    pub const KERNEL: u32 = 0;
+    /// Native frames by frame pointers only (`--unwind fp`, or a process not captured yet).
+    pub const FRAME_POINTERS: u32 = 1;
+    /// Native frames with unwind tables.
+    pub const TABLES: u32 = 2;
+    /// The walk stored CPython frames.
+    pub const PYTHON: u32 = 3;
+    /// The walk stored Java frames.
+    pub const JAVA: u32 = 4;
+    /// The walk stored JavaScript (V8) frames.
+    pub const V8: u32 = 5;
+    /// Number of paths.
+    pub const COUNT: u32 = 6;
+    /// Each path's name in reports, by index.
+    pub const NAMES: [&str; COUNT as usize] =
+        ["kernel", "frame_pointers", "tables", "python", "java", "v8"];
+    /// Buckets per path: `BUCKET_NS` wide, the last one holding everything longer.
+    pub const BUCKETS: u32 = 256;
+    /// Width of a bucket, ns: fine enough to tell 1.6 µs from 2 µs, wide enough for 64 µs in all.
+    pub const BUCKET_NS: u64 = 250;
+    /// One recorded sample in this many (per CPU) is timed.
+    pub const TIMED_EVERY: u64 = 8;
 }
 
 #[cfg(feature = "user")]
@@ -355,4 +425,6 @@ mod pod {
     unsafe impl aya::Pod for super::python::PyProc {}
     unsafe impl aya::Pod for super::go::GoProc {}
     unsafe impl aya::Pod for super::go::LabelSet {}
+    unsafe impl aya::Pod for super::hotspot::HsProc {}
+    unsafe impl aya::Pod for super::v8::V8Proc {}
 }

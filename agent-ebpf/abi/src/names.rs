@@ -53,6 +53,14 @@ pub const GO_LABELS: &str = "GO_LABELS";
 /// Per-CPU scratch space of the label copy.
 pub const GO_LABEL_SCRATCH: &str = "GO_LABEL_SCRATCH";
 
+/// HotSpot settings per JVM process ([`crate::hotspot::HsProc`]), by tgid.
+pub const HS_PROCS: &str = "HS_PROCS";
+
+/// V8 settings per Node.js process ([`crate::v8::V8Proc`]), by tgid.
+pub const V8_PROCS: &str = "V8_PROCS";
+/// Per-CPU run-time histogram of on-CPU samples by path (see [`crate::cost_path`]).
+pub const SAMPLE_COST: &str = "SAMPLE_COST";
+
 /// Kernel stack-trace maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
 /// User stacks ([`crate::UserStack`]), one map per slot.
@@ -63,7 +71,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 35] = [
+pub const ALL_MAPS: [&str; 38] = [
     CONTROL,
     PIDS,
     STATS,
@@ -87,6 +95,9 @@ pub const ALL_MAPS: [&str; 35] = [
     GO_PROCS,
     GO_LABELS,
     GO_LABEL_SCRATCH,
+    HS_PROCS,
+    V8_PROCS,
+    SAMPLE_COST,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],
     KERNEL_STACKS[2],
@@ -136,6 +147,12 @@ pub mod globals {
     /// `u32`: non-zero when the labels of goroutines of processes in `GO_PROCS` are read
     /// (`--runtimes` with `go`).
     pub const GO: &str = "GO";
+    /// `u32`: non-zero when Java frames of processes in `HS_PROCS` are walked (`--runtimes` with
+    /// `java`).
+    pub const JAVA: &str = "JAVA";
+    /// `u32`: non-zero when JavaScript frames of processes in `V8_PROCS` are walked (`--runtimes`
+    /// with `node`).
+    pub const V8: &str = "V8";
     /// `u32`: non-zero when the programs log their failed invocations through aya-log
     /// ([`super::AYA_LOGS`]); at 0 the verifier prunes every log call.
     pub const KERNEL_LOG: &str = "KERNEL_LOG";
@@ -147,7 +164,7 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 19] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
@@ -162,6 +179,8 @@ pub mod globals {
         PYTHON,
         TASK_FSBASE_OFFSET,
         GO,
+        JAVA,
+        V8,
         KERNEL_LOG,
         TEST_FAIL_EXEC,
         VMA_LAYOUT,

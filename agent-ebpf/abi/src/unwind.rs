@@ -21,6 +21,9 @@ use crate::MAX_STACK_DEPTH;
 /// Rows per block of the `UNWIND_ROWS` store (one 32 KiB map value); a page's rows never straddle
 /// blocks.
 pub const ROWS_PER_BLOCK: usize = 8192;
+/// Blocks per chunk of `UNWIND_ROWS` (1 MiB): the store is an array of arrays, and userspace creates a
+/// chunk when its tables first need it, so kernel memory follows the tables loaded, not the budget.
+pub const ROW_CHUNK_BLOCKS: u32 = 32;
 /// log2 of the table addresses covered by one `UNWIND_PAGES` entry. 4 KiB pages hold at most 4096 rows
 /// (one per byte), so a page always fits in one block, and a row's offset in its page in a `u16`.
 pub const PAGE_SHIFT: u32 = 12;

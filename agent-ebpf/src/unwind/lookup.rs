@@ -8,7 +8,7 @@
 
 use sonde_abi::{
     ExecMapping, PageKey, ProcMappings, UnwindRule,
-    unwind::{MAX_EXEC_MAPPINGS, PAGE_SHIFT, ROWS_PER_BLOCK, cfa},
+    unwind::{MAX_EXEC_MAPPINGS, PAGE_SHIFT, ROW_CHUNK_BLOCKS, ROWS_PER_BLOCK, cfa},
 };
 
 use crate::maps::{UNWIND_PAGES, UNWIND_ROWS, UNWIND_RULES};
@@ -111,7 +111,10 @@ fn rule(table_id: u32, pc: u32) -> Option<UnwindRule> {
     };
     // SAFETY: the entry is copied out at once.
     let entry = unsafe { *UNWIND_PAGES.get(key)? };
-    let block = UNWIND_ROWS.get(entry.block)?;
+    let block = UNWIND_ROWS.get_value(
+        entry.block / ROW_CHUNK_BLOCKS,
+        &(entry.block % ROW_CHUNK_BLOCKS),
+    )?;
     let first = u32::from(entry.first);
     let at = |i: u32| block.rows.get(((first + i) & ROW_MASK) as usize).copied();
     let low = pc & ((1 << PAGE_SHIFT) - 1);

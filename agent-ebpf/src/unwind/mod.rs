@@ -6,11 +6,14 @@
 //! Frames are walked in a `bpf_loop` (kernel 5.17+): one callback invocation per frame keeps the
 //! verifier's work independent of the depth, and 127 frames fit in one program run.
 
+mod announce;
 mod files;
+mod hotspot;
 mod lookup;
 mod python;
 pub mod regs;
 mod step;
+mod v8;
 mod window;
 
 use core::ffi::c_void;
@@ -20,13 +23,16 @@ use aya_ebpf::{
 };
 use sonde_abi::{
     FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
-    UserStack, VmaMappings, stat,
+    UserStack, VmaMappings, cost_path,
+    hotspot::HsProc,
+    stat,
     unwind::{FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, file_frame, mode, outcome},
+    v8::V8Proc,
 };
 
 use crate::{
     globals,
-    maps::{PROC_MAPPINGS, VMA_MAPPINGS, add, bump, user_stacks},
+    maps::{HS_PROCS, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, user_stacks},
 };
 use regs::UserRegs;
 use step::Flow;
@@ -49,7 +55,8 @@ pub struct Scratch {
     bp_lost: u32,
     /// Index of the mapping of the previous frame (most frames are in the same binary).
     mapping_hint: u32,
-    _pad: u32,
+    /// Non-zero once the frame-pointer chain has crossed to another stack (see `step::frame_pointer`).
+    stack_switched: u32,
     /// Running hashes of the frames: the map key, and an independent check of it.
     hash: u64,
     check: u64,
@@ -68,6 +75,12 @@ pub struct Scratch {
     vma_known: u32,
     /// The Python walk that follows the native one.
     py: python::PyWalk,
+    /// Java frames stepped among the native ones.
+    java: hotspot::JavaWalk,
+    /// JavaScript frames stepped among the native ones.
+    v8: v8::V8Walk,
+    /// Runtime objects this CPU announced to userspace lately (`announce`).
+    announced: [announce::Announced; announce::ANNOUNCED_SLOTS],
 }
 
 /// Recently stored stacks remembered per CPU.
@@ -90,6 +103,10 @@ struct Walk {
     scratch: *mut Scratch,
     procs: *mut ProcMappings,
     vmas: *const VmaMappings,
+    /// The JVM's settings when the process runs one (and Java frames are walked), else null.
+    hs: *const HsProc,
+    /// V8's settings when the process runs Node.js (and JavaScript frames are walked), else null.
+    v8: *const V8Proc,
     tgid: u32,
     _pad: u32,
 }
@@ -102,6 +119,8 @@ pub struct Stored {
     pub status: i32,
     /// The process has mapping entries: userspace has captured it already.
     pub known_process: bool,
+    /// The walk's `cost_path`.
+    pub path: u32,
 }
 
 /// Walks the user stack of `tgid` from `regs` and stores it in the user-stack map of `generation`'s
@@ -121,6 +140,7 @@ pub fn walk_and_store(
             id: 0,
             status: sonde_abi::STACK_NONE,
             known_process: false,
+            path: cost_path::FRAME_POINTERS,
         };
     };
     // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
@@ -131,24 +151,45 @@ pub fn walk_and_store(
     s.exact = 1;
     s.bp_lost = 0;
     s.mapping_hint = 0;
+    s.stack_switched = 0;
     s.vma_known = 0;
     s.window.reset();
+    s.java.reset(tgid);
+    s.v8.reset(tgid);
     s.hash = 0x6a09_e667_f3bc_c908;
     s.check = 0xbb67_ae85_84ca_a73b;
 
-    let procs = if globals::unwind_mode() == mode::FP {
-        None
+    // Raw pointers, null for none, rather than `Option`s: with `--unwind fp` the compiler kept an
+    // `Option`'s undefined payload in a register and spilled it, which the verifier refuses.
+    let procs: *mut ProcMappings = if globals::unwind_mode() == mode::FP {
+        core::ptr::null_mut()
     } else {
-        PROC_MAPPINGS.get_ptr_mut(tgid)
+        PROC_MAPPINGS
+            .get_ptr_mut(tgid)
+            .unwrap_or(core::ptr::null_mut())
+    };
+    let known_process = !procs.is_null();
+    // A JVM is captured (and its settings written) before its frames can be walked as Java.
+    let hs: *const HsProc = if known_process && globals::java_frames() != 0 {
+        HS_PROCS.get_ptr(tgid).unwrap_or(core::ptr::null())
+    } else {
+        core::ptr::null()
+    };
+    // Likewise Node.js: one lookup per walk.
+    let v8: *const V8Proc = if known_process && globals::v8_frames() != 0 {
+        V8_PROCS.get_ptr(tgid).unwrap_or(core::ptr::null())
+    } else {
+        core::ptr::null()
     };
     let mut walk = Walk {
         scratch,
         procs: core::ptr::null_mut(),
         vmas: core::ptr::null(),
+        hs,
+        v8,
         tgid,
         _pad: 0,
     };
-    let known_process = procs.is_some();
     // A process sampled in `exit_group` after its address space was torn down has no stack left:
     // its leaf alone, said so rather than counted as a truncation.
     if crate::vmas::current_mm_gone() {
@@ -157,21 +198,32 @@ pub fn walk_and_store(
         }
         let mut stored = finish(s, generation);
         stored.known_process = known_process;
+        stored.path = cost_path::FRAME_POINTERS;
         return stored;
     }
     // Not captured by userspace yet: the mappings the kernel recorded at exec and mmap, if any.
-    let vmas = match procs {
-        None if globals::unwind_mode() != mode::FP => VMA_MAPPINGS.get_ptr(tgid),
+    let vmas = match known_process {
+        false if globals::unwind_mode() != mode::FP => VMA_MAPPINGS.get_ptr(tgid),
         _ => None,
     };
+    let mut path = cost_path::TABLES;
     // SAFETY (every call): the callbacks match bpf_loop's contract and use `walk` only while the loop
     // runs; `with_tables` gets a non-null `procs`, `with_vmas` a non-null `vmas`.
-    match (procs, vmas) {
-        (Some(procs), _) => {
+    match (known_process, vmas) {
+        // One callback per runtime rather than one stepping every runtime: the verifier checks each
+        // callback once, so each runtime adds its own steps, not their product with the others'.
+        (true, _) => {
             walk.procs = procs;
-            unsafe { bpf_loop(LOOPS, with_tables as *mut c_void, (&raw mut walk).cast(), 0) };
+            let ctx = (&raw mut walk).cast();
+            if !hs.is_null() {
+                unsafe { bpf_loop(LOOPS, with_tables_java as *mut c_void, ctx, 0) };
+            } else if !v8.is_null() {
+                unsafe { bpf_loop(LOOPS, with_tables_v8 as *mut c_void, ctx, 0) };
+            } else {
+                unsafe { bpf_loop(LOOPS, with_tables as *mut c_void, ctx, 0) };
+            }
         }
-        (None, Some(vmas)) => {
+        (false, Some(vmas)) => {
             bump(stat::VMA_WALKS);
             walk.vmas = vmas;
             unsafe { bpf_loop(LOOPS, with_vmas as *mut c_void, (&raw mut walk).cast(), 0) };
@@ -180,12 +232,13 @@ pub fn walk_and_store(
             }
         }
         // `--unwind tables`: nothing to walk with until the process's tables are in.
-        (None, None) if globals::unwind_mode() == mode::TABLES => {
+        (false, None) if globals::unwind_mode() == mode::TABLES => {
             if push(s) {
                 s.stack.outcome = outcome::NO_TABLE;
             }
         }
-        (None, None) => {
+        (false, None) => {
+            path = cost_path::FRAME_POINTERS;
             if globals::unwind_mode() == mode::AUTO {
                 bump(stat::FALLBACK_NO_PROCESS);
             }
@@ -199,11 +252,26 @@ pub fn walk_and_store(
             };
         }
     }
-    if globals::python() != 0 {
-        python::walk(s, tgid, on_cpu);
+    if !hs.is_null() {
+        bump(stat::JAVA_WALKS);
+        add(stat::JAVA_FRAMES, u64::from(s.java.frames));
+        if s.java.frames > 0 {
+            path = cost_path::JAVA;
+        }
+    }
+    if !v8.is_null() {
+        bump(stat::V8_WALKS);
+        add(stat::V8_FRAMES, u64::from(s.v8.frames));
+        if s.v8.frames > 0 {
+            path = cost_path::V8;
+        }
+    }
+    if globals::python() != 0 && python::walk(s, tgid, on_cpu) > 0 {
+        path = cost_path::PYTHON;
     }
     let mut stored = finish(s, generation);
     stored.known_process = known_process;
+    stored.path = path;
     stored
 }
 
@@ -212,13 +280,47 @@ pub fn walk_and_store(
 /// while sonde ran; such frames are stored file-relative, as in [`with_vmas`].
 #[inline(never)]
 extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
+    table_step(ctx, false, false)
+}
+
+/// `bpf_loop` callback: as [`with_tables`], for a JVM (`Walk::hs` set).
+#[inline(never)]
+extern "C" fn with_tables_java(_index: u64, ctx: *mut c_void) -> i64 {
+    table_step(ctx, true, false)
+}
+
+/// `bpf_loop` callback: as [`with_tables`], for Node.js (`Walk::v8` set).
+#[inline(never)]
+extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
+    table_step(ctx, false, true)
+}
+
+/// One frame with the process's tables, stepping Java frames when `java` and JavaScript frames when
+/// `js` (constants in each callback, so the other runtime's code is not there to verify).
+#[inline(always)]
+fn table_step(ctx: *mut c_void, java: bool, js: bool) -> i64 {
     // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with both pointers set.
-    let (s, procs, tgid) = unsafe {
+    let (s, procs, tgid, hs, v8) = unsafe {
         let walk = &*ctx.cast::<Walk>();
-        (&mut *walk.scratch, &mut *walk.procs, walk.tgid)
+        (
+            &mut *walk.scratch,
+            &mut *walk.procs,
+            walk.tgid,
+            walk.hs,
+            walk.v8,
+        )
     };
     let pc = s.regs.pc;
     let addr = step::lookup_address(s);
+    if java && !hs.is_null() {
+        // SAFETY: a pointer from a successful map lookup in this program run.
+        if let hotspot::Java::Stepped(flow) = hotspot::step(s, unsafe { &*hs }, addr) {
+            return match flow {
+                Flow::Continue => 0,
+                Flow::Stop => 1,
+            };
+        }
+    }
     let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
     let (found, word) = match lookup::mapping(procs, addr, &mut s.mapping_hint) {
         Some(m) => (Some(m), raw),
@@ -239,6 +341,18 @@ extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
             }
         }
     };
+    if js && !v8.is_null() {
+        // Where the native step would fall back to frame pointers (V8's builtins and JIT code have
+        // no unwind table), V8's own frame layout says more.
+        let no_table = found.is_none_or(|m| m.table_id == 0);
+        // SAFETY: a pointer from a successful map lookup in this program run.
+        if let v8::V8::Stepped(flow) = v8::step(s, unsafe { &*v8 }, addr, no_table) {
+            return match flow {
+                Flow::Continue => 0,
+                Flow::Stop => 1,
+            };
+        }
+    }
     if !push_word(s, word) {
         return 1;
     }
@@ -355,6 +469,7 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
         id,
         status: STACK_OK,
         known_process: false,
+        path: cost_path::TABLES,
     };
     let Some(recent) = s.stored.get_mut(id as usize & (STORED_SLOTS - 1)) else {
         return ok;
@@ -388,6 +503,7 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
                         id: 0,
                         status: STACK_MAP_FULL,
                         known_process: false,
+                        path: cost_path::TABLES,
                     };
                 }
             },
@@ -398,6 +514,7 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
             id: 0,
             status: STACK_COLLISION,
             known_process: false,
+            path: cost_path::TABLES,
         };
     }
     *recent = StoredStack {

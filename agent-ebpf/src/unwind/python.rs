@@ -76,14 +76,15 @@ struct ThreadSearch {
     found: u32,
 }
 
-/// Appends the Python frames of the current thread of `tgid`, when it runs a known interpreter.
+/// Appends the Python frames of the current thread of `tgid`, when it runs a known interpreter, and
+/// says how many.
 /// `gil_holder_ok`: on versions without native thread ids, the GIL holder may stand for the current
 /// thread (true on-CPU, where a thread running Python holds the GIL; false off-CPU, where the thread
 /// released it to block).
 #[inline(always)]
-pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) {
+pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) -> u32 {
     let Some(settings) = PY_PROCS.get_ptr(tgid) else {
-        return;
+        return 0;
     };
     bump(stat::PY_WALKS);
     // SAFETY: a pointer from a successful lookup, valid for this program run.
@@ -91,22 +92,22 @@ pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) {
     let tid = bpf_get_current_pid_tgid() as u32;
     let Some(tstate) = thread_state(p, settings, tid, gil_holder_ok) else {
         bump(stat::PY_NO_THREAD);
-        return;
+        return 0;
     };
     let Some(mut frame) = read_u64(tstate, p.tstate_frame) else {
         bump(stat::PY_READ_FAULT);
-        return;
+        return 0;
     };
     if p.cframe_current != OFFSET_NONE && frame != 0 {
         let Some(current) = read_u64(frame, p.cframe_current) else {
             bump(stat::PY_READ_FAULT);
-            return;
+            return 0;
         };
         frame = current;
     }
     if frame == 0 {
         bump(stat::PY_IDLE);
-        return;
+        return 0;
     }
     s.py.frame = frame;
     s.py.frames = 0;
@@ -133,6 +134,7 @@ pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) {
     } else if s.py.frame != 0 {
         bump(stat::PY_TRUNCATED);
     }
+    s.py.frames
 }
 
 /// How the sampled thread's state is recognised among the interpreter's: the field compared, and the
@@ -322,6 +324,7 @@ fn announce(py: &mut PyWalk, code: u64) {
         tgid,
         time_ns: 0,
         address: code,
+        data: 0,
     });
 }
 

@@ -20,6 +20,9 @@ pub struct UserRegs {
     pub sp: u64,
     /// rbp (the frame pointer when the code keeps one).
     pub bp: u64,
+    /// r13: HotSpot's template interpreter keeps the bytecode pointer of the running method there
+    /// (x86_64), so a sample in the interpreter knows its bytecode without the frame's stale copy.
+    pub r13: u64,
 }
 
 /// x86_64: the low two bits of a saved code segment selector are the privilege level, 3 for user mode.
@@ -35,6 +38,7 @@ pub fn from_pt_regs(regs: &pt_regs) -> UserRegs {
         pc: regs.rip,
         sp: regs.rsp,
         bp: regs.rbp,
+        r13: regs.r13,
     }
 }
 
@@ -50,20 +54,28 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         _eflags: u64,
         rsp: u64,
     }
+    /// `pt_regs` from `r13` to `rbp` (x86_64 layout).
+    #[repr(C)]
+    struct Middle {
+        r13: u64,
+        _r12: u64,
+        rbp: u64,
+    }
     // SAFETY: both helpers take the current task; the result is only read through
     // bpf_probe_read_kernel, which tolerates a bad pointer. Two small reads rather than the whole
     // 168-byte structure keep the BPF stack small.
-    let (tail, bp) = unsafe {
+    let (tail, middle) = unsafe {
         let task = bpf_get_current_task_btf();
         let regs = bpf_task_pt_regs(task) as *const pt_regs;
         (
             bpf_probe_read_kernel((&raw const (*regs).rip).cast::<Tail>()).ok()?,
-            bpf_probe_read_kernel(&raw const (*regs).rbp).ok()?,
+            bpf_probe_read_kernel((&raw const (*regs).r13).cast::<Middle>()).ok()?,
         )
     };
     is_user_mode(tail.cs).then_some(UserRegs {
         pc: tail.rip,
         sp: tail.rsp,
-        bp,
+        bp: middle.rbp,
+        r13: middle.r13,
     })
 }

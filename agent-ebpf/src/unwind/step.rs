@@ -180,9 +180,15 @@ pub fn frame_pointer(s: &mut Scratch) -> Flow {
     if bp == 0 || s.bp_lost != 0 {
         return stop(s, outcome::FP_END);
     }
-    // A frame record lies above the stack pointer; below it, rbp is not a frame pointer.
+    // A frame record lies above the stack pointer; below it, rbp is not a frame pointer, except once:
+    // Go's `runtime.systemstack` (and `mcall`) run a function on the thread's g0 stack with rbp still
+    // in the goroutine's stack, whose frames go on to `runtime.goexit`. One crossing per walk keeps
+    // that chain whole; a second backward jump is a bad frame (x86_64 frame records).
     if bp < s.regs.sp {
-        return stop(s, outcome::BAD_FRAME);
+        if s.stack_switched != 0 {
+            return stop(s, outcome::BAD_FRAME);
+        }
+        s.stack_switched = 1;
     }
     let Some([saved_bp, return_address]) = s.window.pair(bp) else {
         return stop(s, outcome::READ_FAULT);
@@ -216,5 +222,6 @@ pub fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
         tgid,
         time_ns: now,
         address: 0,
+        data: 0,
     });
 }
