@@ -9,11 +9,11 @@ use crate::{
 };
 
 /// The module path of anonymous executable memory: code a JIT compiler generated.
-pub const JIT_PATH: &str = "[jit]";
+pub(crate) const JIT_PATH: &str = "[jit]";
 
 /// A binary file kept open for symbolization.
 #[derive(Debug)]
-pub struct Binary {
+pub(crate) struct Binary {
     /// (device, inode): the identity used for caching.
     pub id: (u64, u64),
     /// Path the process mapped it from (as seen in its mount namespace).
@@ -31,12 +31,12 @@ pub struct Binary {
 
 impl Binary {
     /// GNU build id, lowercase hex.
-    pub fn build_id(&self) -> Option<&str> {
+    pub(crate) fn build_id(&self) -> Option<&str> {
         self.elf.build_id.as_deref()
     }
 
     /// A path this process can open the binary at, even if the owner exited or the file was deleted.
-    pub fn open_path(&self) -> PathBuf {
+    pub(crate) fn open_path(&self) -> PathBuf {
         use std::os::fd::AsRawFd as _;
         PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
@@ -44,7 +44,7 @@ impl Binary {
 
 /// One executable mapping of a process.
 #[derive(Clone, Debug)]
-pub struct Mapping {
+pub(crate) struct Mapping {
     /// Mapped range and file offset, as a profile module.
     pub module: Arc<Module>,
     /// The file, when it is a real file (not `[vdso]` and the like) and could be opened.

@@ -1,16 +1,17 @@
 //! What sonde needs to know about a mapped ELF file, read once when the binary is first captured: its
 //! loadable segments (file offset to ELF address, for unwind tables and debug files), its GNU build id,
 //! and what symbols it carries or points to (`.symtab`, DWARF, `.gnu_debuglink`, `.gnu_debugdata`), and
-//! whether it is a CPython interpreter (`_PyRuntime`, `Py_Version`: a symbol look-up, no DWARF) or a Go
-//! binary (`.gopclntab`).
+//! whether it is a CPython interpreter (`_PyRuntime`, `Py_Version`: a symbol look-up, no DWARF), a Go
+//! binary (`.gopclntab`), HotSpot's `libjvm.so` (its exported `gHotSpotVM*` variables) or Node.js
+//! (`elf_v8`: V8's `v8dbg_*` constants).
 
-use std::fs::File;
+use std::{collections::BTreeMap, fs::File};
 
 use object::{Object as _, ObjectSection as _, ObjectSegment as _, ObjectSymbol as _};
 
 /// A loadable segment: where its bytes are in the file and where they go in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// `p_offset`.
     pub offset: u64,
     /// `p_vaddr`.
@@ -21,7 +22,7 @@ pub struct Segment {
 
 /// The facts read from one ELF file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ElfInfo {
+pub(crate) struct ElfInfo {
     /// `PT_LOAD` segments.
     pub segments: Vec<Segment>,
     /// GNU build id, lowercase hex.
@@ -41,11 +42,61 @@ pub struct ElfInfo {
     /// A Go binary (`.gopclntab`, or Go's build id note or build info where an external linker folded
     /// the table into `.data.rel.ro`): named from its own table (`runtimes::go`).
     pub is_go: bool,
+    /// HotSpot's exported VMStructs variables, when the file is a `libjvm.so`.
+    pub hotspot: Option<HotspotSymbols>,
+    /// V8's postmortem constants and builtins, when the file is `node` or `libnode.so`.
+    pub v8: Option<super::elf_v8::V8Symbols>,
+}
+
+/// Where a `libjvm.so` describes its own structures (VMStructs): the ELF addresses of its exported
+/// `gHotSpotVM*` variables. Each table symbol (`gHotSpotVMStructs`, ...) is a pointer variable to its
+/// array; the entry layout is given by the `gHotSpotVM*Entry*Offset` and `*ArrayStride` variables.
+/// All of them are read from the process (the layout variables are set at the JVM's start, in
+/// `.bss`), so only their addresses are kept here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HotspotSymbols {
+    /// ELF address of every `gHotSpotVM*` variable, by name.
+    pub by_name: BTreeMap<String, u64>,
+}
+
+impl HotspotSymbols {
+    /// The names of the four table pointers: a file exporting all of them is a `libjvm.so`.
+    pub(crate) const TABLES: [&str; 4] = [
+        "gHotSpotVMStructs",
+        "gHotSpotVMTypes",
+        "gHotSpotVMIntConstants",
+        "gHotSpotVMLongConstants",
+    ];
+
+    /// The ELF address of the variable `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<u64> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The `gHotSpotVM*` variables of `file`'s `.dynsym`, when all four tables are among them. One
+    /// pass over `.dynsym` (libjvm exports them for the serviceability agent), and nothing kept for any
+    /// other file.
+    fn find(file: &object::File) -> Option<Self> {
+        let by_name: BTreeMap<String, u64> = file
+            .dynamic_symbols()
+            .filter(|s| !s.is_undefined())
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                // Bounded: names of a known prefix and a sane length only.
+                (name.starts_with("gHotSpotVM") && name.len() <= 64)
+                    .then(|| (name.to_owned(), s.address()))
+            })
+            .collect();
+        Self::TABLES
+            .iter()
+            .all(|t| by_name.contains_key(*t))
+            .then_some(Self { by_name })
+    }
 }
 
 impl ElfInfo {
     /// Reads `bytes` (not an ELF: everything empty).
-    pub fn parse(bytes: &[u8]) -> Self {
+    pub(crate) fn parse(bytes: &[u8]) -> Self {
         let Ok(file) = object::File::parse(bytes) else {
             return Self::default();
         };
@@ -76,6 +127,8 @@ impl ElfInfo {
                 .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
             has_debugdata: has(".gnu_debugdata"),
             is_go: has(".gopclntab") || has(".note.go.buildid") || has(".go.buildinfo"),
+            hotspot: HotspotSymbols::find(&file),
+            v8: super::elf_v8::V8Symbols::find(&file, bytes),
             py_runtime,
             // Looked up only in interpreters: a miss scans the whole symbol table.
             py_version: py_runtime
@@ -86,7 +139,7 @@ impl ElfInfo {
     }
 
     /// Reads the open file `file` (mapped, not copied).
-    pub fn read(file: &File) -> Self {
+    pub(crate) fn read(file: &File) -> Self {
         // SAFETY: a binary mapped read-only and only read; a concurrent truncation would fault, which
         // mapped executables do not see (the kernel refuses to write to a running binary).
         match unsafe { memmap2::Mmap::map(file) } {
@@ -96,7 +149,7 @@ impl ElfInfo {
     }
 
     /// The ELF virtual address of `file_offset`, through the segment holding it.
-    pub fn vaddr_of(&self, file_offset: u64) -> u64 {
+    pub(crate) fn vaddr_of(&self, file_offset: u64) -> u64 {
         self.segments
             .iter()
             .find(|s| s.offset <= file_offset && file_offset < s.offset + s.size)
@@ -151,7 +204,7 @@ pub(crate) fn python_version_from_path(path: &str) -> Option<(u8, u8)> {
 }
 
 /// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -196,6 +249,30 @@ mod tests {
         assert_eq!(info.py_version, Some((3, 11)));
         let libc = ElfInfo::read(&File::open("/lib/x86_64-linux-gnu/libc.so.6").unwrap());
         assert_eq!((libc.py_runtime, libc.py_version), (None, None));
+    }
+
+    #[test]
+    fn libjvm_exports_its_vmstructs_and_nothing_else_does() {
+        let path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so";
+        let file = File::open(path).unwrap_or_else(|e| panic!("OpenJDK 17's {path}: {e}"));
+        let symbols = ElfInfo::read(&file)
+            .hotspot
+            .expect("gHotSpotVM* in .dynsym");
+        for name in HotspotSymbols::TABLES.into_iter().chain([
+            "gHotSpotVMStructEntryArrayStride",
+            "gHotSpotVMStructEntryTypeNameOffset",
+            "gHotSpotVMTypeEntrySizeOffset",
+            "gHotSpotVMLongConstantEntryValueOffset",
+        ]) {
+            let addr = symbols
+                .get(name)
+                .unwrap_or_else(|| panic!("{name} missing"));
+            assert!(addr > 0, "{name}");
+        }
+        // 4 tables, 6 struct entry offsets and a stride, 6 + 1 for types, 2 + 1 for each constant table.
+        assert_eq!(symbols.by_name.len(), 24, "{:?}", symbols.by_name.keys());
+        let libc = ElfInfo::read(&File::open("/lib/x86_64-linux-gnu/libc.so.6").unwrap());
+        assert_eq!(libc.hotspot, None);
     }
 
     #[test]

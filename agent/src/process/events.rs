@@ -2,7 +2,9 @@
 //! sampled, after an exec, or when the kernel found code outside its known mappings, and marks it
 //! exited when it exits. Every capture and exit is passed on to the unwinder (which builds tables on
 //! its own thread, so this one never waits for it). Code objects the kernel announces in Python
-//! processes are read here at once, while their process lives.
+//! processes, and the objects of runtime frames (Java methods and code, JavaScript functions and
+//! code) are read here at once, while they live, and JVMs captured before their code cache existed
+//! are looked at again here until it does.
 
 use std::{
     os::fd::AsRawFd as _,
@@ -18,22 +20,25 @@ use aya::maps::{MapData, RingBuf};
 use sonde_abi::{ProcEvent, proc_event};
 
 use super::{ProcessTable, has_live_threads};
-use crate::{runtimes::python::PythonNames, unwind::UnwindHandle};
+use crate::{
+    runtimes::{hotspot::JavaNames, python::PythonNames, v8::V8Names},
+    unwind::UnwindHandle,
+};
 
 /// The running event thread.
-pub struct EventThread {
+pub(crate) struct EventThread {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl EventThread {
     /// Starts consuming `ring` into `table`, telling `unwinder` (when unwinding with tables), and
-    /// reading announced Python code objects into `python`.
+    /// reading announced Python code objects and Java frames into `names`.
     pub(crate) fn spawn(
         mut ring: RingBuf<MapData>,
         table: Arc<Mutex<ProcessTable>>,
         unwinder: Option<UnwindHandle>,
-        python: Arc<Mutex<PythonNames>>,
+        names: Announced,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -42,9 +47,14 @@ impl EventThread {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
-                    drain(&mut ring, &table, unwinder.as_ref(), &python);
+                    drain(&mut ring, &table, unwinder.as_ref(), &names);
+                    // JVMs captured while starting get their code cache within the next seconds.
+                    // Never wait for the table here: the symbolizer may hold it for a while.
+                    if let Ok(mut table) = table.try_lock() {
+                        table.retry_java();
+                    }
                 }
-                drain(&mut ring, &table, unwinder.as_ref(), &python);
+                drain(&mut ring, &table, unwinder.as_ref(), &names);
             })
             .expect("spawning a thread");
         Self {
@@ -54,7 +64,7 @@ impl EventThread {
     }
 
     /// Stops after handling what is queued.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
@@ -72,11 +82,21 @@ fn wait_readable(ring: &RingBuf<MapData>, timeout_ms: i32) {
     unsafe { libc::poll(&mut fds, 1, timeout_ms) };
 }
 
+/// Where what the kernel announces is read: the caches the symbolizer names runtime frames from.
+pub(crate) struct Announced {
+    /// CPython code objects (`proc_event::PYTHON_CODE`).
+    pub(crate) python: Arc<Mutex<PythonNames>>,
+    /// Java methods and compiled code (`proc_event::RUNTIME_FRAME` of a HotSpot kind).
+    pub(crate) java: Arc<Mutex<JavaNames>>,
+    /// JavaScript functions and code (`proc_event::RUNTIME_FRAME` of a V8 kind).
+    pub(crate) v8: Arc<Mutex<V8Names>>,
+}
+
 fn drain(
     ring: &mut RingBuf<MapData>,
     table: &Mutex<ProcessTable>,
     unwinder: Option<&UnwindHandle>,
-    python: &Mutex<PythonNames>,
+    names: &Announced,
 ) {
     let mut events = Vec::new();
     while let Some(item) = ring.next() {
@@ -90,10 +110,15 @@ fn drain(
     }
     let mut table = table.lock().expect("process table lock");
     let mut codes = Vec::new();
+    let mut frames = Vec::new();
     for ev in events {
         match ev.kind {
             proc_event::PYTHON_CODE => codes.push(ev),
+            proc_event::RUNTIME_FRAME => frames.push(ev),
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
+                if ev.kind == proc_event::EXEC {
+                    table.forget_image(ev.tgid);
+                }
                 if let (Some(info), Some(unwinder)) = (table.capture(ev.tgid), unwinder) {
                     unwinder.process_changed(info);
                 }
@@ -109,8 +134,26 @@ fn drain(
         }
     }
     // After the captures above, so a process's first code objects find its interpreter.
+    if !frames.is_empty() {
+        let mut java = names.java.lock().expect("java names lock");
+        let mut v8 = names.v8.lock().expect("v8 names lock");
+        for ev in frames {
+            let Some(info) = table.get(ev.tgid) else {
+                continue;
+            };
+            if let Some(jvm) = &info.java
+                && let Some(frame) = sonde_abi::hotspot::unpack_frame(ev.address, ev.data)
+            {
+                java.preload(ev.tgid, jvm, frame);
+            } else if let Some(node) = &info.node
+                && let Some(frame) = sonde_abi::v8::unpack_frame(ev.address, ev.data)
+            {
+                v8.preload(ev.tgid, node, frame);
+            }
+        }
+    }
     if !codes.is_empty() {
-        let mut python = python.lock().expect("python names lock");
+        let mut python = names.python.lock().expect("python names lock");
         for ev in codes {
             if let Some(info) = table.get(ev.tgid)
                 && let Some(interpreter) = &info.python

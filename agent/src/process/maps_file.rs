@@ -17,12 +17,12 @@ use procfs::{
 static PROC_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// Sets the proc root, once, before any process is read; false when it was already set to another.
-pub fn set_proc_root(root: &Path) -> bool {
+pub(crate) fn set_proc_root(root: &Path) -> bool {
     PROC_ROOT.get_or_init(|| root.to_owned()) == root
 }
 
 /// The proc root.
-pub fn proc_root() -> &'static Path {
+pub(super) fn proc_root() -> &'static Path {
     PROC_ROOT.get_or_init(|| PathBuf::from("/proc"))
 }
 
@@ -33,7 +33,7 @@ pub(crate) fn proc_dir(pid: u32) -> PathBuf {
 
 /// One executable mapping.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MapsLine {
+pub(crate) struct MapsLine {
     /// Start address.
     pub start: u64,
     /// End address (exclusive).

@@ -11,11 +11,14 @@
 //! reason, then at debug level), never left silently unsymbolized.
 
 pub(crate) mod binary;
-pub mod elf_info;
-pub mod events;
+pub(crate) mod elf_info;
+pub(crate) mod elf_v8;
+pub(crate) mod events;
 pub(crate) mod file_ids;
+mod java;
 mod maps_file;
 pub(crate) mod memfd;
+mod node;
 mod open;
 pub(crate) mod untrusted;
 mod vdso;
@@ -28,19 +31,19 @@ use std::{
     time::Instant,
 };
 
-pub use binary::{Binary, JIT_PATH, Mapping};
+pub(crate) use binary::{Binary, JIT_PATH, Mapping};
 
 use crate::runtimes::publish::Publisher;
-pub use elf_info::{ElfInfo, Segment};
+pub(crate) use elf_info::{ElfInfo, Segment};
 
 use crate::profile::Module;
-pub use maps_file::MapsLine;
+pub(crate) use maps_file::MapsLine;
+pub(crate) use maps_file::set_proc_root;
 pub(crate) use maps_file::{executable, has_live_threads, is_gone, parse_maps, proc_dir};
-pub use maps_file::{proc_root, set_proc_root};
 
 /// What sonde knows about one process.
 #[derive(Clone, Debug)]
-pub struct ProcessInfo {
+pub(crate) struct ProcessInfo {
     /// Process id.
     pub pid: u32,
     /// Executable name (from `/proc/PID/comm` of the leader).
@@ -51,11 +54,15 @@ pub struct ProcessInfo {
     pub exited_at: Option<Instant>,
     /// The CPython interpreter it runs, when Python detection is on and found one sonde can walk.
     pub(crate) python: Option<Arc<crate::runtimes::python::detect::Interpreter>>,
+    /// The HotSpot JVM it runs, when Java detection is on and found one sonde can walk.
+    pub(crate) java: Option<Arc<crate::runtimes::hotspot::Jvm>>,
+    /// The Node.js (V8) it runs, when Node detection is on and found one sonde can walk.
+    pub(crate) node: Option<Arc<crate::runtimes::v8::Node>>,
 }
 
 impl ProcessInfo {
     /// The mapping containing `address`.
-    pub fn mapping_for(&self, address: u64) -> Option<&Mapping> {
+    pub(crate) fn mapping_for(&self, address: u64) -> Option<&Mapping> {
         let idx = self.mappings.partition_point(|m| m.module.start <= address);
         let m = self.mappings.get(idx.checked_sub(1)?)?;
         (address < m.module.limit).then_some(m)
@@ -64,7 +71,7 @@ impl ProcessInfo {
 
 /// Counters of the capture side.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CaptureStats {
+pub(crate) struct CaptureStats {
     /// Processes captured.
     pub captured: u64,
     /// Processes that were gone before they could be captured.
@@ -82,11 +89,27 @@ pub struct CaptureStats {
     pub python_unsupported: u64,
     /// Go binaries whose goroutine labels cannot be read (an unknown Go version or TLS layout).
     pub go_labels_unsupported: u64,
+    /// Processes found running a HotSpot JVM sonde walks (counted once per process image).
+    pub java_processes: u64,
+    /// Processes running a HotSpot JVM sonde cannot walk (an unsupported version or layout, said
+    /// once per `libjvm.so`): their Java frames stay `[jit]`, native frames are still shown.
+    pub java_unsupported: u64,
+    /// Processes whose JVM had no code cache yet when captured (starting): looked at again until it
+    /// has (counted once per process).
+    pub java_not_ready: u64,
+    /// Of those, processes given up on (no code cache after about two minutes, or too many JVMs
+    /// starting at once).
+    pub java_abandoned: u64,
+    /// Processes found running Node.js sonde walks (counted once per process image).
+    pub node_processes: u64,
+    /// Processes running a V8 sonde cannot walk (an unsupported version or layout, said once per
+    /// binary): their JavaScript frames stay `[jit]`, native frames are still shown.
+    pub node_unsupported: u64,
 }
 
 /// All known processes and their binaries.
 #[derive(Default)]
-pub struct ProcessTable {
+pub(crate) struct ProcessTable {
     procs: HashMap<u32, Arc<ProcessInfo>>,
     binaries: HashMap<(u64, u64), std::sync::Weak<Binary>>,
     /// The vDSO image, once read (None inside: it could not be).
@@ -109,6 +132,10 @@ pub struct ProcessTable {
     go_publisher: Option<Publisher<sonde_abi::go::GoProc>>,
     /// The label settings of each Go binary seen (None: its labels cannot be read), by identity.
     go_settings: HashMap<(u64, u64), Option<sonde_abi::go::GoProc>>,
+    /// Java detection, its kernel settings and its retries.
+    java: java::JavaCapture,
+    /// Node.js detection and its kernel settings.
+    node: node::NodeCapture,
     /// Capture counters.
     pub stats: CaptureStats,
 }
@@ -127,9 +154,16 @@ impl ProcessTable {
             .clone()
     }
 
-    /// Whether captures look for a CPython interpreter in each process (off by default).
-    pub fn set_python(&mut self, on: bool) {
+    /// Whether captures look for a CPython interpreter in each process (tests; the sampler publishes).
+    #[cfg(test)]
+    pub(crate) fn set_python(&mut self, on: bool) {
         self.python = on;
+    }
+
+    /// Whether captures look for a HotSpot JVM in each process (tests; the sampler publishes).
+    #[cfg(test)]
+    pub(crate) fn set_java(&mut self, on: bool) {
+        self.java.on = on;
     }
 
     /// Looks for CPython in every capture and keeps the kernel's `PY_PROCS` in step: written at each
@@ -137,6 +171,44 @@ impl ProcessTable {
     pub(crate) fn publish_python(&mut self, publisher: Publisher<sonde_abi::python::PyProc>) {
         self.python = true;
         self.python_publisher = Some(publisher);
+    }
+
+    /// Looks for HotSpot in every capture and keeps the kernel's `HS_PROCS` in step: written at each
+    /// capture that finds a JVM, removed at exit or at an exec into something else.
+    pub(crate) fn publish_java(&mut self, publisher: Publisher<sonde_abi::hotspot::HsProc>) {
+        self.java.publish(publisher);
+    }
+
+    /// Looks for V8 in every capture and keeps the kernel's `V8_PROCS` in step: written at each
+    /// capture that finds Node.js, removed at exit or at an exec into something else.
+    pub(crate) fn publish_node(&mut self, publisher: Publisher<sonde_abi::v8::V8Proc>) {
+        self.node.publish(publisher);
+    }
+
+    /// Looks again at JVMs that had no code cache when captured (they were starting), those whose
+    /// delay is over: cheap when none is waited for. Call often (the event thread does, every 50 ms).
+    pub(crate) fn retry_java(&mut self) {
+        if !self.java.has_pending() {
+            return;
+        }
+        for pid in self.java.due(Instant::now()) {
+            let Some(info) = self.procs.get(&pid).filter(|p| p.exited_at.is_none()) else {
+                self.java.evicted(pid);
+                continue;
+            };
+            let (name, mappings) = (info.name.clone(), info.mappings.clone());
+            let Some(jvm) = self
+                .java
+                .detect(pid, &name, &mappings, None, &mut self.stats)
+            else {
+                continue;
+            };
+            self.stats.java_processes += 1;
+            self.java.captured(pid, Some(&jvm));
+            if let Some(info) = self.procs.get_mut(&pid) {
+                Arc::make_mut(info).java = Some(jvm);
+            }
+        }
     }
 
     /// Describes every captured Go process to the kernel (`GO_PROCS`), so it reads goroutine labels.
@@ -165,13 +237,20 @@ impl ProcessTable {
     }
 
     /// The captured process `pid`.
-    pub fn get(&self, pid: u32) -> Option<Arc<ProcessInfo>> {
+    pub(crate) fn get(&self, pid: u32) -> Option<Arc<ProcessInfo>> {
         self.procs.get(&pid).cloned()
+    }
+
+    /// Forgets what `pid` ran before an exec: a capture after it finds a new image, and nothing read
+    /// through the old one's runtimes (kept across captures of one image) may name the new one's
+    /// frames, even where the same interpreter sits at the same address (a non-PIE `python3`).
+    pub(crate) fn forget_image(&mut self, pid: u32) {
+        self.procs.remove(&pid);
     }
 
     /// Captures `pid` now (again after an exec, or when new code was mapped). None when the process
     /// is already gone.
-    pub fn capture(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
+    pub(crate) fn capture(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
         match self.read_process(pid) {
             Ok(info) => {
                 // A process is captured again after an exec or new mappings: count its interpreter
@@ -183,6 +262,11 @@ impl ProcessTable {
                 if let Some(publisher) = &mut self.python_publisher {
                     publisher.captured(pid, info.python.as_ref().map(|i| i.kernel_settings()));
                 }
+                let known_java = self.procs.get(&pid).is_some_and(|p| p.java.is_some());
+                if info.java.is_some() && !known_java {
+                    self.stats.java_processes += 1;
+                }
+                self.java.captured(pid, info.java.as_deref());
                 if self.go_publisher.is_some() {
                     let settings = self.go_settings(pid, &info.mappings);
                     if let Some(publisher) = &mut self.go_publisher {
@@ -215,7 +299,7 @@ impl ProcessTable {
     }
 
     /// Captures `pid` unless it is already known (or its mappings were refused already).
-    pub fn ensure(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
+    pub(crate) fn ensure(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
         if !self.procs.contains_key(&pid) && !self.denied.contains(&pid) {
             self.capture(pid);
         }
@@ -223,7 +307,7 @@ impl ProcessTable {
     }
 
     /// Records that `pid` exited; its data stays until [`ProcessTable::evict_exited_before`].
-    pub fn mark_exited(&mut self, pid: u32, at: Instant) {
+    pub(crate) fn mark_exited(&mut self, pid: u32, at: Instant) {
         self.denied.remove(&pid);
         if let Some(publisher) = &mut self.python_publisher {
             publisher.exited(pid);
@@ -231,13 +315,15 @@ impl ProcessTable {
         if let Some(publisher) = &mut self.go_publisher {
             publisher.exited(pid);
         }
+        self.java.exited(pid);
+        self.node.exited(pid);
         if let Some(info) = self.procs.get_mut(&pid) {
             Arc::make_mut(info).exited_at = Some(at);
         }
     }
 
     /// Forgets processes that exited before `cutoff` (their last samples are already drained).
-    pub fn evict_exited_before(&mut self, cutoff: Instant) -> Vec<u32> {
+    pub(crate) fn evict_exited_before(&mut self, cutoff: Instant) -> Vec<u32> {
         let gone: Vec<u32> = self
             .procs
             .iter()
@@ -247,6 +333,8 @@ impl ProcessTable {
         for pid in &gone {
             self.procs.remove(pid);
             self.python_unsupported.remove(pid);
+            self.java.evicted(*pid);
+            self.node.evicted(*pid);
         }
         self.binaries.retain(|_, b| b.strong_count() > 0);
         let binaries = &self.binaries;
@@ -255,7 +343,7 @@ impl ProcessTable {
     }
 
     /// Identities of the binaries mapped by the processes held.
-    pub fn live_binaries(&self) -> std::collections::HashSet<(u64, u64)> {
+    pub(crate) fn live_binaries(&self) -> std::collections::HashSet<(u64, u64)> {
         self.procs
             .values()
             .flat_map(|p| {
@@ -267,17 +355,12 @@ impl ProcessTable {
     }
 
     /// Number of processes held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.procs.len()
     }
 
-    /// Whether no process is held.
-    pub fn is_empty(&self) -> bool {
-        self.procs.is_empty()
-    }
-
     /// Processes held that are not marked exited.
-    pub fn live_pids(&self) -> Vec<u32> {
+    pub(crate) fn live_pids(&self) -> Vec<u32> {
         self.procs
             .values()
             .filter(|p| p.exited_at.is_none())
@@ -304,9 +387,32 @@ impl ProcessTable {
             );
         }
         let python = if self.python {
+            // Captured again after new code was mapped: the same interpreter, and the code objects
+            // read through it (announced once, and gone with the process if it exits).
+            let previous = self.procs.get(&pid).and_then(|p| p.python.clone());
             self.python(pid, &name, &mappings)
+                .map(|found| match previous {
+                    Some(previous) if previous.same_image(&found) => previous,
+                    _ => found,
+                })
         } else {
             None
+        };
+        let java = match self.java.on {
+            true => {
+                let previous = self.procs.get(&pid).and_then(|p| p.java.clone());
+                self.java
+                    .detect(pid, &name, &mappings, previous.as_ref(), &mut self.stats)
+            }
+            false => None,
+        };
+        let node = match self.node.on {
+            true => {
+                let previous = self.procs.get(&pid).and_then(|p| p.node.clone());
+                self.node
+                    .detect(pid, &name, &mappings, previous.as_ref(), &mut self.stats)
+            }
+            false => None,
         };
         Ok(ProcessInfo {
             pid,
@@ -314,6 +420,8 @@ impl ProcessTable {
             mappings,
             exited_at: None,
             python,
+            java,
+            node,
         })
     }
 

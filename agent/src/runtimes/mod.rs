@@ -2,23 +2,67 @@
 //!
 //! A runtime plugs into the data flow at up to four points, always the same ones:
 //! 1. **detect at capture**: when a process is captured, find the runtime in its mappings
-//!    (`python::detect`: the interpreter and its structure offsets);
+//!    (`python::detect`: the interpreter and its structure offsets; `hotspot::detect`: the JVM and its
+//!    own VMStructs; `v8::detect`: `node` and its `v8dbg_*` constants, from the ELF file);
 //! 2. **publish to the kernel**: per-process settings its kernel side needs, through one
 //!    [`publish::Publisher`] per runtime map: `PY_PROCS` for agent-ebpf `unwind/python.rs`, which
 //!    walks after the native frames; `GO_PROCS` for `go_labels.rs`, which copies the sampled
-//!    goroutine's pprof labels (`go::labels` finds them per Go version);
+//!    goroutine's pprof labels (`go::labels` finds them per Go version); `HS_PROCS` for the HotSpot
+//!    walker and `V8_PROCS` for the V8 walker, which step Java and JavaScript frames in place among
+//!    the native ones;
 //! 3. **name**: turn what the kernel stored into symbols: frame words the walker appended
-//!    (`python::PythonNames`), or native code the runtime describes better than ELF symbols
-//!    (`go::GoNames` reads `.gopclntab`, stripped binaries included);
-//! 4. **merge** the runtime's frames into the native stack (`python::merge`).
+//!    (`python::PythonNames`) or stored in place as runtime frames (`sonde_abi::runtime_frame`:
+//!    `hotspot::JavaNames`, `v8::V8Names`, routed by kind: one `frame_names::FrameNames` cache over
+//!    what each runtime reads of a process), or native code the runtime
+//!    describes better than ELF symbols (`go::GoNames` reads `.gopclntab`, stripped binaries
+//!    included);
+//! 4. **merge** the runtime's frames into the native stack (`python::merge`; in-place frames need
+//!    none).
+//!
+//! What they read of a process's memory goes through `memory::ProcessMemory`.
 //!
 //! Which runtimes are on is one setting, [`Runtimes`] (`--runtimes`); every step above asks it.
 
 use std::{fmt, str::FromStr};
 
+pub(crate) mod frame_names;
 pub(crate) mod go;
+pub(crate) mod hotspot;
+pub(crate) mod memory;
 pub(crate) mod publish;
 pub(crate) mod python;
+pub(crate) mod v8;
+
+/// How naming one runtime frame went (the same for every runtime whose frames the kernel stores in
+/// place: a frame is named, or counted unreadable or stale and left unnamed, never misnamed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Named.
+    Named,
+    /// Its object (method, code, function) could not be read (counted `unreadable`).
+    Unreadable,
+    /// Its object changed since the sample: freed, moved or replaced (counted `stale`).
+    Stale,
+}
+
+/// Counters of one runtime's in-place frames, cumulative and weighted by sample count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RuntimeFrameStats {
+    /// Stacks with at least one frame of the runtime.
+    pub stacks: u64,
+    /// Frames emitted (also in the symbolizer's `frames`, and in `symbolized` when named).
+    pub frames: u64,
+    /// Of those, frames whose object could not be read (left unnamed).
+    pub unreadable: u64,
+    /// Of those, frames whose object was freed, moved or replaced between the sample and its naming
+    /// (the validation value differs): left unnamed, never misnamed.
+    pub stale: u64,
+    /// Runtime words dropped from stacks because they do not pair up (a head without its data word,
+    /// or a data word alone): a stack the kernel stored wrongly.
+    pub corrupt: u64,
+    /// Frames dropped because their process has no runtime known to sonde.
+    pub dropped: u64,
+}
 
 /// A runtime sonde knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,17 +71,25 @@ pub enum Runtime {
     Python,
     /// Go 1.16 and later: names, files, lines and inlined calls from `.gopclntab`.
     Go,
+    /// OpenJDK's HotSpot VM (11, 17, 21): Java frames walked in the kernel from the VM's own
+    /// structure offsets (`gHotSpotVMStructs`).
+    Java,
+    /// Node.js (V8 10 to 12: Node 18, 20, 22): JavaScript frames walked in the kernel from V8's
+    /// postmortem constants (`v8dbg_*`).
+    Node,
 }
 
 impl Runtime {
     /// Every runtime, in the order `--runtimes` lists them.
-    pub const ALL: [Runtime; 2] = [Runtime::Python, Runtime::Go];
+    pub const ALL: [Runtime; 4] = [Runtime::Python, Runtime::Go, Runtime::Java, Runtime::Node];
 
     /// The name used by `--runtimes`.
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Python => "python",
             Runtime::Go => "go",
+            Runtime::Java => "java",
+            Runtime::Node => "node",
         }
     }
 
@@ -134,14 +186,17 @@ mod tests {
     fn the_setting_reads_lists_all_and_none_and_names_what_it_does_not_know() {
         let python_only: Runtimes = "python".parse().unwrap();
         assert!(python_only.has(Runtime::Python) && !python_only.has(Runtime::Go));
-        let both: Runtimes = " go , python ".parse().unwrap();
-        assert_eq!(both, Runtimes::all());
+        let four: Runtimes = " go , python,java,node ".parse().unwrap();
+        assert_eq!(four, Runtimes::all());
         assert_eq!("all".parse::<Runtimes>().unwrap(), Runtimes::all());
         assert_eq!("none".parse::<Runtimes>().unwrap(), Runtimes::none());
-        assert_eq!(Runtimes::all().to_string(), "python,go");
+        assert_eq!(Runtimes::all().to_string(), "python,go,java,node");
         assert_eq!(Runtimes::none().to_string(), "none");
         let err = "python,jvm".parse::<Runtimes>().unwrap_err();
-        assert!(err.contains("`jvm`") && err.contains("python, go"), "{err}");
+        assert!(
+            err.contains("`jvm`") && err.contains("python, go, java, node"),
+            "{err}"
+        );
         assert!(
             !Runtimes::all()
                 .with(Runtime::Python, false)

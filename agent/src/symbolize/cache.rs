@@ -15,7 +15,7 @@ type Offsets = HashMap<u64, Arc<[Symbol]>>;
 
 /// Cached symbolization results; an empty chain means "looked up, not found".
 #[derive(Default)]
-pub struct SymbolCache {
+pub(crate) struct SymbolCache {
     user: HashMap<BinaryId, Offsets>,
     kernel: HashMap<u64, Arc<[Symbol]>>,
     /// The paths blazesym read each binary's symbols from (the binary, its debug file).
@@ -24,25 +24,25 @@ pub struct SymbolCache {
 
 impl SymbolCache {
     /// Whether (binary, offset) was looked up already.
-    pub fn has_user(&self, binary: (u64, u64), offset: u64) -> bool {
+    pub(crate) fn has_user(&self, binary: (u64, u64), offset: u64) -> bool {
         self.user
             .get(&binary)
             .is_some_and(|m| m.contains_key(&offset))
     }
     /// Whether the kernel address was looked up already.
-    pub fn has_kernel(&self, addr: u64) -> bool {
+    pub(crate) fn has_kernel(&self, addr: u64) -> bool {
         self.kernel.contains_key(&addr)
     }
     /// Stores a user result.
-    pub fn insert_user(&mut self, binary: (u64, u64), offset: u64, symbols: Arc<[Symbol]>) {
+    pub(crate) fn insert_user(&mut self, binary: (u64, u64), offset: u64, symbols: Arc<[Symbol]>) {
         self.user.entry(binary).or_default().insert(offset, symbols);
     }
     /// Stores a kernel result.
-    pub fn insert_kernel(&mut self, addr: u64, symbols: Arc<[Symbol]>) {
+    pub(crate) fn insert_kernel(&mut self, addr: u64, symbols: Arc<[Symbol]>) {
         self.kernel.insert(addr, symbols);
     }
     /// The cached user result (empty when unknown).
-    pub fn user(&self, binary: (u64, u64), offset: u64) -> Arc<[Symbol]> {
+    pub(crate) fn user(&self, binary: (u64, u64), offset: u64) -> Arc<[Symbol]> {
         self.user
             .get(&binary)
             .and_then(|m| m.get(&offset))
@@ -50,25 +50,25 @@ impl SymbolCache {
             .unwrap_or_else(|| Arc::from(Vec::new()))
     }
     /// The cached kernel result (empty when unknown).
-    pub fn kernel(&self, addr: u64) -> Arc<[Symbol]> {
+    pub(crate) fn kernel(&self, addr: u64) -> Arc<[Symbol]> {
         self.kernel
             .get(&addr)
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()))
     }
     /// Remembers a path blazesym read `binary`'s symbols from.
-    pub fn note_path(&mut self, binary: BinaryId, path: PathBuf) {
+    pub(crate) fn note_path(&mut self, binary: BinaryId, path: PathBuf) {
         let paths = self.paths.entry(binary).or_default();
         if !paths.contains(&path) {
             paths.push(path);
         }
     }
     /// Drops the results of `binary` (it gained a debug file: they are asked again).
-    pub fn forget_binary(&mut self, binary: BinaryId) {
+    pub(crate) fn forget_binary(&mut self, binary: BinaryId) {
         self.user.remove(&binary);
     }
     /// Keeps only the binaries in `live`; returns the blazesym paths of the others.
-    pub fn retain_binaries(&mut self, live: &HashSet<BinaryId>) -> Vec<PathBuf> {
+    pub(crate) fn retain_binaries(&mut self, live: &HashSet<BinaryId>) -> Vec<PathBuf> {
         self.user.retain(|id, _| live.contains(id));
         let dead: Vec<BinaryId> = self
             .paths
@@ -84,7 +84,7 @@ impl SymbolCache {
     /// Keeps memory bounded over days of uptime: when the user or kernel side holds more than `max`
     /// entries, that side starts over (hot addresses come back within a window). Call between windows,
     /// never while a window's frames are being read from the cache.
-    pub fn trim(&mut self, max: usize) {
+    pub(crate) fn trim(&mut self, max: usize) {
         if self.user_entries() > max {
             self.user.clear();
         }
@@ -94,7 +94,7 @@ impl SymbolCache {
     }
 
     /// Number of cached user addresses (for self-metrics).
-    pub fn user_entries(&self) -> usize {
+    pub(crate) fn user_entries(&self) -> usize {
         self.user.values().map(HashMap::len).sum()
     }
 }

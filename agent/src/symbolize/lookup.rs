@@ -21,7 +21,7 @@ pub(crate) struct Lookup {
 }
 
 impl Lookup {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         // blazesym's own debug directories stay on: they resolve dwz supplementary files and the
         // debug links of binaries that have a `.symtab` (adding file and line). Stripped binaries get
         // their debug file from `debuginfo` first, inside the process's root.
@@ -36,7 +36,7 @@ impl Lookup {
     /// Symbolizes file `offsets` of `binary`, from `source`: a debug file by ELF address, then
     /// the binary itself for what the debug file lacks (MiniDebugInfo leaves exported functions to
     /// `.dynsym`); or the binary alone.
-    pub fn user(
+    pub(super) fn user(
         &mut self,
         binary: &Binary,
         source: Option<&Resolved>,
@@ -77,7 +77,7 @@ impl Lookup {
     }
 
     /// Kernel addresses through kallsyms.
-    pub fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
+    pub(super) fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
         let src = Source::Kernel(Kernel {
             vmlinux: blazesym::MaybeDefault::None,
             debug_syms: false,
@@ -94,7 +94,7 @@ impl Lookup {
     }
 
     /// Drops blazesym's parsed copy of `path`.
-    pub fn evict(&mut self, path: PathBuf) {
+    pub(super) fn evict(&mut self, path: PathBuf) {
         let evict =
             blazesym::symbolize::evict::Evict::Elf(blazesym::symbolize::evict::Elf::new(path));
         if let Err(err) = self.blaze.evict(&evict) {

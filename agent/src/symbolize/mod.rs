@@ -5,69 +5,67 @@
 //! debuginfod) -> names demangled, inlined frames, file and line. JIT code: the process's perf map.
 //! Python frames (CPython code objects the kernel stored after the native frames): read from the
 //! process (`python`), then put in place of the evaluation loop's native frames (`crate::runtimes::python::merge`).
+//! Runtime frames (HotSpot methods and compiled code, V8 functions and code the kernel stored in place
+//! among the native frames, `words`): read from the process by `crate::runtimes::hotspot` and
+//! `crate::runtimes::v8`, chosen by kind (`runtime`).
 //! Kernel frames: kallsyms. Results are cached per (binary device+inode, file offset) and per kernel
 //! address, so a stack seen again costs hash lookups. A frame that cannot be symbolized is kept with
 //! its module, address and build id, counted, and its binary is listed with the reason.
 
-mod args;
 mod cache;
-pub mod debuginfo;
+pub(crate) mod debuginfo;
+#[cfg(test)]
+mod java_tests;
 mod lookup;
-pub mod offenders;
+pub(crate) mod offenders;
 pub(crate) mod perfmap;
 #[cfg(test)]
 mod python_tests;
 mod roots;
+mod runtime;
 mod sources;
 mod unmapped;
+mod user;
+mod words;
 
 use std::{
-    borrow::Cow,
     collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-pub use args::{SymbolArgs, SymbolFile};
-pub use cache::SymbolCache;
-pub use debuginfo::{DebugInfoStats, Reason};
-pub use offenders::Offender;
-pub use perfmap::PerfMapStats;
-pub use unmapped::UnmappedFrames;
+pub(crate) use cache::SymbolCache;
+pub(crate) use debuginfo::{DebugInfoStats, Reason};
+pub(crate) use offenders::Offender;
+pub(crate) use perfmap::PerfMapStats;
+pub(crate) use unmapped::UnmappedFrames;
 
-use sonde_abi::{
-    python::unpack_frame,
-    unwind::{FRAME_EXACT, unpack_file_frame},
-};
+use sonde_abi::{python::unpack_frame, unwind::unpack_file_frame};
+use words::{file_offset, lookup_address, native_words, user_lookup_address};
 
 use self::{
     debuginfo::{DebugInfo, Resolved},
-    lookup::{Lookup, empty},
+    lookup::Lookup,
     offenders::Offenders,
     perfmap::PerfMaps,
     sources::Sources,
-    unmapped::UNMAPPED,
 };
 use crate::{
     bpf::drain::{RawSample, RawStack},
-    process::{
-        Binary, JIT_PATH, ProcessInfo, ProcessTable,
-        file_ids::{FileEntry, FileIds},
-    },
+    process::{Binary, JIT_PATH, ProcessInfo, ProcessTable, file_ids::FileIds},
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
     runtimes::{
         Runtime, Runtimes,
         go::{GoNames, GoStats},
-        python::{
-            PythonNames,
-            merge::{PyFrame, merge},
-        },
+        hotspot::{JavaNames, JavaStats},
+        python::PythonNames,
+        v8::{V8Names, V8Stats},
     },
 };
 
 /// Symbolization counters, cumulative.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SymbolizeStats {
+pub(crate) struct SymbolizeStats {
     /// Frames emitted, weighted by sample count (markers excluded).
     pub frames: u64,
     /// Of those, frames with a function name.
@@ -88,26 +86,19 @@ pub struct SymbolizeStats {
     pub python_dropped: u64,
     /// Go binaries named from their `.gopclntab`.
     pub go: GoStats,
+    /// Java frames (stacks, frames, unreadable, stale, corrupt words, dropped).
+    pub java: JavaStats,
+    /// JavaScript frames (stacks, frames, unreadable, stale, dropped).
+    pub v8: V8Stats,
     /// `[unmapped]` frames (weighted), by why no file holds them.
     pub unmapped: UnmappedFrames,
-}
-
-impl SymbolizeStats {
-    /// Symbolized frames / frames.
-    pub fn symbolized_ratio(&self) -> f64 {
-        crate::ratio::good_share(self.symbolized, self.frames)
-    }
-    /// Truncated user stacks / user stacks.
-    pub fn truncated_ratio(&self) -> f64 {
-        crate::ratio::defect_share(self.truncated, self.with_user_stack)
-    }
 }
 
 /// Cached addresses per side (user, kernel) before that side starts over: a few tens of MiB at most.
 const MAX_CACHED_ADDRESSES: usize = 200_000;
 
 /// The symbolizer with its caches.
-pub struct Symbolizer {
+pub(crate) struct Symbolizer {
     lookup: Lookup,
     cache: SymbolCache,
     sources: Sources,
@@ -116,6 +107,11 @@ pub struct Symbolizer {
     python: Arc<Mutex<PythonNames>>,
     /// `.gopclntab` of Go binaries (when `go` is among the runtimes).
     go: Option<GoNames>,
+    /// Java methods and compiled code read from JVM processes.
+    /// Shared with the process-event thread, which reads the methods and code the kernel announces.
+    java: Arc<Mutex<JavaNames>>,
+    /// JavaScript functions and code read from Node.js processes, shared likewise.
+    v8: Arc<Mutex<V8Names>>,
     /// Binaries of file-relative frames (shared with the unwinder, which gives the ids).
     files: FileIds,
     offenders: Offenders,
@@ -142,6 +138,8 @@ impl Symbolizer {
             perf_maps: PerfMaps::default(),
             python: Arc::default(),
             go: runtimes.has(Runtime::Go).then(GoNames::default),
+            java: Arc::default(),
+            v8: Arc::default(),
             files: FileIds::default(),
             offenders: Offenders::default(),
             kernel_module,
@@ -163,8 +161,27 @@ impl Symbolizer {
         self.python.lock().expect("python names lock")
     }
 
+    /// The Java frame cache, for the process-event thread to fill as the kernel announces frames.
+    pub(crate) fn java_cache(&self) -> Arc<Mutex<JavaNames>> {
+        self.java.clone()
+    }
+
+    fn java_names(&self) -> std::sync::MutexGuard<'_, JavaNames> {
+        self.java.lock().expect("java names lock")
+    }
+
+    /// The JavaScript frame cache, for the process-event thread to fill as the kernel announces
+    /// frames.
+    pub(crate) fn v8_cache(&self) -> Arc<Mutex<V8Names>> {
+        self.v8.clone()
+    }
+
+    fn v8_names(&self) -> std::sync::MutexGuard<'_, V8Names> {
+        self.v8.lock().expect("v8 names lock")
+    }
+
     /// Counters so far.
-    pub fn stats(&self) -> SymbolizeStats {
+    pub(crate) fn stats(&self) -> SymbolizeStats {
         SymbolizeStats {
             errors: self.lookup.errors,
             go: self.go.as_ref().map(GoNames::stats).unwrap_or_default(),
@@ -173,23 +190,23 @@ impl Symbolizer {
     }
 
     /// Debug file discovery and debuginfod counters so far.
-    pub fn debug_stats(&self) -> DebugInfoStats {
+    pub(crate) fn debug_stats(&self) -> DebugInfoStats {
         self.sources.stats()
     }
 
     /// Perf map counters so far.
-    pub fn perf_map_stats(&self) -> PerfMapStats {
+    pub(crate) fn perf_map_stats(&self) -> PerfMapStats {
         self.perf_maps.stats()
     }
 
     /// The `n` binaries with the most samples having unnamed frames since the last call, and why.
-    pub fn take_offenders(&mut self, n: usize) -> Vec<Offender> {
+    pub(crate) fn take_offenders(&mut self, n: usize) -> Vec<Offender> {
         self.offenders.take_top(n)
     }
 
     /// Drops cached symbols, debug files and blazesym's parsed copies of binaries no longer mapped by
     /// any known process, and perf maps of processes gone, so memory tracks the live processes.
-    pub fn retain(&mut self, live: &HashSet<(u64, u64)>, live_pids: &HashSet<u32>) {
+    pub(crate) fn retain(&mut self, live: &HashSet<(u64, u64)>, live_pids: &HashSet<u32>) {
         for path in self.cache.retain_binaries(live) {
             self.lookup.evict(path);
         }
@@ -199,10 +216,12 @@ impl Symbolizer {
         }
         self.perf_maps.retain(live_pids);
         self.python_names().retain(live_pids);
+        self.java_names().retain(live_pids);
+        self.v8_names().retain(live_pids);
     }
 
     /// Symbolizes `samples` of `kind`. Processes not yet captured are captured now if still alive.
-    pub fn symbolize(
+    pub(crate) fn symbolize(
         &mut self,
         kind: ProfileKind,
         samples: &[RawSample],
@@ -216,6 +235,8 @@ impl Symbolizer {
             .collect();
         self.cache.trim(MAX_CACHED_ADDRESSES);
         self.python_names().trim();
+        self.java_names().trim();
+        self.v8_names().trim();
         self.refresh_sources(samples, &infos);
         self.resolve_missing(samples, &infos);
         samples
@@ -248,7 +269,7 @@ impl Symbolizer {
             let Some(Some(info)) = infos.get(&s.key.tgid) else {
                 continue;
             };
-            for (i, &ip) in native_words(ips) {
+            for (i, ip) in native_words(ips) {
                 if unpack_file_frame(ip).is_some() {
                     continue;
                 }
@@ -301,7 +322,15 @@ impl Symbolizer {
                         self.python_names().resolve(s.key.tgid, interpreter, word);
                     }
                 }
-                for (i, &ip) in native_words(ips) {
+                runtime::resolve(
+                    &mut runtime::Caches {
+                        java: &mut self.java_names(),
+                        v8: &mut self.v8_names(),
+                    },
+                    info,
+                    ips,
+                );
+                for (i, ip) in native_words(ips) {
                     if unpack_file_frame(ip).is_some() {
                         continue;
                     }
@@ -381,8 +410,9 @@ impl Symbolizer {
         self.push_kernel(&s.kernel, &mut frames);
         let user_start = frames.len();
         let mut unnamed = Vec::new();
-        let py = self.push_user(s, info, &mut frames, &mut unnamed);
+        let (py, runtimes) = self.push_user(s, info, &mut frames, &mut unnamed);
         let weight = s.count;
+        runtimes.add_to(&mut self.stats.java, &mut self.stats.v8, weight);
         self.stats.python_stacks += weight * u64::from(py.frames > 0);
         self.stats.python_frames += weight * py.frames;
         self.stats.python_unreadable += weight * py.unreadable;
@@ -445,191 +475,6 @@ impl Symbolizer {
             other => frames.extend(marker(other, "kernel")),
         }
     }
-
-    /// The user frames of `s`, Python frames merged in place of the evaluation loop's; each unnamed
-    /// native frame adds its binary and the reason to `unnamed`.
-    fn push_user<'a>(
-        &self,
-        s: &RawSample,
-        info: Option<&'a ProcessInfo>,
-        frames: &mut Vec<Frame>,
-        unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
-    ) -> PythonCounts {
-        let RawStack::Frames(ips) = &s.user else {
-            frames.extend(marker(&s.user, "user"));
-            return PythonCounts::default();
-        };
-        let (native, py) = self.split_user(s, ips, info, unnamed);
-        let words = ips.len() - native.len();
-        let counts = PythonCounts {
-            frames: py.len() as u64,
-            unreadable: py.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64,
-            // Without the interpreter nothing can name them (the kernel should not have walked it).
-            dropped: (words - py.len()) as u64,
-        };
-        frames.extend(merge(native, py));
-        counts
-    }
-
-    /// The native frames of `ips` and, when the process's interpreter is known, its Python frames.
-    fn split_user<'a>(
-        &self,
-        s: &RawSample,
-        ips: &[u64],
-        info: Option<&'a ProcessInfo>,
-        unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
-    ) -> (Vec<Frame>, Vec<PyFrame>) {
-        let interpreter = info.and_then(|p| p.python.as_ref());
-        let mut py = Vec::new();
-        if let Some(interpreter) = interpreter {
-            py.extend(
-                ips.iter()
-                    .filter_map(|&w| unpack_frame(w))
-                    .map(|word| PyFrame {
-                        frame: self.python_names().frame(s.key.tgid, interpreter, word),
-                        entry: word.entry,
-                    }),
-            );
-        }
-        let mut frames = Vec::with_capacity(ips.len());
-        for (i, &ip) in native_words(ips) {
-            if let Some(frame) = unpack_file_frame(ip) {
-                frames.push(self.file_frame(frame, i, unnamed));
-                continue;
-            }
-            let addr = user_lookup_address(ip, i);
-            let mapping = info.and_then(|p| p.mapping_for(addr));
-            let symbols = match mapping {
-                Some(m) => match &m.binary {
-                    Some(b) => self.cache.user(b.id, file_offset(&m.module, addr)),
-                    None => self
-                        .perf_maps
-                        .lookup(s.key.tgid, addr)
-                        .unwrap_or_else(empty),
-                },
-                None => empty(),
-            };
-            if symbols.is_empty() {
-                unnamed.push(match mapping {
-                    Some(m) => (Cow::Borrowed(m.module.path.as_str()), self.reason(m)),
-                    None if info.is_none() => (Cow::Borrowed(UNMAPPED), Reason::ProcessGone),
-                    None => (Cow::Borrowed(UNMAPPED), Reason::OutsideMappings),
-                });
-            }
-            frames.push(Frame {
-                address: ip & !FRAME_EXACT,
-                kind: FrameKind::User,
-                module: mapping.map(|m| m.module.clone()),
-                symbols,
-            });
-        }
-        (frames, py)
-    }
-
-    /// A file-relative frame at `depth`: named from its binary, whatever became of the process.
-    fn file_frame(
-        &self,
-        frame: sonde_abi::unwind::FileFrame,
-        depth: usize,
-        unnamed: &mut Vec<(Cow<'_, str>, Reason)>,
-    ) -> Frame {
-        let Some(file) = self.files.get(frame.file_id) else {
-            unnamed.push((Cow::Borrowed(UNMAPPED), Reason::UnknownFile));
-            return Frame {
-                address: frame.addr,
-                kind: FrameKind::User,
-                module: None,
-                symbols: empty(),
-            };
-        };
-        let offset = file.file_offset(frame.addr);
-        let symbols = self.cache.user(
-            file.binary.id,
-            file_lookup_offset(offset, frame.exact, depth),
-        );
-        if symbols.is_empty() {
-            unnamed.push((
-                Cow::Owned(file.binary.path.clone()),
-                match self.sources.get(file.binary.id) {
-                    Some(Resolved::Missing(reason)) => *reason,
-                    _ => Reason::NoSymbols,
-                },
-            ));
-        }
-        Frame {
-            address: offset,
-            kind: FrameKind::User,
-            module: Some(file.module.clone()),
-            symbols,
-        }
-    }
-
-    /// The file-relative frames of a stored stack with the file offset each is looked up at.
-    fn file_frames(&self, ips: &[u64]) -> Vec<(FileEntry, u64)> {
-        native_words(ips)
-            .filter_map(|(depth, &ip)| {
-                let frame = unpack_file_frame(ip)?;
-                let file = self.files.get(frame.file_id)?;
-                let offset = file_lookup_offset(file.file_offset(frame.addr), frame.exact, depth);
-                Some((file, offset))
-            })
-            .collect()
-    }
-
-    /// Why a frame in `mapping` has no name.
-    fn reason(&self, mapping: &crate::process::Mapping) -> Reason {
-        match &mapping.binary {
-            None if mapping.module.path == JIT_PATH => Reason::NoPerfMap,
-            None => Reason::Unreadable,
-            Some(b) => match self.sources.get(b.id) {
-                Some(Resolved::Missing(reason)) => *reason,
-                _ => Reason::NoSymbols,
-            },
-        }
-    }
-}
-
-/// Python frames of one stack, for the counters.
-#[derive(Default)]
-struct PythonCounts {
-    frames: u64,
-    unreadable: u64,
-    dropped: u64,
-}
-
-/// The native frames of a stored user stack with their depth (the Python frames follow them).
-fn native_words(ips: &[u64]) -> impl Iterator<Item = (usize, &u64)> {
-    ips.iter()
-        .enumerate()
-        .filter(|(_, w)| unpack_frame(**w).is_none())
-}
-
-/// Return addresses point after the call; look up the call itself so the caller's line is right.
-fn lookup_address(ip: u64, depth: usize) -> u64 {
-    if depth == 0 { ip } else { ip.saturating_sub(1) }
-}
-
-/// As [`lookup_address`] for a user frame, which the kernel marks when it is an exact instruction
-/// address (the leaf, a signal trampoline, the instruction a signal interrupted).
-fn user_lookup_address(ip: u64, depth: usize) -> u64 {
-    if ip & FRAME_EXACT != 0 {
-        ip & !FRAME_EXACT
-    } else {
-        lookup_address(ip, depth)
-    }
-}
-
-/// As [`user_lookup_address`] for the file offset of a file-relative frame.
-fn file_lookup_offset(offset: u64, exact: bool, depth: usize) -> u64 {
-    if exact {
-        offset
-    } else {
-        lookup_address(offset, depth)
-    }
-}
-
-fn file_offset(module: &Module, addr: u64) -> u64 {
-    addr - module.start + module.file_offset
 }
 
 fn comm(raw: &[u8; sonde_abi::TASK_COMM_LEN]) -> String {

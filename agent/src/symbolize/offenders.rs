@@ -7,7 +7,7 @@ use super::debuginfo::Reason;
 
 /// A binary with samples that have unnamed frames in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Offender {
+pub(crate) struct Offender {
     /// The mapped path (`[jit]` for anonymous code).
     pub binary: String,
     /// Why its frames have no names.
@@ -24,7 +24,7 @@ pub(crate) struct Offenders {
 
 impl Offenders {
     /// Counts one sample of weight `samples` for each distinct (binary, reason) in `unnamed`.
-    pub fn add_sample(
+    pub(crate) fn add_sample(
         &mut self,
         unnamed: &mut Vec<(std::borrow::Cow<'_, str>, Reason)>,
         samples: u64,
@@ -40,7 +40,7 @@ impl Offenders {
     }
 
     /// The `n` largest, largest first, and starts over.
-    pub fn take_top(&mut self, n: usize) -> Vec<Offender> {
+    pub(crate) fn take_top(&mut self, n: usize) -> Vec<Offender> {
         let mut all: Vec<Offender> = self
             .counts
             .drain()
@@ -57,12 +57,26 @@ impl Offenders {
 }
 
 /// `path (reason) N; ...` for logs and summaries.
-pub fn describe(offenders: &[Offender]) -> String {
+pub(crate) fn describe(offenders: &[Offender]) -> String {
     offenders
         .iter()
         .map(|o| format!("{} ({}) {}", o.binary, o.reason.as_str(), o.samples))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The offenders as JSON: `[{"binary", "reason", "samples"}]`, largest first.
+pub(crate) fn json(offenders: &[Offender]) -> serde_json::Value {
+    offenders
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "binary": o.binary,
+                "reason": o.reason.as_str(),
+                "samples": o.samples,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ const RULES: Rules = Rules {
 
 /// Counters, cumulative.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PerfMapStats {
+pub(crate) struct PerfMapStats {
     /// Perf maps read (or read further after growing).
     pub reads: u64,
     /// Entries parsed.
@@ -74,13 +74,13 @@ pub(crate) struct PerfMaps {
 
 impl PerfMaps {
     /// Counters so far.
-    pub fn stats(&self) -> PerfMapStats {
+    pub(crate) fn stats(&self) -> PerfMapStats {
         self.stats
     }
 
     /// Reads what `pid`'s perf map gained since the last call. A process that is gone keeps what was
     /// read.
-    pub fn refresh(&mut self, pid: u32) {
+    pub(crate) fn refresh(&mut self, pid: u32) {
         let Some(owner) = Owner::of(pid) else { return };
         let path = PathBuf::from(format!("/tmp/perf-{}.map", owner.ns_pid));
         let mut file = match untrusted::open_in_root(
@@ -133,7 +133,7 @@ impl PerfMaps {
     }
 
     /// The perf map's name for `addr` in `pid`.
-    pub fn lookup(&self, pid: u32, addr: u64) -> Option<Arc<[Symbol]>> {
+    pub(crate) fn lookup(&self, pid: u32, addr: u64) -> Option<Arc<[Symbol]>> {
         let entries = &self.maps.get(&pid)?.entries;
         let idx = entries.partition_point(|e| e.0 <= addr);
         let (start, size, symbols) = entries.get(idx.checked_sub(1)?)?;
@@ -141,7 +141,7 @@ impl PerfMaps {
     }
 
     /// Forgets processes not in `live`.
-    pub fn retain(&mut self, live: &std::collections::HashSet<u32>) {
+    pub(crate) fn retain(&mut self, live: &std::collections::HashSet<u32>) {
         self.maps.retain(|pid, _| live.contains(pid));
     }
 }

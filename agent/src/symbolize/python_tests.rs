@@ -37,7 +37,7 @@ print(addr("_PyEval_EvalFrameDefault"), addr("Py_RunMain"), id(leaf.__code__), i
 sys.stdin.read()
 "#;
 
-fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
+pub(super) fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
     RawSample {
         key: SampleKey {
             tgid: pid,
@@ -58,7 +58,7 @@ fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
     }
 }
 
-fn symbolizer() -> Symbolizer {
+pub(super) fn symbolizer() -> Symbolizer {
     let debug = DebugInfo::new(DebugInfoConfig {
         debug_dirs: Vec::new(),
         debuginfod: None,

@@ -24,7 +24,7 @@ const ROOTS: &[&str] = &[
 ];
 
 /// Whether `outermost` is a known thread entry point.
-pub fn is_root(outermost: Option<&Frame>) -> bool {
+pub(super) fn is_root(outermost: Option<&Frame>) -> bool {
     outermost
         .and_then(Frame::function)
         .is_some_and(|name| ROOTS.contains(&name))

@@ -25,7 +25,7 @@ pub(crate) struct Sources {
 }
 
 impl Sources {
-    pub fn new(debug: DebugInfo, wait: Option<Duration>) -> Self {
+    pub(super) fn new(debug: DebugInfo, wait: Option<Duration>) -> Self {
         Self {
             debug,
             by_binary: HashMap::new(),
@@ -33,17 +33,17 @@ impl Sources {
         }
     }
 
-    pub fn get(&self, id: BinaryId) -> Option<&Resolved> {
+    pub(super) fn get(&self, id: BinaryId) -> Option<&Resolved> {
         self.by_binary.get(&id)
     }
 
-    pub fn stats(&self) -> DebugInfoStats {
+    pub(super) fn stats(&self) -> DebugInfoStats {
         self.debug.stats()
     }
 
     /// Resolves binaries seen for the first time and asks again for those debuginfod may still
     /// answer. Returns the binaries that gained a debug file (their cached results are stale).
-    pub fn update(&mut self, binaries: &[Arc<Binary>]) -> Vec<BinaryId> {
+    pub(super) fn update(&mut self, binaries: &[Arc<Binary>]) -> Vec<BinaryId> {
         let mut gained = Vec::new();
         for binary in binaries {
             match self.by_binary.get(&binary.id) {
@@ -91,7 +91,7 @@ impl Sources {
     }
 
     /// Forgets binaries not in `live` (closing their debug files).
-    pub fn retain(&mut self, live: &HashSet<BinaryId>) {
+    pub(super) fn retain(&mut self, live: &HashSet<BinaryId>) {
         self.by_binary.retain(|id, _| live.contains(id));
     }
 }

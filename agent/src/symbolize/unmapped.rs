@@ -10,7 +10,7 @@ pub(super) const UNMAPPED: &str = "[unmapped]";
 
 /// `[unmapped]` frames (weighted by sample count), by reason (see [`Reason`]'s last three).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UnmappedFrames {
+pub(crate) struct UnmappedFrames {
     /// The process exited before its mappings were read.
     pub process_gone: u64,
     /// The address is in none of the process's known mappings.

@@ -56,7 +56,7 @@ pub(crate) fn label_settings(
 
 /// Counters of the Go tables, cumulative.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GoStats {
+pub(crate) struct GoStats {
     /// Go binaries whose `.gopclntab` was read.
     pub binaries: u64,
     /// Go binaries whose `.gopclntab` could not be read (unknown version, malformed): their frames fall

@@ -8,10 +8,10 @@
 
 use super::{
     linetable::{Format, LineTable},
-    memory::ProcessMemory,
     offsets::Offsets,
     strings::{ObjectError, field, read_bytes, read_str},
 };
+use crate::runtimes::memory::ProcessMemory;
 
 /// Longest function name read (characters).
 const MAX_NAME_CHARS: usize = 1024;

@@ -10,7 +10,8 @@
 
 use sonde_abi::python::layout;
 
-use super::{memory::ProcessMemory, offsets::Offsets};
+use super::offsets::Offsets;
+use crate::runtimes::memory::ProcessMemory;
 
 /// `_Py_Debug_Cookie`.
 const COOKIE: &[u8; 8] = b"xdebugpy";

@@ -9,12 +9,14 @@ use sonde_abi::python::{OFFSET_NONE, PyProc};
 
 use super::{
     debug_offsets::{self, DebugOffsetsError},
-    memory::ProcessMemory,
     offsets::{self, Offsets},
 };
-use crate::process::{
-    binary::{Binary, Mapping},
-    elf_info::python_version_from_path,
+use crate::{
+    process::{
+        binary::{Binary, Mapping},
+        elf_info::python_version_from_path,
+    },
+    runtimes::memory::ProcessMemory,
 };
 
 /// Why an interpreter was found but cannot be walked.
@@ -91,6 +93,12 @@ pub(crate) struct Interpreter {
 }
 
 impl Interpreter {
+    /// Whether `other` (a later capture of the same process, no exec between) is this interpreter.
+    pub(crate) fn same_image(&self, other: &Interpreter) -> bool {
+        (self.binary.as_str(), self.runtime, self.version)
+            == (other.binary.as_str(), other.runtime, other.version)
+    }
+
     /// What the kernel needs to walk this interpreter's frames (`PY_PROCS`).
     pub(crate) fn kernel_settings(&self) -> PyProc {
         let o = &self.offsets;

@@ -7,7 +7,6 @@ pub(crate) mod code;
 pub(crate) mod debug_offsets;
 pub(crate) mod detect;
 pub(crate) mod linetable;
-pub(crate) mod memory;
 pub(crate) mod merge;
 mod names;
 pub(crate) mod offsets;

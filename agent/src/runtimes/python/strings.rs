@@ -13,7 +13,8 @@ use std::io;
 
 use thiserror::Error;
 
-use super::{memory::ProcessMemory, offsets::Offsets};
+use super::offsets::Offsets;
+use crate::runtimes::memory::ProcessMemory;
 
 /// Why an object of the process could not be read.
 #[derive(Debug, Error)]

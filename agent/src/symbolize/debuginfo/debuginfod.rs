@@ -52,7 +52,7 @@ pub struct DebuginfodConfig {
 
 /// Counters, cumulative.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DebuginfodStats {
+pub(crate) struct DebuginfodStats {
     /// HTTP requests made.
     pub requests: u64,
     /// Debug files downloaded and kept.
@@ -120,7 +120,7 @@ pub(crate) struct Client {
 /// Why the client could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot use the debuginfod cache: {0}; or pass another --debuginfod-cache-dir")]
-pub struct CacheDirError(#[source] StorageError);
+pub(crate) struct CacheDirError(#[source] StorageError);
 
 impl Client {
     /// Creates the cache directory and starts the fetch threads.
@@ -380,7 +380,7 @@ fn evict(cache: &SafeDir, max: u64) {
 }
 
 /// `DEBUGINFOD_URLS`: space-separated base URLs (elfutils' syntax; `ima:` policy words are skipped).
-pub fn parse_urls(value: &str) -> Vec<String> {
+pub(crate) fn parse_urls(value: &str) -> Vec<String> {
     value
         .split_whitespace()
         .filter(|u| u.starts_with("http://") || u.starts_with("https://"))

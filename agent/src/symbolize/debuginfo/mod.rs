@@ -9,13 +9,13 @@
 //! Steps 1–4 run once per binary when it is first symbolized; step 5 answers at once and is asked
 //! again each window until it has the file (a miss or failure is retried when its TTL ends).
 
-pub mod debuginfod;
+pub(crate) mod debuginfod;
 mod local;
 pub(crate) mod minidebug;
 
 use std::{fs::File, path::PathBuf};
 
-pub use debuginfod::{CacheDirError, DebuginfodConfig, DebuginfodStats};
+pub(crate) use debuginfod::{CacheDirError, DebuginfodConfig, DebuginfodStats};
 
 use crate::process::Binary;
 
@@ -47,7 +47,7 @@ pub(crate) struct DebugFile {
 
 impl DebugFile {
     /// The path blazesym reads it by, valid whatever the process root it was found in.
-    pub fn open_path(&self) -> PathBuf {
+    pub(crate) fn open_path(&self) -> PathBuf {
         use std::os::fd::AsRawFd as _;
         PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
@@ -55,7 +55,7 @@ impl DebugFile {
 
 /// Why frames of a binary have no names: what the operator should fix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// Symbols are there, but none covers these addresses.
     NoSymbols,
     /// Stripped, and no debug file was found (no debuginfod configured).
@@ -84,7 +84,7 @@ pub enum Reason {
 
 impl Reason {
     /// The name used in summaries and logs.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::NoSymbols => "no symbols",
             Self::NoDebugFile => "no debug file",
@@ -132,7 +132,7 @@ pub struct DebugInfoConfig {
 
 /// Counters of debug file discovery, cumulative.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DebugInfoStats {
+pub(crate) struct DebugInfoStats {
     /// Binaries with their own symbols.
     pub own: u64,
     /// Debug files found on local disks.
@@ -156,7 +156,7 @@ pub(crate) struct DebugInfo {
 
 impl DebugInfo {
     /// Starts the debuginfod client when configured.
-    pub fn new(config: DebugInfoConfig) -> Result<Self, CacheDirError> {
+    pub(crate) fn new(config: DebugInfoConfig) -> Result<Self, CacheDirError> {
         let client = config
             .debuginfod
             .filter(|c| !c.urls.is_empty())
@@ -170,7 +170,7 @@ impl DebugInfo {
     }
 
     /// Counters so far.
-    pub fn stats(&self) -> DebugInfoStats {
+    pub(crate) fn stats(&self) -> DebugInfoStats {
         DebugInfoStats {
             client: self
                 .client
@@ -183,7 +183,7 @@ impl DebugInfo {
 
     /// The first time a binary is symbolized: its own symbols, a local debug file, its MiniDebugInfo,
     /// or what debuginfod says now.
-    pub fn resolve(&mut self, binary: &Binary) -> Resolved {
+    pub(crate) fn resolve(&mut self, binary: &Binary) -> Resolved {
         if binary.elf.has_debug_info || binary.elf.has_symtab {
             self.stats.own += 1;
             return Resolved::Own;
@@ -217,7 +217,7 @@ impl DebugInfo {
     }
 
     /// Asks debuginfod (None without a client or a build id).
-    pub fn poll(&mut self, binary: &Binary) -> Option<Resolved> {
+    pub(crate) fn poll(&mut self, binary: &Binary) -> Option<Resolved> {
         let client = self.client.as_ref()?;
         let id = binary.build_id()?;
         Some(match client.lookup(id) {

@@ -1,6 +1,7 @@
 //! Reads another process's memory with `process_vm_readv` (CAP_SYS_PTRACE, already in sonde's set for
 //! `/proc/PID/mem`-like access): one syscall per read, no ptrace stop, and a fault is an error rather than
-//! a signal.
+//! a signal. Shared by the runtimes that read their structures out of the profiled process (CPython's
+//! code objects, HotSpot's VMStructs, methods and compiled code).
 
 use std::io;
 

@@ -1,0 +1,235 @@
+//! The process table's side of Java: looking for a HotSpot JVM in each capture
+//! (`runtimes::hotspot::detect`), handing what was found to the kernel (`HS_PROCS`), counting and
+//! saying once per binary what cannot be walked, and looking again at JVMs that were captured before
+//! their code cache existed.
+//!
+//! A JVM is usually first sampled while it starts: its first sample is what makes sonde capture it,
+//! and the code heaps come a few tens of milliseconds later. Such a process is kept in a bounded
+//! retry list and looked at again with a growing delay ([`RETRY_FIRST`] doubling up to
+//! [`RETRY_MAX`], at most [`MAX_ATTEMPTS`] times, [`MAX_RETRIES_PER_CALL`] processes per call) until
+//! its heaps are there; each retry reads the JVM's VMStructs again (a few milliseconds).
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use sonde_abi::hotspot::HsProc;
+
+use super::{CaptureStats, Mapping, maps_file, warn_once};
+use crate::runtimes::{
+    hotspot::{HotspotError, Jvm, detect::detect},
+    publish::Publisher,
+};
+
+/// First delay before a starting JVM is looked at again.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// Longest delay between two looks.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Looks at one starting JVM (its capture included) before giving up (about two minutes with the
+/// delays above).
+const MAX_ATTEMPTS: u32 = 30;
+/// Starting JVMs waited for at once; more are not retried (counted as abandoned).
+const MAX_PENDING: usize = 1024;
+/// Processes looked at again per call, so one call stays short while the table is locked.
+const MAX_RETRIES_PER_CALL: usize = 8;
+
+/// A JVM waiting for its code cache.
+struct Pending {
+    /// Looks that found no code cache.
+    looks: u32,
+    /// When to look again.
+    next: Instant,
+}
+
+/// Java detection state of the process table.
+#[derive(Default)]
+pub(crate) struct JavaCapture {
+    /// Whether captures look for a JVM.
+    pub(crate) on: bool,
+    /// Where found JVMs are handed to the kernel (`HS_PROCS`), when it walks Java frames.
+    publisher: Option<Publisher<HsProc>>,
+    /// Processes already counted in `java_unsupported` (until evicted).
+    unsupported: HashSet<u32>,
+    /// `libjvm.so` files whose refusal was warned about: once per binary, then debug.
+    warned: HashSet<String>,
+    /// Whether a JVM's memory was refused and warned about: once, then debug.
+    memory_warned: bool,
+    /// JVMs captured before their code cache existed, by pid.
+    pending: HashMap<u32, Pending>,
+}
+
+impl JavaCapture {
+    /// Looks for a JVM in every capture and keeps `HS_PROCS` in step through `publisher`.
+    pub(crate) fn publish(&mut self, publisher: Publisher<HsProc>) {
+        self.on = true;
+        self.publisher = Some(publisher);
+    }
+
+    /// The JVM of `pid` (named `name`), if it runs one sonde can walk; one it cannot is counted and
+    /// warned about once per binary; one that is starting is retried later.
+    pub(crate) fn detect(
+        &mut self,
+        pid: u32,
+        name: &str,
+        mappings: &[Mapping],
+        previous: Option<&Arc<Jvm>>,
+        stats: &mut CaptureStats,
+    ) -> Option<Arc<Jvm>> {
+        // Captured again after new code was mapped: the same JVM, and the names read through it.
+        if let Some(previous) = previous.filter(|jvm| jvm.same_image(mappings)) {
+            return Some(previous.clone());
+        }
+        let err = match detect(pid, mappings) {
+            Ok(found) => {
+                self.pending.remove(&pid);
+                if let Some(jvm) = &found {
+                    tracing::debug!(pid, %name, binary = %jvm.binary, version = %jvm.version, heaps = jvm.heaps().len(), "HotSpot found");
+                }
+                return found.map(Arc::new);
+            }
+            Err(err) => err,
+        };
+        match &err {
+            HotspotError::NotReady { .. } => self.not_ready(pid, stats),
+            HotspotError::Unsupported { binary, .. } => {
+                self.pending.remove(&pid);
+                if self.unsupported.insert(pid) {
+                    stats.java_unsupported += 1;
+                }
+                if self.warned.insert(binary.clone()) {
+                    tracing::warn!(pid, %name, "{err}");
+                } else {
+                    tracing::debug!(pid, %name, "{err}");
+                }
+            }
+            HotspotError::Unreadable { .. } => {
+                self.pending.remove(&pid);
+                match maps_file::is_gone(pid) {
+                    // The process exited while it was read.
+                    true => tracing::debug!(pid, %name, "{err}"),
+                    // Its memory is refused: say once what to grant.
+                    false => warn_once(
+                        &mut self.memory_warned,
+                        &format!("process {pid} ({name}): {err}; its Java frames stay [jit]"),
+                    ),
+                }
+            }
+        }
+        None
+    }
+
+    /// `pid` has a JVM without code heaps yet: schedules (or reschedules) a look at it.
+    fn not_ready(&mut self, pid: u32, stats: &mut CaptureStats) {
+        let now = Instant::now();
+        if let Some(p) = self.pending.get_mut(&pid) {
+            p.looks += 1;
+            if p.looks >= MAX_ATTEMPTS {
+                self.pending.remove(&pid);
+                stats.java_abandoned += 1;
+                tracing::debug!(
+                    pid,
+                    "the JVM of process {pid} set up no code heap in time: its Java frames stay [jit]"
+                );
+                return;
+            }
+            p.next = now + delay(p.looks - 1);
+            return;
+        }
+        stats.java_not_ready += 1;
+        if self.pending.len() >= MAX_PENDING {
+            stats.java_abandoned += 1;
+            return;
+        }
+        self.pending.insert(
+            pid,
+            Pending {
+                looks: 1,
+                next: now + RETRY_FIRST,
+            },
+        );
+    }
+
+    /// The processes due for another look at `now` (at most [`MAX_RETRIES_PER_CALL`]).
+    pub(crate) fn due(&self, now: Instant) -> Vec<u32> {
+        self.pending
+            .iter()
+            .filter(|(_, p)| p.next <= now)
+            .map(|(pid, _)| *pid)
+            .take(MAX_RETRIES_PER_CALL)
+            .collect()
+    }
+
+    /// Whether a JVM is waited for.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// `pid` was captured with `jvm` (or none): its kernel settings follow.
+    pub(crate) fn captured(&mut self, pid: u32, jvm: Option<&Jvm>) {
+        if let Some(publisher) = &mut self.publisher {
+            publisher.captured(pid, jvm.map(Jvm::kernel_settings));
+        }
+    }
+
+    /// `pid` exited (or is no longer looked at): nothing of it may outlive it.
+    pub(crate) fn exited(&mut self, pid: u32) {
+        self.pending.remove(&pid);
+        if let Some(publisher) = &mut self.publisher {
+            publisher.exited(pid);
+        }
+    }
+
+    /// `pid` is forgotten.
+    pub(crate) fn evicted(&mut self, pid: u32) {
+        self.unsupported.remove(&pid);
+        self.pending.remove(&pid);
+    }
+}
+
+/// The delay after the `retry`-th look again (from 1) found nothing.
+fn delay(retry: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1 << retry.min(16))
+        .min(RETRY_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starting_jvms_are_looked_at_again_with_growing_delays_then_given_up() {
+        assert_eq!(delay(1), Duration::from_millis(100));
+        assert_eq!(delay(3), Duration::from_millis(400));
+        assert_eq!(delay(20), RETRY_MAX);
+        let total: Duration = (1..MAX_ATTEMPTS).map(delay).sum();
+        assert!(
+            (Duration::from_secs(60)..Duration::from_secs(180)).contains(&total),
+            "{total:?}"
+        );
+        let mut java = JavaCapture::default();
+        let mut stats = CaptureStats::default();
+        java.not_ready(7, &mut stats);
+        assert_eq!(stats.java_not_ready, 1);
+        assert!(java.due(Instant::now()).is_empty(), "not yet");
+        assert_eq!(java.due(Instant::now() + RETRY_FIRST), [7]);
+        for _ in 1..MAX_ATTEMPTS {
+            java.not_ready(7, &mut stats);
+        }
+        assert_eq!((stats.java_not_ready, stats.java_abandoned), (1, 1));
+        assert!(!java.has_pending());
+        // Bounded: beyond MAX_PENDING processes, the rest are abandoned at once.
+        for pid in 0..MAX_PENDING as u32 + 3 {
+            java.not_ready(100 + pid, &mut stats);
+        }
+        assert_eq!(java.pending.len(), MAX_PENDING);
+        assert_eq!(stats.java_abandoned, 4);
+        let far = Instant::now() + Duration::from_secs(1);
+        assert_eq!(java.due(far).len(), MAX_RETRIES_PER_CALL);
+        java.exited(100);
+        java.evicted(101);
+        assert_eq!(java.pending.len(), MAX_PENDING - 2);
+    }
+}

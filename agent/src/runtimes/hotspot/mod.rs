@@ -1,0 +1,24 @@
+//! HotSpot (OpenJDK 11 to 22, x86_64) processes: finding the JVM in a captured process and reading its
+//! own description of its structures (`detect`, `vmstructs`, `layout`), the kernel's settings for it
+//! (`HS_PROCS`, `sonde_abi::hotspot`), and naming the Java frames the kernel stored in place among the
+//! native ones: interpreted methods (`method`, `lines`) and compiled code with its inlined calls
+//! (`scopes`, `unsigned5`), cached per process (`names`).
+
+pub(crate) mod detect;
+mod layout;
+mod lines;
+#[cfg(test)]
+pub(crate) mod live;
+mod method;
+mod names;
+mod scopes;
+#[cfg(test)]
+mod tests;
+mod unsigned5;
+pub(crate) mod vmstructs;
+
+pub(crate) use detect::{HotspotError, Jvm};
+pub(crate) use names::JavaNames;
+
+/// Counters of Java frames, cumulative and weighted by sample count.
+pub(crate) type JavaStats = crate::runtimes::RuntimeFrameStats;

@@ -1,0 +1,21 @@
+//! Node.js (V8 10 to 12: Node 18, 20 and 22, x86_64) processes: finding V8 in a captured process and
+//! reading `node`'s own description of its structures (`detect`, `layout`, from the ELF file), the
+//! kernel's settings for it (`V8_PROCS`, `sonde_abi::v8`), and naming the JavaScript frames the
+//! kernel stored in place among the native ones: functions, their scripts and lines (`objects`,
+//! `heap`, `positions`), optimized code with the functions it inlined, cached and validated per
+//! process (`names`).
+
+pub(crate) mod detect;
+mod heap;
+pub(crate) mod layout;
+mod names;
+mod objects;
+mod positions;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use detect::Node;
+pub(crate) use names::{V8Names, marker_name};
+
+/// Counters of JavaScript frames, cumulative and weighted by sample count.
+pub(crate) type V8Stats = crate::runtimes::RuntimeFrameStats;
