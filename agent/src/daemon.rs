@@ -25,11 +25,12 @@ use crate::{
     metadata::MetadataResolver,
     metrics::{Health, Metrics, Watch},
     sampler::{Sampler, Window},
-    symbolize::{SymbolArgs, Symbolizer, debuginfo::DebugInfo},
-    unwind::UnwindArgs,
+    symbolize::{Symbolizer, debuginfo::DebugInfo},
 };
 
+mod json_log;
 mod ship;
+use json_log::JsonLog;
 use ship::ship;
 
 /// How long the last window may take to reach the backend after a stop signal.
@@ -40,102 +41,49 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`FLUSH_TIMEOUT`] a stop stays under Kubernetes' default 30 s grace period.
 const SAMPLER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Arguments of `sonde run`.
-#[derive(Debug, clap::Args)]
-pub struct DaemonArgs {
-    /// Configuration (file, export, labels).
-    #[command(flatten)]
-    pub config: RunArgs,
-    /// On-CPU sampling frequency per CPU, in Hz.
-    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub frequency: u64,
-    /// Also record off-CPU time (voluntary blocking, from sched_switch).
-    #[arg(long)]
-    pub offcpu: bool,
-    /// Off-CPU: stack walks per CPU per second; above it episodes are sampled, weighted so totals
-    /// stay unbiased (0: every episode, exact counts).
-    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_OFFCPU_BUDGET,
-          value_parser = clap::value_parser!(u32).range(0..=crate::sampler::MAX_OFFCPU_BUDGET))]
-    pub offcpu_budget: u32,
-    /// Benchmark aid: log each window's size as one OTLP request and as one gzip pprof per process
-    /// (encodes every window twice, so it adds CPU).
-    #[arg(long, hide = true)]
-    pub report_wire_bytes: bool,
-    /// Stop by itself after this many seconds (as on SIGTERM); runs until a signal when absent.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=366 * 86_400))]
-    pub duration: Option<u64>,
-    /// Stack unwinding.
-    #[command(flatten)]
-    pub unwind: UnwindArgs,
-    /// Symbols of stripped binaries.
-    #[command(flatten)]
-    pub symbols: SymbolArgs,
-    /// Address of /metrics, /healthz and /readyz (`none`: no endpoint).
-    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR|none", value_parser = parse_metrics_addr)]
-    pub metrics_addr: MetricsAddr,
-    /// Test hook: the sampling thread stops making windows after this many (as if stuck).
-    #[cfg(feature = "test-hooks")]
-    #[arg(long, hide = true)]
-    pub test_stall_after_windows: Option<u64>,
-    /// Test hook: the sampling thread panics after this many windows.
-    #[cfg(feature = "test-hooks")]
-    #[arg(long, hide = true)]
-    pub test_panic_after_windows: Option<u64>,
-}
-
 /// Drain failures in a row after which the sampling thread gives up (the maps are unusable).
 const MAX_DRAIN_FAILURES: u32 = 3;
 
-/// `--metrics-addr`: a socket address, or none.
-#[derive(Clone, Copy, Debug)]
-pub struct MetricsAddr(pub Option<std::net::SocketAddr>);
-
-fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
-    if s == "none" {
-        return Ok(MetricsAddr(None));
-    }
-    s.parse()
-        .map(|a| MetricsAddr(Some(a)))
-        .map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:9464 or [::]:9464) or `none`"))
-}
-
 /// Runs `sonde run` until SIGTERM/SIGINT.
-pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Everything is validated before anything starts.
-    let config = DaemonConfig::load(&args.config)?;
+    let config = DaemonConfig::load(&args)?;
     // One proc root for process capture and metadata alike.
     crate::process::set_proc_root(&config.metadata.proc_root);
+    let sampling = config.sampling;
     let options = LoadOptions {
-        frequency_hz: Some(args.frequency),
-        off_cpu: args.offcpu.then_some(OffCpuOptions {
+        frequency_hz: Some(sampling.frequency_hz),
+        off_cpu: config.offcpu.then_some(OffCpuOptions {
             kind: sonde_abi::OffCpuKind::Voluntary,
             min_block: Duration::from_micros(1),
-            budget: args.offcpu_budget,
+            budget: sampling.offcpu_budget,
         }),
-        unwind: args.unwind.unwind,
-        max_unwind_table_mib: args.unwind.max_unwind_table_mib,
-        runtimes: args.unwind.runtimes(),
+        unwind: sampling.unwind,
+        max_unwind_table_mib: sampling.max_unwind_table_mib,
+        runtimes: sampling.runtimes,
         ..Default::default()
     };
     let debug = DebugInfo::new(args.symbols.with_file(&config.symbols).config()?)?;
+    let json = config
+        .summary_json
+        .as_deref()
+        .map(JsonLog::open)
+        .transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("sonde-export")
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(
-        config,
-        options,
-        debug,
-        Flags {
-            duration: args.duration.map(Duration::from_secs),
-            report_wire_bytes: args.report_wire_bytes,
-            metrics_addr: args.metrics_addr.0,
-            stall_after: test_hook!(args.test_stall_after_windows),
-            panic_after: test_hook!(args.test_panic_after_windows),
-        },
-    ))
+    let flags = Flags {
+        duration: config.duration,
+        report_wire_bytes: args.report_wire_bytes,
+        metrics_addr: config.metrics_addr,
+        json,
+        stall_after: test_hook!(args.test_stall_after_windows),
+        panic_after: test_hook!(args.test_panic_after_windows),
+    };
+    runtime.block_on(serve(config, options, debug, flags))
 }
 
 /// The run's switches that are not configuration.
@@ -143,6 +91,7 @@ struct Flags {
     duration: Option<Duration>,
     report_wire_bytes: bool,
     metrics_addr: Option<std::net::SocketAddr>,
+    json: Option<JsonLog>,
     stall_after: Option<u64>,
     panic_after: Option<u64>,
 }
@@ -240,7 +189,7 @@ async fn serve(
         tokio::select! {
             window = rx.recv() => {
                 match window {
-                    Some(window) => ship(&window, &resolver, &destinations, &metrics, flags.report_wire_bytes),
+                    Some(window) => ship(&window, &resolver, &destinations, &metrics, flags.report_wire_bytes, flags.json.as_ref()),
                     None => break,
                 }
                 continue;
@@ -291,7 +240,12 @@ async fn serve(
     let summaries = destinations.shutdown(FLUSH_TIMEOUT).await;
     let fatal = fatal.or(sampler_end).or_else(|| destinations.fatal());
     for (destination, (name, summary)) in destinations.iter().zip(&summaries) {
-        log_summary(name, summary, destination.exporter.metrics());
+        log_summary(
+            name,
+            summary,
+            destination.exporter.metrics(),
+            flags.json.as_ref(),
+        );
     }
     match fatal {
         None => Ok(ExitCode::SUCCESS),
@@ -344,7 +298,29 @@ async fn ended(http: &mut Option<tokio::task::JoinHandle<()>>) -> String {
 
 /// The exit summary: where every window of this run ended (produced = delivered + spooled + lost),
 /// and what was delivered or dropped of earlier runs' spooled windows.
-fn log_summary(sink: &str, s: &ExportSummary, metrics: &ExportMetrics) {
+fn log_summary(sink: &str, s: &ExportSummary, metrics: &ExportMetrics, json: Option<&JsonLog>) {
+    if let Some(log) = json {
+        let export: serde_json::Map<String, serde_json::Value> = metrics
+            .snapshot()
+            .into_iter()
+            .map(|(name, reason, v)| {
+                let key = reason.map_or_else(|| name.to_owned(), |r| format!("{name}/{r}"));
+                (key, v.into())
+            })
+            .collect();
+        log.write(serde_json::json!({
+            "event": "stopped",
+            "sink": sink,
+            "windows_produced": s.produced,
+            "windows_delivered": s.delivered,
+            "windows_spooled": s.spooled,
+            "windows_lost": s.lost,
+            "earlier_windows_delivered": s.earlier_delivered,
+            "earlier_windows_lost": s.earlier_lost,
+            "flushed": s.flushed,
+            "export": export,
+        }));
+    }
     if !s.adds_up() {
         tracing::error!(
             ?s,

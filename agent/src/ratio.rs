@@ -5,7 +5,7 @@
 //! the matching good share, so 0 on an empty window.
 
 /// `part / whole` of good outcomes; 1 when `whole` is 0.
-pub fn good_share(part: u64, whole: u64) -> f64 {
+pub(crate) fn good_share(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         1.0
     } else {
@@ -14,7 +14,7 @@ pub fn good_share(part: u64, whole: u64) -> f64 {
 }
 
 /// `part / whole` of defects; 0 when `whole` is 0.
-pub fn defect_share(part: u64, whole: u64) -> f64 {
+pub(crate) fn defect_share(part: u64, whole: u64) -> f64 {
     1.0 - good_share(whole.saturating_sub(part), whole)
 }
 

@@ -7,12 +7,13 @@ use std::{collections::HashMap, path::PathBuf, process::ExitCode, time::Duration
 use anyhow::Context as _;
 
 use crate::config::Thresholds;
+use crate::figures::{self, Figure, Kind, live};
 
 /// Arguments of `sonde status`.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     /// Where the agent serves its metrics (`sonde run --metrics-addr`).
-    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
+    #[arg(long, default_value = crate::config::DEFAULT_METRICS_ADDR, value_name = "ADDR")]
     pub metrics_addr: String,
     /// The agent's TOML configuration; its `[status]` table sets the thresholds.
     #[arg(long)]
@@ -118,28 +119,45 @@ impl Scrape {
     }
 }
 
+/// The sample name of a window figure's first `/metrics` series, as the text format writes it
+/// (`sonde_dropped_total{reason="oncpu_map_full"}`).
+fn sample(figure: &Figure) -> String {
+    let (family, labels) = figure
+        .series()
+        .into_iter()
+        .next()
+        .expect("the status table reads published figures");
+    let total = if figure.kind == Kind::Counter {
+        "_total"
+    } else {
+        ""
+    };
+    let unit = figure.name()[figure.key.len()..].to_owned();
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    match labels.is_empty() {
+        true => format!("{family}{unit}{total}"),
+        false => format!("{family}{unit}{total}{{{}}}", labels.join(",")),
+    }
+}
+
 /// The signal table of a scrape.
 pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
-    let overhead = 100.0 * s.get("sonde_overhead_cpu_ratio");
-    let complete = 100.0 * s.get("sonde_complete_stack_ratio");
-    let symbolized = 100.0 * s.get("sonde_symbolized_frame_ratio");
-    let lost = s.get(r#"sonde_dropped_total{reason="oncpu_map_full"}"#)
-        + s.get(r#"sonde_dropped_total{reason="offcpu_map_full"}"#);
-    let samples = s.sum("sonde_samples_total");
+    let overhead = 100.0 * s.get(&sample(&figures::OVERHEAD_CPU_RATIO));
+    let complete = 100.0 * s.get(&sample(&figures::COMPLETE_STACK_RATIO));
+    let symbolized = 100.0 * s.get(&sample(&figures::SYMBOLIZED_FRAME_RATIO));
+    let lost = s.get(&sample(&figures::LOST_SAMPLES));
+    let samples = s.get(&sample(&figures::SAMPLES_CPU)) + s.get(&sample(&figures::SAMPLES_OFFCPU));
     let lost_percent = if lost + samples > 0.0 {
         100.0 * lost / (lost + samples)
     } else {
         0.0
     };
     // One series per sink: the worst sink's lag, every sink's deliveries and failures.
-    let lag = s.max("sonde_export_ingest_lag_seconds");
-    let undelivered = s.max("sonde_export_oldest_undelivered_window_age_seconds");
-    let delivered = s.sum("sonde_export_batches_sent_total");
-    let write_failed = s.sum_with(
-        "sonde_export_dropped_batches_total",
-        r#"reason="write_failed""#,
-    );
-    let retention = s.get("sonde_local_retention_seconds");
+    let lag = s.max(&live::INGEST_LAG.sample());
+    let undelivered = s.max(&live::OLDEST_UNDELIVERED.sample());
+    let delivered = s.sum(&live::BATCHES_SENT.sample());
+    let write_failed = s.sum_with(&live::DROPPED_BATCHES.sample(), r#"reason="write_failed""#);
+    let retention = s.get(&live::LOCAL_RETENTION.sample());
     vec![
         Row {
             signal: "profiler CPU overhead",
@@ -251,6 +269,11 @@ mod tests {
 
     #[test]
     fn the_seed_table_reads_as_the_seed_says() {
+        assert_eq!(sample(&figures::LOST_SAMPLES), "sonde_lost_samples_total");
+        assert_eq!(
+            sample(&figures::SAMPLES_CPU),
+            r#"sonde_samples_total{profile="cpu"}"#
+        );
         let text = "# HELP x y\nsonde_overhead_cpu_ratio 0.014\nsonde_symbolized_frame_ratio 0.61\n\
                     sonde_complete_stack_ratio 0.95\nsonde_samples_total{profile=\"cpu\"} 1000\n\
                     sonde_export_batches_sent_total{sink=\"otlp\"} 3\n\

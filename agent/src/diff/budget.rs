@@ -30,7 +30,7 @@ const FUNCTION_EXTRA: u64 = 96;
 
 /// Entries of the decoded tables, and the memory they take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TableSizes {
+pub(super) struct TableSizes {
     /// `sample_type` entries.
     pub sample_types: u64,
     /// `mapping` entries.
@@ -49,7 +49,7 @@ pub struct TableSizes {
 
 impl TableSizes {
     /// Counts the table entries of an encoded `Profile`.
-    pub fn scan(mut buf: &[u8]) -> Result<Self, String> {
+    pub(super) fn scan(mut buf: &[u8]) -> Result<Self, String> {
         let mut sizes = TableSizes::default();
         while !buf.is_empty() {
             let key = varint(&mut buf)?;
@@ -78,7 +78,7 @@ impl TableSizes {
 
     /// Bytes the decoded tables take (the vectors' elements and the strings' bytes), and the table that
     /// takes the most with its entries.
-    pub fn decoded_bytes(&self) -> (u64, &'static str, u64) {
+    pub(super) fn decoded_bytes(&self) -> (u64, &'static str, u64) {
         let tables = [
             (
                 "sample types",
@@ -127,7 +127,7 @@ fn count_fields(mut message: &[u8], tag: u64) -> Result<u64, String> {
 /// Memory taken by the distinct stacks of one input, expanded to function ids: a sample of a few bytes can
 /// name thousands of locations, each inlining many functions.
 #[derive(Debug)]
-pub struct StackBudget {
+pub(super) struct StackBudget {
     budget: u64,
     left: u64,
 }
@@ -138,7 +138,7 @@ impl StackBudget {
     const PER_FRAME: u64 = size_of::<super::frames::FnId>() as u64;
 
     /// A budget of `bytes`.
-    pub fn new(bytes: u64) -> Self {
+    pub(super) fn new(bytes: u64) -> Self {
         Self {
             budget: bytes,
             left: bytes,
@@ -146,7 +146,7 @@ impl StackBudget {
     }
 
     /// Takes the memory of one more stack of `frames`; false when the budget is spent.
-    pub fn take(&mut self, frames: usize) -> bool {
+    pub(super) fn take(&mut self, frames: usize) -> bool {
         let cost = Self::stack_cost(frames);
         match self.left.checked_sub(cost) {
             Some(left) => {
@@ -158,12 +158,12 @@ impl StackBudget {
     }
 
     /// The frames one more stack may still have.
-    pub fn frames_left(&self) -> usize {
+    pub(super) fn frames_left(&self) -> usize {
         (self.left.saturating_sub(Self::PER_STACK) / Self::PER_FRAME) as usize
     }
 
     /// Bytes spent so far plus those of one more stack of `frames`.
-    pub fn cost(&self, frames: usize) -> u64 {
+    pub(super) fn cost(&self, frames: usize) -> u64 {
         (self.budget - self.left).saturating_add(Self::stack_cost(frames))
     }
 

@@ -15,13 +15,13 @@ use std::{
 };
 
 /// Intervals without a window after which a stall is fatal.
-pub const STALL_LIMIT_INTERVALS: u32 = 6;
+pub(super) const STALL_LIMIT_INTERVALS: u32 = 6;
 /// Shortest stall that is fatal, whatever the interval.
-pub const STALL_LIMIT_MIN: Duration = Duration::from_secs(30);
+pub(super) const STALL_LIMIT_MIN: Duration = Duration::from_secs(30);
 
 /// What the watchdog found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Watch {
+pub(crate) enum Watch {
     /// Windows are coming.
     Live,
     /// A stall began now (counted once per episode).
@@ -33,7 +33,7 @@ pub enum Watch {
 }
 /// Beats and milestones, written by the sampler thread and the export task.
 #[derive(Debug)]
-pub struct Health {
+pub(crate) struct Health {
     start: Instant,
     interval: Duration,
     /// Milliseconds since `start` of the last beat.
@@ -47,7 +47,7 @@ pub struct Health {
 
 impl Health {
     /// Health of a daemon making one window per `interval`, alive as of now.
-    pub fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         Self {
             start: Instant::now(),
             interval,
@@ -59,13 +59,13 @@ impl Health {
     }
 
     /// The sampling thread is alive (called once per window).
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         let ms = self.start.elapsed().as_millis() as u64;
         self.last_beat_ms.store(ms, Ordering::Relaxed);
     }
 
     /// The kernel programs are loaded and attached.
-    pub fn set_attached(&self) {
+    pub(crate) fn set_attached(&self) {
         self.attached.store(true, Ordering::Relaxed);
         self.beat();
     }
@@ -78,28 +78,28 @@ impl Health {
     }
 
     /// Whether the sampling thread beat within the last two windows.
-    pub fn live(&self) -> bool {
+    pub(crate) fn live(&self) -> bool {
         self.since_beat() <= 2 * self.interval + Duration::from_secs(1)
     }
 
     /// Whether the programs are attached, `delivered` windows include a first one, and windows are
     /// still being made.
-    pub fn ready(&self, delivered: u64) -> bool {
+    pub(crate) fn ready(&self, delivered: u64) -> bool {
         self.attached.load(Ordering::Relaxed) && delivered > 0 && self.live()
     }
 
     /// Stall episodes so far.
-    pub fn stalls(&self) -> u64 {
+    pub(crate) fn stalls(&self) -> u64 {
         self.stalls.load(Ordering::Relaxed)
     }
 
     /// How long a stall may last before it is fatal.
-    pub fn stall_limit(&self) -> Duration {
+    pub(crate) fn stall_limit(&self) -> Duration {
         (self.interval * STALL_LIMIT_INTERVALS).max(STALL_LIMIT_MIN)
     }
 
     /// The watchdog's look: counts a stall when one begins, and says when it has lasted too long.
-    pub fn watch(&self) -> Watch {
+    pub(crate) fn watch(&self) -> Watch {
         let since = self.since_beat();
         if self.live() {
             self.stalled.store(false, Ordering::Relaxed);

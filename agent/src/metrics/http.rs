@@ -17,14 +17,14 @@ use super::{Metrics, text};
 #[error(
     "cannot listen on {addr} for --metrics-addr: {source}; pick a free address, or `--metrics-addr none`"
 )]
-pub struct BindError {
+pub(crate) struct BindError {
     addr: SocketAddr,
     #[source]
     source: std::io::Error,
 }
 
 /// Binds `addr` now (so a taken port fails before anything is loaded) and returns the server to spawn.
-pub async fn bind(
+pub(crate) async fn bind(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
 ) -> Result<impl std::future::Future<Output = ()>, BindError> {

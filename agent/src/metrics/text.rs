@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 
 /// Content type of OpenMetrics text.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// Content type of the classic Prometheus text format.
-pub const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Rewrites OpenMetrics text as Prometheus text format 0.0.4.
-pub fn to_prometheus(openmetrics: &str) -> String {
+pub(crate) fn to_prometheus(openmetrics: &str) -> String {
     let counters: HashSet<&str> = openmetrics
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

@@ -4,20 +4,16 @@
 
 use std::collections::HashMap;
 
-use crate::{
-    export::Batch,
-    metadata::keys,
-    profile::{FrameKind, ProfileKind},
-};
+use crate::profile::{FrameKind, Profile, ProfileKind};
 
 /// The label of the services beyond the top N.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 /// The label of profiles without a `service.name`.
-const UNKNOWN: &str = "unknown";
+pub(crate) const UNKNOWN: &str = "unknown";
 
 /// Counts of one window, weighted by samples (on-CPU samples, tracked off-CPU episodes).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Coverage {
+pub(crate) struct Coverage {
     /// Samples.
     pub samples: u64,
     /// Frames (markers excluded).
@@ -32,12 +28,12 @@ pub struct Coverage {
 
 impl Coverage {
     /// Named frames / frames (1 when there are no frames: nothing is missing).
-    pub fn symbolized_ratio(&self) -> f64 {
+    pub(crate) fn symbolized_ratio(&self) -> f64 {
         crate::ratio::good_share(self.named, self.frames)
     }
 
     /// Complete user stacks / user stacks (1 when there are none).
-    pub fn complete_ratio(&self) -> f64 {
+    pub(crate) fn complete_ratio(&self) -> f64 {
         crate::ratio::good_share(self.complete, self.user_stacks)
     }
 
@@ -50,11 +46,14 @@ impl Coverage {
     }
 }
 
-/// The window's coverage overall, and per service: the `top` services by samples, then [`OTHER`].
-pub fn of_batch(batch: &Batch, top: usize) -> (Coverage, Vec<(String, Coverage)>) {
+/// The coverage of profiles, each with its `service.name`, overall and per service: the `top`
+/// services by samples, then [`OTHER`].
+pub(crate) fn of_profiles<'a>(
+    profiles: impl Iterator<Item = (&'a str, &'a Profile)>,
+    top: usize,
+) -> (Coverage, Vec<(String, Coverage)>) {
     let mut per: HashMap<&str, Coverage> = HashMap::new();
-    for (tags, profile) in &batch.profiles {
-        let service = tags.get(keys::SERVICE_NAME).unwrap_or(UNKNOWN);
+    for (service, profile) in profiles {
         let c = per.entry(service).or_default();
         // Off-CPU values are estimates; the episodes actually walked (`tracked`) are what was seen.
         let weight_index = match profile.kind {
@@ -102,8 +101,9 @@ mod tests {
 
     use super::*;
     use crate::{
-        metadata::Tags,
-        profile::{Frame, Profile, StackSample, Symbol},
+        export::Batch,
+        metadata::{Tags, keys},
+        profile::{Frame, StackSample, Symbol},
     };
 
     fn profile(samples: &[(u64, bool, bool)]) -> Profile {
@@ -160,7 +160,11 @@ mod tests {
             ],
             ..Default::default()
         };
-        let (total, per) = of_batch(&batch, 1);
+        let profiles = batch
+            .profiles
+            .iter()
+            .map(|(tags, p)| (tags.get(keys::SERVICE_NAME).unwrap_or(UNKNOWN), p));
+        let (total, per) = of_profiles(profiles, 1);
         assert_eq!(total.samples, 46);
         assert_eq!(per[0].0, "cart");
         // cart: 30 samples with 1 of 2 frames named, 10 with both.

@@ -1,0 +1,492 @@
+//! The figures userspace computes per window, in report order, and the help of the `/metrics`
+//! families several figures share. A figure named here as a constant is read by code (the status
+//! table, tests); the rest are only listed.
+
+use sonde_abi::stat;
+
+use super::{
+    Figure, Input, Kind, Series, Unit, count, defect_share, good_share, labelled, mean, now, rate,
+    so_far,
+};
+
+/// Families whose series are several figures (or run-time labels): name, help.
+pub(crate) const FAMILIES: &[(&str, &str)] = &[
+    (
+        "sonde_samples",
+        "Samples exported: on-CPU samples, and off-CPU episodes whose stacks were walked.",
+    ),
+    (
+        "sonde_kernel_events",
+        "The kernel programs' counters, summed over CPUs.",
+    ),
+    (
+        "sonde_stack_walks",
+        "User-stack walks by how they ended (root: complete).",
+    ),
+    (
+        "sonde_stack_walks_by_process_age",
+        "User-stack walks by the age of their process since fork, all of them and those reaching a thread root (complete): the coverage of short-lived processes.",
+    ),
+    (
+        "sonde_dropped",
+        "Samples, stacks and events lost, by reason.",
+    ),
+    (
+        "sonde_processes",
+        "Processes the agent holds (seen), and those with samples in the last window.",
+    ),
+    (
+        "sonde_process_captures",
+        "Process captures by result; files mapped but not openable are counted as unopenable_file.",
+    ),
+    (
+        "sonde_processes_unreadable",
+        "Captures of processes whose code sonde may not read, so their frames stay unnamed: maps_denied (/proc/PID/maps refused: CAP_SYS_PTRACE), binary_unopenable (a mapped binary could not be opened: deleted or replaced without CAP_CHECKPOINT_RESTORE, or unreadable).",
+    ),
+    (
+        "sonde_python_processes",
+        "Processes found running CPython, by whether sonde walks their Python frames (supported) or shows native frames only (unsupported: a version outside 3.9 to 3.13).",
+    ),
+    (
+        "sonde_unmapped_frames",
+        "Frames in no known file ([unmapped], weighted by samples), by reason: process_gone (exited before its mappings were read, walked by frame pointers), outside_mappings (in none of its known mappings), file_unknown (stored relative to a file no longer known).",
+    ),
+    (
+        "sonde_java_processes",
+        "Processes found running a HotSpot JVM, by whether sonde names their Java frames (supported) or leaves them [jit] (unsupported).",
+    ),
+    (
+        "sonde_node_processes",
+        "Processes found running Node.js (V8), by whether sonde names their JavaScript frames (supported) or leaves them [jit] (unsupported).",
+    ),
+    (
+        "sonde_go_binaries",
+        "Go binaries whose frames are named from their own .gopclntab, by outcome: read (with the inline tree), no_inline_tree (physical functions only) or failed (unknown layout or malformed; ELF symbols only).",
+    ),
+    (
+        "sonde_debug_files",
+        "Binaries symbolized, by where their symbols came from.",
+    ),
+    (
+        "sonde_debuginfod_lookups",
+        "debuginfod lookups by result (request: an HTTP request made).",
+    ),
+    (
+        "sonde_unwind_tables",
+        "Unwind tables by event: built, loaded from disk, failed (no usable table), evicted (over the budget).",
+    ),
+];
+
+/// One series of a shared family: `series!("sonde_dropped", "reason", "stack_missing")`.
+macro_rules! series {
+    ($family:literal, $label:literal, $value:literal) => {
+        &[Series {
+            family: $family,
+            labels: &[($label, $value)],
+        }]
+    };
+}
+
+pub(crate) const SAMPLES: Figure = count(
+    "samples",
+    "On-CPU samples and off-CPU episodes walked in the window (the sum of sonde_samples_total).",
+    |i| i.coverage.samples as f64,
+)
+.unpublished()
+.heartbeat("sonde.window.samples")
+.logged();
+pub(crate) const SAMPLES_CPU: Figure = count("samples_cpu", "On-CPU samples exported.", |i| {
+    i.samples_cpu as f64
+})
+.at(series!("sonde_samples", "profile", "cpu"));
+pub(crate) const SAMPLES_OFFCPU: Figure = count(
+    "samples_offcpu",
+    "Off-CPU episodes whose stacks were walked, exported.",
+    |i| i.samples_offcpu as f64,
+)
+.at(series!("sonde_samples", "profile", "offcpu"));
+pub(crate) const LOST_SAMPLES: Figure = count(
+    "lost_samples",
+    "On-CPU samples and off-CPU episodes lost in the kernel because a counts map was full.",
+    |i| (i.window.stats.lost_samples() + i.k(stat::OFFCPU_MAP_FULL)) as f64,
+)
+.heartbeat("sonde.window.lost_samples")
+.logged();
+pub(crate) const SYMBOLIZED_FRAME_RATIO: Figure = good_share(
+    "symbolized_frame_ratio",
+    "Named frames / frames in the last window.",
+    |i| (i.coverage.named, i.coverage.frames),
+)
+.heartbeat("sonde.coverage.symbolized_frame_ratio")
+.logged();
+pub(crate) const COMPLETE_STACK_RATIO: Figure = good_share(
+    "complete_stack_ratio",
+    "User stacks that reached a thread entry point / user stacks, in the last window.",
+    |i| (i.coverage.complete, i.coverage.user_stacks),
+)
+.heartbeat("sonde.coverage.complete_stack_ratio")
+.logged();
+pub(crate) const OVERHEAD_CPU_RATIO: Figure = rate(
+    "overhead_cpu_ratio",
+    "The agent's CPU time plus its BPF run time over the last window, as a share of the host's CPU capacity (0 on the first window).",
+    |i| i.usage.cpu_seconds + i.window.kernel_cost.total().1.as_secs_f64(),
+    true,
+)
+.heartbeat("sonde.overhead.cpu_ratio")
+.logged();
+
+/// Every figure userspace computes, in report order.
+pub(crate) static WINDOW: &[Figure] = &[
+    count("windows", "Windows produced.", |_| 1.0),
+    now("window_duration", "Length of the last window.", |i| i.seconds()).unit(Unit::Seconds),
+    SAMPLES,
+    SAMPLES_CPU,
+    SAMPLES_OFFCPU,
+    LOST_SAMPLES,
+    now("processes_seen", "Processes the agent holds.", |i| i.window.processes_held as f64)
+        .at(series!("sonde_processes", "state", "seen"))
+        .heartbeat("sonde.window.processes_seen"),
+    now("processes_sampled", "Processes with samples in the last window.", |i| i.processes_sampled as f64)
+        .at(series!("sonde_processes", "state", "sampled"))
+        .heartbeat("sonde.window.processes_sampled")
+        .logged(),
+    // Coverage.
+    count("frames", "Frames exported (markers excluded).", |i| i.coverage.frames as f64),
+    count("frames_named", "Frames exported with a function name.", |i| i.coverage.named as f64),
+    SYMBOLIZED_FRAME_RATIO,
+    COMPLETE_STACK_RATIO,
+    defect_share(
+        "truncated_stack_ratio",
+        "User stacks that did not reach a thread entry point / user stacks (1 - complete_stack_ratio).",
+        |i| (i.coverage.user_stacks - i.coverage.complete, i.coverage.user_stacks),
+    )
+    .unpublished(),
+    labelled(
+        "service_symbolized_frame_ratio",
+        Kind::Ratio,
+        "Named frames / frames in the last window, for the services with the most samples (the rest: other).",
+        &["service_name"],
+        |i| i.per_service.iter().map(|(s, c)| (vec![s.clone()], c.symbolized_ratio())).collect(),
+    ),
+    labelled(
+        "service_complete_stack_ratio",
+        Kind::Ratio,
+        "Complete user stacks / user stacks in the last window, per service as above.",
+        &["service_name"],
+        |i| i.per_service.iter().map(|(s, c)| (vec![s.clone()], c.complete_ratio())).collect(),
+    ),
+    // Stack walks.
+    count("walks", "User-stack walks (the sum of sonde_stack_walks_total).", |i| i.window.stats.walks() as f64)
+        .unpublished(),
+    good_share("walk_root_ratio", "User-stack walks that reached a thread root / walks, in the last window.", |i| {
+        (i.k(stat::WALK_ROOT), i.window.stats.walks())
+    })
+    .logged(),
+    count("walk_cuts", "User-stack walks that did not reach a thread root (sonde_stack_walks_total but root).", |i| {
+        (i.window.stats.walks() - i.k(stat::WALK_ROOT)) as f64
+    })
+    .unpublished()
+    .logged(),
+    good_share(
+        "walk_root_ratio_new_processes",
+        "Walks of processes not captured yet (walked with the mappings the kernel recorded) that reached a thread root / such walks.",
+        |i| (i.k(stat::VMA_WALK_ROOT), i.k(stat::VMA_WALKS)),
+    ),
+    labelled(
+        "walk_root_ratio_by_age",
+        Kind::Ratio,
+        "User-stack walks that reached a thread root / walks, by the age of their process, in the last window.",
+        &["age"],
+        |i| {
+            crate::bpf::drain::AGE_BUCKETS
+                .iter()
+                .enumerate()
+                .map(|(b, age)| {
+                    let (walks, root) = i.window.stats.walks_by_age(b);
+                    (vec![(*age).to_owned()], crate::ratio::good_share(root, walks))
+                })
+                .collect()
+        },
+    ),
+    mean("frames_per_stack", "Frames per user-stack walk in the last window.", |i| {
+        (i.k(stat::WALK_FRAMES) as f64, i.window.stats.walks() as f64)
+    })
+    .logged(),
+    mean("python_frames_per_stack", "Python frames per Python walk in the last window.", |i| {
+        (i.k(stat::PY_FRAMES) as f64, i.k(stat::PY_WALKS) as f64)
+    }),
+    mean("java_frames_per_stack", "Java frames per walk of a JVM's stack in the last window.", |i| {
+        (i.k(stat::JAVA_FRAMES) as f64, i.k(stat::JAVA_WALKS) as f64)
+    }),
+    mean("v8_frames_per_stack", "JavaScript and V8 frames per walk of a Node.js stack in the last window.", |i| {
+        (i.k(stat::V8_FRAMES) as f64, i.k(stat::V8_WALKS) as f64)
+    }),
+    count("unwind_fallbacks", "Frames (or walks) stepped by frame pointer for lack of a table (the sum of the fallback_* kernel events).", |i| {
+        i.window.stats.fallbacks() as f64
+    })
+    .unpublished()
+    .logged(),
+    count("stacks_missing", "Stack ids referenced by an aggregate but absent from their map.", |i| {
+        i.window.stats.stacks_missing as f64
+    })
+    .at(series!("sonde_dropped", "reason", "stack_missing"))
+    .logged(),
+    // Unwind tables.
+    so_far("unwind_tables_built", "Unwind tables built from .eh_frame and loaded.", |i| unwind(i).tables_built as f64)
+        .at(series!("sonde_unwind_tables", "event", "built"))
+        .logged(),
+    so_far("unwind_tables_from_disk", "Unwind tables read from disk and loaded.", |i| unwind(i).tables_from_disk as f64)
+        .at(series!("sonde_unwind_tables", "event", "from_disk"))
+        .logged(),
+    so_far("unwind_table_failures", "Binaries without a usable unwind table.", |i| unwind(i).build_failures as f64)
+        .at(series!("sonde_unwind_tables", "event", "failed")),
+    so_far("unwind_table_evictions", "Unwind tables evicted to stay within the budget.", |i| unwind(i).evictions as f64)
+        .at(series!("sonde_unwind_tables", "event", "evicted"))
+        .logged(),
+    so_far("unwind_table_rows", "Rows of the unwind tables built.", |i| unwind(i).rows as f64),
+    so_far("unwind_build", "Time spent building and loading unwind tables.", |i| unwind(i).build_seconds)
+        .unit(Unit::Seconds)
+        .logged(),
+    now("unwind_table_memory", "Kernel memory of the unwind tables loaded now.", |i| unwind(i).table_bytes as f64)
+        .unit(Unit::Bytes)
+        .logged(),
+    now("unwind_table_budget", "Kernel memory allowed for unwind tables (--max-unwind-table-mib).", |i| {
+        unwind(i).budget_bytes as f64
+    })
+    .unit(Unit::Bytes),
+    now("unwind_table_pages", "Unwind table page entries in the kernel now.", |i| unwind(i).pages as f64),
+    now("unwind_processes", "Processes with mapping entries in the kernel now.", |i| unwind(i).processes as f64),
+    so_far("unwind_mappings_dropped", "Executable mappings beyond the kernel's per-process limit (left to frame pointers).", |i| {
+        unwind(i).mappings_dropped as f64
+    }),
+    so_far("unwind_processes_dropped", "Processes whose mapping entries could not be written (map full).", |i| {
+        unwind(i).processes_dropped as f64
+    }),
+    so_far("unwind_queue_full", "Unwinder requests dropped: its queue was full.", |i| unwind(i).requests_dropped as f64)
+        .at(series!("sonde_dropped", "reason", "unwind_queue_full")),
+    // Process capture.
+    so_far("processes_captured", "Processes captured.", |i| i.window.capture.captured as f64)
+        .at(series!("sonde_process_captures", "result", "captured")),
+    so_far("processes_gone", "Processes gone before they could be captured.", |i| i.window.capture.gone as f64)
+        .at(series!("sonde_process_captures", "result", "gone")),
+    so_far("unopenable_files", "Mapped files that could not be opened.", |i| i.window.capture.unopenable_files as f64)
+        .at(series!("sonde_process_captures", "result", "unopenable_file")),
+    so_far("maps_denied", "Processes whose mappings the kernel refused to show (CAP_SYS_PTRACE).", |i| {
+        i.window.capture.maps_denied as f64
+    })
+    .at(series!("sonde_processes_unreadable", "reason", "maps_denied")),
+    so_far("binaries_unopenable", "Captures with a mapped binary that could not be opened.", |i| {
+        i.window.capture.binaries_unopenable as f64
+    })
+    .at(series!("sonde_processes_unreadable", "reason", "binary_unopenable")),
+    labelled(
+        "input_refusals",
+        Kind::Counter,
+        "Inputs a profiled process controls that sonde refused to read or build on its behalf, by input (perf_map, debug_file, binary, unwind_table, python_code) and reason (symlink, not_regular, owner, permission, fuse, too_large, bad_name, budget); see THREAT_MODEL.md.",
+        &["input", "reason"],
+        |_| {
+            crate::process::untrusted::refusals::snapshot()
+                .into_iter()
+                .map(|(input, reason, n)| (vec![input.to_owned(), reason.to_owned()], n as f64))
+                .collect()
+        },
+    ),
+    // Symbols.
+    so_far("symbolize_errors", "Symbolizer calls that failed (their frames stay unnamed).", |i| i.window.symbolize.errors as f64),
+    so_far("unmapped_process_gone", "[unmapped] frames of processes that exited before their mappings were read.", |i| {
+        i.window.symbolize.unmapped.process_gone as f64
+    })
+    .at(series!("sonde_unmapped_frames", "reason", "process_gone")),
+    so_far("unmapped_outside_mappings", "[unmapped] frames in none of their process's known mappings.", |i| {
+        i.window.symbolize.unmapped.outside_mappings as f64
+    })
+    .at(series!("sonde_unmapped_frames", "reason", "outside_mappings")),
+    so_far("unmapped_file_unknown", "[unmapped] frames stored relative to a file no longer known.", |i| {
+        i.window.symbolize.unmapped.unknown_file as f64
+    })
+    .at(series!("sonde_unmapped_frames", "reason", "file_unknown")),
+    so_far("debug_files_own", "Binaries symbolized from their own symbols.", |i| i.window.debug.own as f64)
+        .at(series!("sonde_debug_files", "source", "own")),
+    so_far("debug_files_local", "Binaries symbolized from a debug file on a local disk.", |i| i.window.debug.local as f64)
+        .at(series!("sonde_debug_files", "source", "local")),
+    so_far("debug_files_minidebuginfo", "Binaries symbolized from their MiniDebugInfo.", |i| i.window.debug.minidebuginfo as f64)
+        .at(series!("sonde_debug_files", "source", "minidebuginfo")),
+    so_far("debug_files_debuginfod", "Binaries symbolized from a debuginfod download.", |i| i.window.debug.debuginfod as f64)
+        .at(series!("sonde_debug_files", "source", "debuginfod")),
+    so_far("debug_build_id_mismatches", "Debug files rejected because their build id is another build's.", |i| {
+        (i.window.debug.mismatches + i.window.debug.client.mismatches) as f64
+    }),
+    so_far("debuginfod_requests", "debuginfod HTTP requests made.", |i| i.window.debug.client.requests as f64)
+        .at(series!("sonde_debuginfod_lookups", "result", "request")),
+    so_far("debuginfod_fetched", "Debug files fetched from debuginfod.", |i| i.window.debug.client.fetched as f64)
+        .at(series!("sonde_debuginfod_lookups", "result", "fetched"))
+        .logged(),
+    so_far("debuginfod_cache_hits", "debuginfod lookups answered by the disk cache.", |i| i.window.debug.client.cache_hits as f64)
+        .at(series!("sonde_debuginfod_lookups", "result", "cache_hit")),
+    so_far("debuginfod_misses", "debuginfod lookups no server could answer.", |i| i.window.debug.client.misses as f64)
+        .at(series!("sonde_debuginfod_lookups", "result", "miss")),
+    so_far("debuginfod_failures", "debuginfod lookups that failed.", |i| i.window.debug.client.failures as f64)
+        .at(series!("sonde_debuginfod_lookups", "result", "failure"))
+        .logged(),
+    so_far("debuginfod_downloaded", "Bytes downloaded from debuginfod servers.", |i| i.window.debug.client.bytes as f64)
+        .unit(Unit::Bytes),
+    so_far("debuginfod_queue_full", "debuginfod lookups dropped: the fetch queue was full.", |i| {
+        i.window.debug.client.queue_full as f64
+    })
+    .at(series!("sonde_dropped", "reason", "debuginfod_queue_full")),
+    so_far("perf_map_reads", "JIT perf maps read (or read further after growing).", |i| i.window.perf_maps.reads as f64),
+    so_far("perf_map_entries", "Entries read from JIT perf maps (/tmp/perf-PID.map).", |i| i.window.perf_maps.entries as f64),
+    so_far("perf_map_bad_lines", "Perf map lines that are not START SIZE name.", |i| i.window.perf_maps.bad_lines as f64),
+    so_far("perf_map_ignored", "Perf map bytes ignored beyond the per-map bound.", |i| i.window.perf_maps.truncated_bytes as f64)
+        .unit(Unit::Bytes),
+    // Runtimes.
+    so_far("python_processes", "Processes running a CPython interpreter sonde walks.", |i| i.window.capture.python_processes as f64)
+        .at(series!("sonde_python_processes", "support", "supported")),
+    so_far("python_unsupported", "Processes running a CPython sonde cannot walk (native frames only).", |i| {
+        i.window.capture.python_unsupported as f64
+    })
+    .at(series!("sonde_python_processes", "support", "unsupported")),
+    so_far("python_stacks", "Stacks (weighted) with at least one Python frame.", |i| i.window.symbolize.python_stacks as f64),
+    so_far("python_frames_emitted", "Python frames exported (weighted).", |i| i.window.symbolize.python_frames as f64),
+    so_far("python_frames_unreadable", "Python frames whose code object could not be read (weighted).", |i| {
+        i.window.symbolize.python_unreadable as f64
+    }),
+    so_far("python_frames_dropped", "Python frames dropped: their process has no interpreter known to sonde (weighted).", |i| {
+        i.window.symbolize.python_dropped as f64
+    }),
+    so_far("go_binaries_read", "Go binaries named from their .gopclntab with its inline tree.", |i| {
+        let go = i.window.symbolize.go;
+        (go.binaries - go.without_inline_tree) as f64
+    })
+    .at(series!("sonde_go_binaries", "outcome", "read")),
+    so_far("go_binaries_no_inline_tree", "Go binaries named from their .gopclntab without inline tree.", |i| {
+        i.window.symbolize.go.without_inline_tree as f64
+    })
+    .at(series!("sonde_go_binaries", "outcome", "no_inline_tree")),
+    so_far("go_binaries_failed", "Go binaries whose .gopclntab could not be read (ELF symbols only).", |i| {
+        i.window.symbolize.go.failures as f64
+    })
+    .at(series!("sonde_go_binaries", "outcome", "failed")),
+    so_far("go_labels_unsupported", "Go binaries whose goroutine labels cannot be read (unknown version or TLS layout).", |i| {
+        i.window.capture.go_labels_unsupported as f64
+    }),
+    count("go_labels_missing", "Samples whose goroutine label set was gone when read (kept without labels).", |i| {
+        i.window.stats.labels_missing as f64
+    }),
+    so_far("java_processes", "Processes running a HotSpot JVM sonde walks.", |i| i.window.capture.java_processes as f64)
+        .at(series!("sonde_java_processes", "support", "supported")),
+    so_far("java_unsupported", "Processes running a HotSpot JVM sonde cannot walk (Java frames stay [jit]).", |i| {
+        i.window.capture.java_unsupported as f64
+    })
+    .at(series!("sonde_java_processes", "support", "unsupported")),
+    so_far("java_not_ready", "Processes whose JVM had no code cache yet when captured (looked at again).", |i| {
+        i.window.capture.java_not_ready as f64
+    }),
+    so_far("java_abandoned", "Processes whose JVM never showed a code cache (given up on).", |i| {
+        i.window.capture.java_abandoned as f64
+    }),
+    so_far("java_stacks", "Stacks (weighted) with at least one Java frame.", |i| i.window.symbolize.java.stacks as f64),
+    so_far("java_frames_emitted", "Java frames exported (weighted).", |i| i.window.symbolize.java.frames as f64),
+    so_far("java_frames_unreadable", "Java frames whose method or code blob could not be read (weighted).", |i| {
+        i.window.symbolize.java.unreadable as f64
+    }),
+    so_far("java_frames_stale", "Java frames whose method or code was freed or replaced before naming (weighted).", |i| {
+        i.window.symbolize.java.stale as f64
+    }),
+    so_far("java_words_corrupt", "Java words dropped because they did not pair up (a stack stored wrongly).", |i| {
+        i.window.symbolize.java.corrupt as f64
+    }),
+    so_far("java_frames_dropped", "Java frames dropped: their process has no JVM known to sonde (weighted).", |i| {
+        i.window.symbolize.java.dropped as f64
+    }),
+    so_far("node_processes", "Processes running Node.js sonde walks.", |i| i.window.capture.node_processes as f64)
+        .at(series!("sonde_node_processes", "support", "supported")),
+    so_far("node_unsupported", "Processes running a V8 sonde cannot walk (JavaScript frames stay [jit]).", |i| {
+        i.window.capture.node_unsupported as f64
+    })
+    .at(series!("sonde_node_processes", "support", "unsupported")),
+    so_far("v8_stacks", "Stacks (weighted) with at least one JavaScript or V8 frame.", |i| i.window.symbolize.v8.stacks as f64),
+    so_far("v8_frames_emitted", "JavaScript and V8 frames exported (weighted).", |i| i.window.symbolize.v8.frames as f64),
+    so_far("v8_frames_unreadable", "JavaScript frames whose function or code could not be read (weighted).", |i| {
+        i.window.symbolize.v8.unreadable as f64
+    }),
+    so_far("v8_frames_stale", "JavaScript frames whose function or code was moved or collected before naming (weighted).", |i| {
+        i.window.symbolize.v8.stale as f64
+    }),
+    so_far("v8_frames_dropped", "JavaScript frames dropped: their process has no V8 known to sonde (weighted).", |i| {
+        i.window.symbolize.v8.dropped as f64
+    }),
+    // Off-CPU sampling.
+    now("offcpu_pending", "Threads remembered as off-CPU at the end of the window.", |i| i.window.stats.off_cpu_pending as f64),
+    now("offcpu_budget", "Off-CPU stack walks allowed per CPU per second (0: every episode).", |i| {
+        i.window.offcpu.map_or(0.0, |o| f64::from(o.budget))
+    }),
+    now("offcpu_walks_per_cpu_second", "Off-CPU episodes tracked per CPU per second in the last window.", |i| {
+        i.k(stat::OFFCPU_SWITCH_OUT) as f64 / i.seconds() / i.cpus as f64
+    }),
+    now("offcpu_one_in_min", "Smallest inverse probability an off-CPU episode was tracked with (1: all).", |i| {
+        i.window.offcpu.map_or(0.0, |o| f64::from(o.one_in_min))
+    }),
+    now("offcpu_one_in_max", "Largest inverse probability an off-CPU episode was tracked with.", |i| {
+        i.window.offcpu.map_or(0.0, |o| f64::from(o.one_in_max))
+    })
+    .logged(),
+    // Overhead.
+    so_far("agent_cpu", "CPU time of the agent process (user + system).", |i| i.usage.cpu_seconds).unit(Unit::Seconds),
+    rate("agent_cpu_usage", "The agent's CPU seconds per second over the last window (0 on the first).", |i| i.usage.cpu_seconds, false)
+        .logged(),
+    rate(
+        "bpf_cpu_usage",
+        "The BPF programs' run seconds per second over the last window (0 on the first).",
+        |i| i.window.kernel_cost.total().1.as_secs_f64(),
+        false,
+    ),
+    OVERHEAD_CPU_RATIO,
+    now("agent_resident_memory", "Resident memory of the agent process.", |i| i.usage.rss_bytes as f64)
+        .unit(Unit::Bytes)
+        .logged(),
+    now("agent_peak_resident_memory", "Peak resident memory of the agent process.", |i| i.usage.peak_rss_bytes as f64)
+        .unit(Unit::Bytes),
+    now("agent_anonymous_memory", "Anonymous resident memory of the agent process.", |i| i.usage.anon_bytes as f64)
+        .unit(Unit::Bytes),
+    now("agent_file_memory", "File-backed resident memory of the agent process.", |i| i.usage.file_bytes as f64)
+        .unit(Unit::Bytes),
+    now("bpf_map_memory", "Kernel memory of the agent's BPF maps.", |i| i.window.kernel_cost.map_bytes as f64)
+        .unit(Unit::Bytes),
+    now("agent_footprint", "Memory the agent costs its host: its resident memory plus its BPF maps' kernel memory.", |i| {
+        (i.usage.rss_bytes + i.window.kernel_cost.map_bytes) as f64
+    })
+    .unit(Unit::Bytes)
+    .logged()
+    .heartbeat("sonde.overhead.footprint_bytes"),
+    labelled(
+        "bpf_program_runs",
+        Kind::Counter,
+        "Runs of each of the agent's BPF programs (run-time statistics on for the agent's lifetime).",
+        &["program"],
+        |i| i.window.kernel_cost.programs.iter().map(|(name, runs, _)| (vec![name.clone()], *runs as f64)).collect(),
+    ),
+    labelled(
+        "bpf_program_run",
+        Kind::Counter,
+        "Run time of each of the agent's BPF programs.",
+        &["program"],
+        |i| i.window.kernel_cost.programs.iter().map(|(name, _, t)| (vec![name.clone()], t.as_secs_f64())).collect(),
+    )
+    .unit(Unit::Seconds),
+    mean("bpf_run_nanoseconds", "Mean run time of one BPF program run, nanoseconds, over the agent's lifetime.", |i| {
+        let (runs, time) = i.window.kernel_cost.total();
+        (time.as_nanos() as f64, runs as f64)
+    }),
+    labelled(
+        "oncpu_sample_nanoseconds",
+        Kind::Gauge,
+        "Run time of the on-CPU program for one recorded sample, nanoseconds, over the agent's lifetime (p50, p90), by the walker that did the most: frame_pointers, tables, python, java, v8, or kernel (no user stack). Timed by the program itself, 250 ns buckets; needs no bpf_stats.",
+        &["path", "quantile"],
+        |i| i.window.kernel_cost.samples.series(),
+    ),
+];
+
+fn unwind(i: &Input) -> crate::unwind::UnwindStats {
+    i.window.unwind.unwrap_or_default()
+}
