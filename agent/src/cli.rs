@@ -20,7 +20,7 @@ pub enum Command {
     /// Profile processes for a fixed duration and write one gzip pprof.
     Record(crate::record::RecordArgs),
     /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
-    Run(crate::daemon::DaemonArgs),
+    Run(crate::config::RunArgs),
     /// Print a running agent's signal table (overhead, coverage, loss, lag) with verdicts.
     Status(crate::status::StatusArgs),
     /// Apply the retention tiers to a local data directory once (the daemon does it by itself).

@@ -4,12 +4,12 @@
 use std::time::SystemTime;
 
 /// Nanoseconds since the Unix epoch of `t` (0 before the epoch, a clock set wrong).
-pub fn unix_nanos(t: SystemTime) -> i64 {
+pub(crate) fn unix_nanos(t: SystemTime) -> i64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// Nanoseconds since the Unix epoch, now.
-pub fn unix_nanos_now() -> i64 {
+pub(crate) fn unix_nanos_now() -> i64 {
     unix_nanos(SystemTime::now())
 }

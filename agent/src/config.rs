@@ -1,9 +1,23 @@
-//! Configuration of `sonde run`: a TOML file (`--config`), flags for the common settings, and environment
-//! variables for secrets (the bearer token) and `NODE_NAME` (downward API). Flags win over the file.
+//! Configuration of `sonde run`: one model, [`RunArgs`] (the flags) over a TOML file (`--config`) over
+//! one default each, and environment variables for secrets (the bearer token) and `NODE_NAME`
+//! (downward API). Every flag is a key of the file (`--frequency` is `frequency_hz`,
+//! `--node-name` is `metadata.node_name`, `--otlp-endpoint` is `otlp.endpoint`), and every key can be
+//! given on the command line with `--set KEY=VALUE` (a TOML value; it wins over the file). `record`
+//! shares the sampling, unwinding and symbol settings ([`SamplingArgs`], [`SymbolArgs`]) and their
+//! ranges (`ranges.rs`, the one table of every numeric setting).
 //!
 //! Everything is validated before anything starts; an error names the offending key. Example file:
 //! ```toml
 //! export_interval_secs = 10
+//! frequency_hz = 99                # on-CPU samples per CPU per second
+//! offcpu = false                   # also record off-CPU time
+//! offcpu_budget = 500              # off-CPU stack walks per CPU per second (0: all)
+//! unwind = "auto"                  # or "fp", "tables"
+//! max_unwind_table_mib = 64
+//! runtimes = "all"                 # or "python,go", "none"
+//! metrics_addr = "127.0.0.1:9464"  # or "none"
+//! # duration_secs = 3600           # stop by itself; runs until a signal when absent
+//! # summary_json = "/var/log/sonde/windows.jsonl"
 //! data_dir = "/var/lib/sonde"
 //! data_mode = "0600"              # files 0600, directories 0700; "0640" lets a log-reader group read
 //! queue_capacity = 8
@@ -21,6 +35,7 @@
 //! client_cert_file = "/etc/sonde/client.pem"    # mutual TLS: both or neither
 //! client_key_file = "/etc/sonde/client-key.pem"
 //! [metadata]
+//! node_name = "node-1"             # default: $NODE_NAME (downward API); enables Kubernetes metadata
 //! region = "eu-west-1"            # when the node has no topology.kubernetes.io/region label
 //! service_name_label = "app.kubernetes.io/name"
 //! service_version_label = "app.kubernetes.io/version"
@@ -48,16 +63,22 @@ use std::{
 use crate::{
     export::{Backends, pyroscope::PushProtocol},
     metadata::MetadataConfig,
-    symbolize::SymbolFile,
 };
 
 mod file_key;
-mod ranges;
+pub(crate) mod ranges;
+mod sampling;
 mod sinks;
+mod symbols;
 mod thresholds;
 
+pub use sampling::{Sampling, SamplingArgs, Switch};
 pub use sinks::DEFAULT_TOKEN_ENV;
+pub use symbols::{SymbolArgs, SymbolArgsError, SymbolFile};
 pub use thresholds::Thresholds;
+
+/// Where `/metrics`, `/healthz` and `/readyz` are served unless `metrics_addr` says otherwise.
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
 
 use file_key::parse_file;
 
@@ -106,12 +127,49 @@ pub enum ConfigError {
     },
 }
 
-/// Arguments of `sonde run`.
+/// Arguments of `sonde run`: every setting, each also a key of the config file.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RunArgs {
     /// TOML configuration file.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Set any key of the config file, wins over the file (repeatable): `KEY=VALUE` with a dotted key
+    /// and a TOML value, e.g. `otlp.timeout_secs=5` or `retention.max_mib=512`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Sampling and unwinding.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Also record off-CPU time (voluntary blocking, from sched_switch) (`offcpu`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub offcpu: Option<bool>,
+    /// Symbols of stripped binaries (`[symbols]`).
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+    /// Address of /metrics, /healthz and /readyz, or `none` (`metrics_addr`) [default:
+    /// 127.0.0.1:9464].
+    #[arg(long, value_name = "ADDR|none")]
+    pub metrics_addr: Option<String>,
+    /// Stop by itself after this many seconds (as on SIGTERM); runs until a signal when absent
+    /// (`duration_secs`).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Also append each window's figures, and each sink's exit tally, to FILE as JSON lines
+    /// (`summary_json`).
+    #[arg(long, value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
+    /// Benchmark aid: log each window's size as one OTLP request and as one gzip pprof per process
+    /// (encodes every window twice, so it adds CPU). Not a key: it is no setting of the agent.
+    #[arg(long, hide = true)]
+    pub report_wire_bytes: bool,
+    /// Test hook: the sampling thread stops making windows after this many (as if stuck).
+    #[cfg(feature = "test-hooks")]
+    #[arg(long, hide = true)]
+    pub test_stall_after_windows: Option<u64>,
+    /// Test hook: the sampling thread panics after this many windows.
+    #[cfg(feature = "test-hooks")]
+    #[arg(long, hide = true)]
+    pub test_panic_after_windows: Option<u64>,
     /// OTLP gRPC endpoint (http:// or https://); without any endpoint, profiles go to the local data
     /// directory.
     #[arg(long, value_name = "URL")]
@@ -151,7 +209,8 @@ pub struct RunArgs {
     /// MiB; the oldest are dropped beyond it [default: 256].
     #[arg(long, value_name = "MIB")]
     pub spool_max_mib: Option<u64>,
-    /// This node's name; enables Kubernetes metadata. Default: `$NODE_NAME` (downward API).
+    /// This node's name; enables Kubernetes metadata (`metadata.node_name`). Default: `$NODE_NAME`
+    /// (downward API).
     #[arg(long)]
     pub node_name: Option<String>,
 }
@@ -161,6 +220,16 @@ pub struct RunArgs {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     export_interval_secs: Option<u64>,
+    frequency_hz: Option<u64>,
+    offcpu: Option<bool>,
+    offcpu_budget: Option<u64>,
+    unwind: Option<String>,
+    max_unwind_table_mib: Option<u64>,
+    runtimes: Option<String>,
+    python: Option<String>,
+    metrics_addr: Option<String>,
+    duration_secs: Option<u64>,
+    summary_json: Option<PathBuf>,
     data_dir: Option<PathBuf>,
     data_mode: Option<crate::storage::DataMode>,
     #[serde(default)]
@@ -187,6 +256,7 @@ struct FileConfig {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileMetadata {
+    node_name: Option<String>,
     host_name: Option<String>,
     region: Option<String>,
     service_name_label: Option<String>,
@@ -218,12 +288,22 @@ pub struct DaemonConfig {
     pub symbols: SymbolFile,
     /// The `[status]` table: thresholds of `sonde status`.
     pub status: Thresholds,
+    /// Sampling and unwinding.
+    pub sampling: Sampling,
+    /// Whether off-CPU time is recorded too.
+    pub offcpu: bool,
+    /// Where `/metrics` is served; None: nowhere.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// When to stop by itself; None: at a signal.
+    pub duration: Option<Duration>,
+    /// Where the window log is appended as JSON lines.
+    pub summary_json: Option<PathBuf>,
 }
 
 impl DaemonConfig {
     /// Reads `--config` (if any) and merges it with the flags and the process environment.
     pub fn load(args: &RunArgs) -> Result<Self, ConfigError> {
-        let file = match &args.config {
+        let mut file = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                     path: path.clone(),
@@ -233,6 +313,9 @@ impl DaemonConfig {
             }
             None => None,
         };
+        if !args.set.is_empty() {
+            file = Some(set_keys(file, &args.set)?);
+        }
         Self::merge(
             file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
             args,
@@ -250,6 +333,26 @@ impl DaemonConfig {
             Some((path, text)) => parse_file(path, text)?,
             None => FileConfig::default(),
         };
+        let sampling = args.sampling.resolve(&sampling::SamplingFile {
+            frequency_hz: file.frequency_hz,
+            offcpu_budget: file.offcpu_budget,
+            unwind: file.unwind.clone(),
+            max_unwind_table_mib: file.max_unwind_table_mib,
+            runtimes: file.runtimes.clone(),
+            python: file.python.clone(),
+        })?;
+        let metrics_addr = args
+            .metrics_addr
+            .clone()
+            .or(file.metrics_addr.clone())
+            .map_or(Ok(DEFAULT_METRICS_ADDR.parse().ok()), |a| {
+                parse_metrics_addr(&a)
+            })?;
+        let duration = args
+            .duration
+            .or(file.duration_secs)
+            .map(|s| ranges::RUN_DURATION_SECS.check(s).map(Duration::from_secs))
+            .transpose()?;
         let secs = ranges::EXPORT_INTERVAL_SECS.check(
             args.export_interval
                 .or(file.export_interval_secs)
@@ -333,6 +436,7 @@ impl DaemonConfig {
             node_name: args
                 .node_name
                 .clone()
+                .or(m.node_name)
                 .or_else(|| env("NODE_NAME"))
                 .filter(|n| !n.is_empty()),
             service_name_label: m.service_name_label.unwrap_or(defaults.service_name_label),
@@ -364,6 +468,11 @@ impl DaemonConfig {
             metadata,
             symbols: file.symbols,
             status: file.status,
+            sampling,
+            offcpu: args.offcpu.or(file.offcpu).unwrap_or(false),
+            metrics_addr,
+            duration,
+            summary_json: args.summary_json.clone().or(file.summary_json),
         })
     }
 }
@@ -374,6 +483,63 @@ fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
         value: value.to_owned(),
         reason: reason.to_owned(),
     }
+}
+
+/// `metrics_addr`: ADDR:PORT, or `none`.
+fn parse_metrics_addr(s: &str) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    if s == "none" {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|_| {
+        invalid(
+            "metrics_addr (--metrics-addr)",
+            s,
+            "expected ADDR:PORT (e.g. 127.0.0.1:9464 or [::]:9464) or `none`",
+        )
+    })
+}
+
+/// The file's text with each `--set KEY=VALUE` written over it (dotted keys into their tables; a
+/// value that is not TOML is taken as a string), so the file and the flags are read by one parser
+/// with one set of key errors.
+fn set_keys(
+    file: Option<(PathBuf, String)>,
+    sets: &[String],
+) -> Result<(PathBuf, String), ConfigError> {
+    let (path, text) = file.unwrap_or_else(|| (PathBuf::from("--set"), String::new()));
+    let parse_error = |key: &str, message: String| ConfigError::Parse {
+        path: path.clone(),
+        key: key.to_owned(),
+        message,
+    };
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| parse_error("", e.message().to_owned()))?;
+    for set in sets {
+        let Some((key, value)) = set.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(invalid(
+                "--set",
+                set,
+                "expected KEY=VALUE with a non-empty KEY",
+            ));
+        };
+        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+        let mut at = &mut table;
+        let parts: Vec<&str> = key.trim().split('.').collect();
+        for part in &parts[..parts.len() - 1] {
+            let entry = at
+                .entry(part.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            at = entry
+                .as_table_mut()
+                .ok_or_else(|| invalid("--set", set, &format!("`{part}` is not a table")))?;
+        }
+        at.insert(parts[parts.len() - 1].to_owned(), value);
+    }
+    let text = toml::to_string(&table).map_err(|e| parse_error("", e.to_string()))?;
+    Ok((path, text))
 }
 
 /// `KEY=VALUE` of `--label`.
@@ -389,159 +555,4 @@ pub fn parse_label(label: &str) -> Result<(String, String), ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn merge(text: &str, args: &RunArgs) -> Result<DaemonConfig, ConfigError> {
-        DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), args, &|_| None)
-    }
-
-    #[test]
-    fn flags_win_over_the_file() {
-        let args = RunArgs {
-            otlp_endpoint: Some("http://127.0.0.1:4317".into()),
-            export_interval: Some(15),
-            labels: vec!["team=core".into()],
-            ..Default::default()
-        };
-        let c = merge(
-            "export_interval_secs = 30\n[labels]\nenv = \"prod\"\nteam = \"x\"\n",
-            &args,
-        )
-        .unwrap();
-        assert_eq!(c.export_interval, Duration::from_secs(15));
-        assert_eq!(
-            c.backends.otlp.unwrap().remote.endpoint,
-            "http://127.0.0.1:4317"
-        );
-        assert_eq!(
-            c.metadata.static_labels.get("team").map(String::as_str),
-            Some("core")
-        );
-        assert_eq!(
-            c.metadata.static_labels.get("env").map(String::as_str),
-            Some("prod")
-        );
-    }
-
-    #[test]
-    fn bearer_token_from_env_becomes_a_header() {
-        let args = RunArgs {
-            otlp_endpoint: Some("https://otlp.example.com".into()),
-            ..Default::default()
-        };
-        let env = |k: &str| (k == DEFAULT_TOKEN_ENV).then(|| "s3cret".to_owned());
-        let c = DaemonConfig::merge(None, &args, &env).unwrap();
-        let headers = c.backends.otlp.unwrap().remote.headers;
-        assert!(
-            headers.contains(&("authorization".into(), "Bearer s3cret".into())),
-            "{headers:?}"
-        );
-    }
-
-    #[test]
-    fn no_endpoint_means_local_directory() {
-        let c = DaemonConfig::merge(None, &RunArgs::default(), &|_| None).unwrap();
-        assert!(c.backends.is_empty());
-        assert_eq!(c.data_dir, PathBuf::from("./sonde-data"));
-        let c = DaemonConfig::merge(None, &RunArgs::default(), &|k| {
-            (k == "INVOCATION_ID").then(|| "x".into())
-        })
-        .unwrap();
-        assert_eq!(c.data_dir, PathBuf::from("/var/lib/sonde"));
-    }
-
-    #[test]
-    fn bad_label_flag_is_named() {
-        let args = RunArgs {
-            labels: vec!["novalue".into()],
-            ..Default::default()
-        };
-        let err = DaemonConfig::merge(None, &args, &|_| None)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--label") && err.contains("KEY=VALUE"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn otlp_header_flags_win_over_the_file_and_client_certificates_are_read() {
-        let args = RunArgs {
-            otlp_headers: vec!["X-Scope-OrgID=team-b".into()],
-            ..Default::default()
-        };
-        let text = "[otlp]\nendpoint = \"https://otlp:4317\"\nheaders = { \"X-Scope-OrgID\" = \"team-a\" }\n\
-                    client_cert_file = \"/c.pem\"\nclient_key_file = \"/k.pem\"\n";
-        let c = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &args, &|_| None)
-            .unwrap()
-            .backends
-            .otlp
-            .unwrap()
-            .remote;
-        assert!(
-            c.headers
-                .iter()
-                .any(|(k, v)| k.eq_ignore_ascii_case("x-scope-orgid") && v == "team-b"),
-            "{:?}",
-            c.headers
-        );
-        assert_eq!(c.client_cert_file, Some(PathBuf::from("/c.pem")));
-        assert_eq!(c.client_key_file, Some(PathBuf::from("/k.pem")));
-        let bad = RunArgs {
-            otlp_headers: vec!["novalue".into()],
-            ..Default::default()
-        };
-        let err = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &bad, &|_| None);
-        assert!(err.unwrap_err().to_string().contains("--otlp-header"));
-    }
-
-    #[test]
-    fn pyroscope_and_parca_sections_take_their_own_keys() {
-        let text = "[pyroscope]\nendpoint = \"https://profiles.example.com\"\ntenant_id = \"team-a\"\n\
-                    basic_auth_user = \"123456\"\nprotocol = \"grpc\"\n\
-                    [parca]\nendpoint = \"http://parca:7070\"\n";
-        let env = |k: &str| (k == "SONDE_PYROSCOPE_PASSWORD").then(|| "glc_secret".to_owned());
-        let c = DaemonConfig::merge(
-            Some((Path::new("sonde.toml"), text)),
-            &RunArgs::default(),
-            &env,
-        )
-        .unwrap();
-        let p = c.backends.pyroscope.unwrap();
-        assert_eq!(p.protocol, crate::export::pyroscope::PushProtocol::Grpc);
-        let header = |name: &str| {
-            p.remote
-                .headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.clone())
-        };
-        assert_eq!(header("x-scope-orgid").as_deref(), Some("team-a"));
-        // base64("123456:glc_secret")
-        assert_eq!(
-            header("authorization").as_deref(),
-            Some("Basic MTIzNDU2OmdsY19zZWNyZXQ=")
-        );
-        assert_eq!(
-            c.backends.parca.unwrap().remote.endpoint,
-            "http://parca:7070"
-        );
-        assert!(c.backends.otlp.is_none());
-        // A key of another section is refused by name.
-        let bad = "[parca]\nendpoint = \"http://parca:7070\"\ncompression = \"zstd\"\n";
-        let err = merge(bad, &RunArgs::default()).unwrap_err().to_string();
-        assert!(err.contains("parca.compression"), "{err}");
-        // The protocol flag wins over the file.
-        let args = RunArgs {
-            pyroscope_endpoint: Some("http://pyroscope:4040".into()),
-            pyroscope_protocol: Some(crate::export::pyroscope::PushProtocol::Connect),
-            ..Default::default()
-        };
-        let c = DaemonConfig::merge(Some((Path::new("sonde.toml"), text)), &args, &env).unwrap();
-        let p = c.backends.pyroscope.unwrap();
-        assert_eq!(p.remote.endpoint, "http://pyroscope:4040");
-        assert_eq!(p.protocol, crate::export::pyroscope::PushProtocol::Connect);
-    }
-}
+mod tests;

@@ -2,6 +2,7 @@
 //! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
 //! encoders -> `metadata` (tags per process) -> `export` (OTLP or local directory) -> commands (`record`,
 //! `run` in `daemon`, configured by `config`); `diff` consumes stored profiles.
+#![warn(unreachable_pub)]
 
 /// The value of a test hook (a hidden flag that only builds with the `test-hooks` feature have, as
 /// `cargo xtask test` makes them); `None` in every other build, where the flag does not exist.
@@ -17,27 +18,28 @@ macro_rules! test_hook {
 
 pub mod bpf;
 pub mod cli;
-pub mod clock;
+pub(crate) mod clock;
 pub mod config;
 pub mod daemon;
-pub mod datadir;
+pub(crate) mod datadir;
 pub mod diff;
 pub mod export;
+pub(crate) mod figures;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod metadata;
-pub mod metrics;
-pub mod process;
+pub(crate) mod metrics;
+pub(crate) mod process;
 pub mod profile;
-pub mod ratio;
+pub(crate) mod ratio;
 pub mod record;
 pub mod remote;
 pub mod retention;
 pub(crate) mod runtimes;
-pub mod sampler;
+pub(crate) mod sampler;
 pub mod status;
-pub mod stop_signal;
-pub mod storage;
-pub mod symbolize;
+pub(crate) mod stop_signal;
+pub(crate) mod storage;
+pub(crate) mod symbolize;
 pub mod telemetry;
 pub mod unwind;

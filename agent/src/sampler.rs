@@ -15,9 +15,12 @@ use crate::{
         drain::{Drainer, RawWindow, WindowStats},
         loader::{self, LoadOptions, Loaded},
         maps::AyaMaps,
-        sampling::{Controller, SamplingWindow},
+        sampling::Controller,
     },
-    process::{CaptureStats, ProcessTable, events::EventThread},
+    process::{
+        CaptureStats, ProcessTable,
+        events::{Announced, EventThread},
+    },
     profile::{Profile, ProfileKind},
     runtimes::publish::Publisher,
     symbolize::{DebugInfoStats, Offender, PerfMapStats, SymbolizeStats, Symbolizer},
@@ -29,7 +32,7 @@ const PREPARE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One window, symbolized.
 #[derive(Debug)]
-pub struct Window {
+pub(crate) struct Window {
     /// On-CPU profile, when on-CPU sampling is enabled.
     pub on_cpu: Option<Profile>,
     /// Off-CPU profile, when off-CPU tracking is enabled.
@@ -54,20 +57,34 @@ pub struct Window {
     pub processes_held: usize,
     /// The kernel side's cost so far.
     pub kernel_cost: KernelCost,
+    /// How off-CPU episodes were sampled in this window (with off-CPU on).
+    pub offcpu: Option<OffCpuSampling>,
+}
+
+/// How a window's off-CPU episodes were sampled: the budget and the inverse probabilities used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OffCpuSampling {
+    /// `--offcpu-budget`: stack walks per CPU per second (0: every episode).
+    pub budget: u32,
+    /// Smallest and largest inverse probability used (1 when every episode was tracked).
+    pub one_in_min: u32,
+    pub one_in_max: u32,
 }
 
 /// What the kernel side has cost since loading.
 #[derive(Clone, Debug, Default)]
-pub struct KernelCost {
+pub(crate) struct KernelCost {
     /// Kernel memory of the maps, bytes.
     pub map_bytes: u64,
     /// Runs and run time of each program, by name.
     pub programs: Vec<(String, u64, Duration)>,
+    /// Run time of on-CPU samples by path, since start.
+    pub samples: crate::bpf::cost::SampleCost,
 }
 
 impl KernelCost {
     /// Runs and run time of all programs.
-    pub fn total(&self) -> (u64, Duration) {
+    pub(crate) fn total(&self) -> (u64, Duration) {
         self.programs
             .iter()
             .fold((0, Duration::ZERO), |(n, t), (_, runs, time)| {
@@ -76,15 +93,11 @@ impl KernelCost {
     }
 }
 
-/// Largest `--offcpu-budget` of `record` and `run`: a million stack walks per CPU per second is more
-/// than any kernel sustains; beyond it the number is a typo.
-pub const MAX_OFFCPU_BUDGET: i64 = 1_000_000;
-
 /// How many binaries with unnamed frames a window names.
 const TOP_OFFENDERS: usize = 5;
 
 /// A running sampling session.
-pub struct Sampler {
+pub(crate) struct Sampler {
     ebpf: aya::Ebpf,
     drainer: Drainer<AyaMaps>,
     options: LoadOptions,
@@ -114,6 +127,8 @@ impl Sampler {
             sampling,
             python,
             go,
+            java,
+            node,
         } = loader::load(&options)?;
         let offcpu_sampling = match (sampling, options.off_cpu) {
             (Some(maps), Some(off)) => Some(Controller::start(maps, off.budget)?),
@@ -126,13 +141,23 @@ impl Sampler {
         if let Some(map) = go {
             table.publish_go(Publisher::new(map, names::GO_PROCS, "Go"));
         }
+        if let Some(map) = java {
+            table.publish_java(Publisher::new(map, names::HS_PROCS, "Java"));
+        }
+        if let Some(map) = node {
+            table.publish_node(Publisher::new(map, names::V8_PROCS, "Node.js"));
+        }
         let procs = Arc::new(Mutex::new(table));
         let unwinder = unwind.map(|maps| Unwinder::start(maps, symbolizer.file_ids(), saved));
         let events = Some(EventThread::spawn(
             events,
             procs.clone(),
             unwinder.as_ref().map(Unwinder::handle),
-            symbolizer.python_cache(),
+            Announced {
+                python: symbolizer.python_cache(),
+                java: symbolizer.java_cache(),
+                v8: symbolizer.v8_cache(),
+            },
         ));
         let sampler = Self {
             ebpf,
@@ -144,7 +169,7 @@ impl Sampler {
             offcpu_sampling,
             symbolizer,
             window_start: (SystemTime::now(), Instant::now()),
-            _run_stats: loader::enable_run_stats(),
+            _run_stats: crate::bpf::cost::enable_run_stats(),
         };
         sampler.prepare();
         Ok(sampler)
@@ -174,7 +199,7 @@ impl Sampler {
     }
 
     /// Ends the current window and returns it symbolized.
-    pub fn window(&mut self) -> Result<Window, BpfError> {
+    pub(crate) fn window(&mut self) -> Result<Window, BpfError> {
         let raw = self.drainer.next_window()?;
         let (start_wall, start) = self.window_start;
         let now = Instant::now();
@@ -201,8 +226,9 @@ impl Sampler {
             window.processes_held = procs.len();
         }
         window.kernel_cost = KernelCost {
-            map_bytes: loader::map_memory_bytes(),
-            programs: loader::program_run_stats_by_name(&self.ebpf),
+            map_bytes: crate::bpf::cost::map_memory_bytes(),
+            programs: crate::bpf::cost::program_run_stats_by_name(&self.ebpf),
+            samples: crate::bpf::cost::SampleCost::read(&self.ebpf),
         };
         Ok(window)
     }
@@ -230,12 +256,18 @@ impl Sampler {
             )
         });
         let sampling = self.offcpu_sampling.as_ref().map(Controller::take_window);
-        let off_cpu = self.options.off_cpu.map(|off| {
+        let offcpu = self.options.off_cpu.map(|off| OffCpuSampling {
+            budget: off.budget,
+            // Without a controller every episode is tracked.
+            one_in_min: sampling.map_or(1, |w| w.one_in_min),
+            one_in_max: sampling.map_or(1, |w| w.one_in_max),
+        });
+        let off_cpu = offcpu.map(|o| {
             make(
                 ProfileKind::OffCpu,
                 1,
                 &raw.off_cpu,
-                sampling_notes(off.budget, sampling, &raw.stats),
+                sampling_notes(o, &raw.stats),
             )
         });
         Window {
@@ -251,6 +283,7 @@ impl Sampler {
             perf_maps: PerfMapStats::default(),
             processes_held: 0,
             kernel_cost: KernelCost::default(),
+            offcpu,
         }
     }
 
@@ -277,7 +310,7 @@ impl Sampler {
     }
 
     /// Detaches everything.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         if let Some(events) = self.events.take() {
             events.stop();
         }
@@ -290,34 +323,18 @@ impl Sampler {
     }
 }
 
-/// The notes an off-CPU profile carries about how it was sampled: the budget, the inverse
-/// probabilities used, and the episodes tracked out of those seen.
-fn sampling_notes(
-    budget: u32,
-    window: Option<SamplingWindow>,
-    stats: &WindowStats,
-) -> Vec<(String, String)> {
+/// The notes an off-CPU profile carries about how it was sampled (its pprof comments): the budget,
+/// the inverse probabilities used, and the episodes tracked out of those seen.
+fn sampling_notes(o: OffCpuSampling, stats: &WindowStats) -> Vec<(String, String)> {
     let k = &stats.kernel;
-    let mut notes = vec![
-        ("sonde.offcpu.budget".to_owned(), budget.to_string()),
-        (
-            "sonde.offcpu.switches".to_owned(),
-            k[sonde_abi::stat::OFFCPU_ELIGIBLE as usize].to_string(),
-        ),
-        (
-            "sonde.offcpu.tracked".to_owned(),
-            k[sonde_abi::stat::OFFCPU_SWITCH_OUT as usize].to_string(),
-        ),
-    ];
-    if let Some(w) = window {
-        notes.push((
-            "sonde.offcpu.one_in_min".to_owned(),
-            w.one_in_min.to_string(),
-        ));
-        notes.push((
-            "sonde.offcpu.one_in_max".to_owned(),
-            w.one_in_max.to_string(),
-        ));
-    }
-    notes
+    [
+        ("budget", o.budget.into()),
+        ("switches", k[sonde_abi::stat::OFFCPU_ELIGIBLE as usize]),
+        ("tracked", k[sonde_abi::stat::OFFCPU_SWITCH_OUT as usize]),
+        ("one_in_min", o.one_in_min.into()),
+        ("one_in_max", o.one_in_max.into()),
+    ]
+    .into_iter()
+    .map(|(key, v): (&str, u64)| (format!("sonde.offcpu.{key}"), v.to_string()))
+    .collect()
 }

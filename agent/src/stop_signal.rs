@@ -12,7 +12,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Routes SIGINT and SIGTERM to the flag.
-pub fn install() {
+pub(crate) fn install() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
@@ -20,7 +20,7 @@ pub fn install() {
 }
 
 /// Sleeps for `duration` or until a stop signal; returns true when stopped by a signal.
-pub fn sleep(duration: Duration) -> bool {
+pub(crate) fn sleep(duration: Duration) -> bool {
     let end = Instant::now() + duration;
     while !STOP.load(Ordering::SeqCst) {
         let left = end.saturating_duration_since(Instant::now());

@@ -21,7 +21,7 @@ use aya::Ebpf;
 
 /// The `tracing` target of the kernel's records (set by the kernel side, `diag.rs`); debug enabled for
 /// it turns the kernel log on.
-pub const TARGET: &str = "sonde::bpf::kernel";
+pub(crate) const TARGET: &str = "sonde::bpf::kernel";
 
 /// How long the reader sleeps in `poll` when nothing arrives.
 const POLL_TIMEOUT: Duration = Duration::from_millis(200);
@@ -29,14 +29,14 @@ const POLL_TIMEOUT: Duration = Duration::from_millis(200);
 const LIVENESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Whether the programs should log: asked for at load time, or debug enabled for [`TARGET`].
-pub fn wanted(asked: bool) -> bool {
+pub(crate) fn wanted(asked: bool) -> bool {
     asked || tracing::enabled!(target: TARGET, tracing::Level::DEBUG)
 }
 
 /// Starts reading the kernel's log records on a thread of their own. `program` is the name of a loaded
 /// program of `ebpf`: the thread ends (after a last read) once that program is unloaded, i.e. when
 /// `ebpf` is dropped. A failure to start costs only the diagnostics, so it is a warning, not an error.
-pub fn start(ebpf: &mut Ebpf, program: &str) {
+pub(crate) fn start(ebpf: &mut Ebpf, program: &str) {
     let id = match ebpf.program(program).map(aya::programs::Program::info) {
         Some(Ok(info)) => info.id(),
         Some(Err(err)) => {

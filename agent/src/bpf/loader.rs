@@ -11,15 +11,16 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{
-    Control, OffCpuKind, OffCpuSampling, names, names::globals, python::PyProc, unwind::MAX_RULES,
-};
+use sonde_abi::{Control, OffCpuKind, OffCpuSampling, names, python::PyProc, unwind::MAX_RULES};
 
-use super::unwind_maps::{PAGES_PER_BLOCK, UnwindMaps, UnwindMode, blocks_for_budget};
+use super::unwind_maps::{
+    PAGES_PER_BLOCK, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget, chunks_for_blocks,
+};
 use super::{
     BpfError,
     drain::Drainer,
     kernel_log,
+    load_globals::Globals,
     maps::{AyaMaps, map_err, take_map},
     privileges::{self, Step},
     sampling::{LONG_NS_MIN, SamplingMaps, track_all},
@@ -33,13 +34,6 @@ const MAX_FILE_TABLES: u32 = 8192;
 /// Processes started since the agent began whose executable mappings the kernel records itself
 /// (`VMA_MAPPINGS`; entries go at exit).
 const MAX_VMA_PROCESSES: u32 = 8192;
-/// Minimum time between two requests to re-read one process's mappings.
-const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
-/// Test hook: when this variable is `1`, the exec program fails on every run (the `TEST_FAIL_EXEC`
-/// global), so a test can see a kernel failure counted and logged. Not a user setting, and only read
-/// by builds with the `test-hooks` feature.
-#[cfg(feature = "test-hooks")]
-const TEST_FAIL_EXEC_ENV: &str = "SONDE_TEST_FAIL_EXEC";
 /// The program whose unloading ends the kernel log reader (loaded by every configuration).
 const KERNEL_LOG_WATCHED: &str = "sonde_exit";
 
@@ -59,6 +53,10 @@ pub struct OffCpuOptions {
 
 /// Default `--offcpu-budget`, walks per CPU per second.
 pub const DEFAULT_OFFCPU_BUDGET: u32 = 500;
+
+/// Default on-CPU sampling frequency per CPU, Hz: not a divisor of common timer rates, so sampling does
+/// not lock step with periodic work.
+pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
 
 /// Default `--max-unwind-table-mib`: the tables of about 200 distinct binaries of a busy node.
 pub const DEFAULT_UNWIND_TABLE_MIB: u32 = 64;
@@ -91,7 +89,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         Self {
-            frequency_hz: Some(99),
+            frequency_hz: Some(DEFAULT_FREQUENCY_HZ),
             off_cpu: None,
             pids: Vec::new(),
             max_stacks: 16384,
@@ -105,12 +103,20 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
-    fn walks_python(&self) -> bool {
+    pub(super) fn walks_python(&self) -> bool {
         self.runtimes.has(crate::runtimes::Runtime::Python)
     }
 
-    fn reads_go_labels(&self) -> bool {
+    pub(super) fn reads_go_labels(&self) -> bool {
         self.runtimes.has(crate::runtimes::Runtime::Go)
+    }
+
+    pub(super) fn walks_java(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Java) && self.unwind != UnwindMode::Fp
+    }
+
+    pub(super) fn walks_node(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Node) && self.unwind != UnwindMode::Fp
     }
 }
 
@@ -130,6 +136,10 @@ pub struct Loaded {
     pub(crate) python: Option<HashMap<MapData, u32, PyProc>>,
     /// `GO_PROCS`, when goroutine labels are read.
     pub(crate) go: Option<HashMap<MapData, u32, sonde_abi::go::GoProc>>,
+    /// `HS_PROCS`, when Java frames are walked.
+    pub(crate) java: Option<HashMap<MapData, u32, sonde_abi::hotspot::HsProc>>,
+    /// `V8_PROCS`, when JavaScript frames are walked.
+    pub(crate) node: Option<HashMap<MapData, u32, sonde_abi::v8::V8Proc>>,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -170,7 +180,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         UnwindMode::Fp => 1,
         _ => blocks_for_budget(u64::from(options.max_unwind_table_mib) << 20),
     };
-    loader.map_max_entries(names::UNWIND_ROWS, blocks);
+    loader.map_max_entries(names::UNWIND_ROWS, chunks_for_blocks(blocks));
     loader.map_max_entries(
         names::UNWIND_RULES,
         if options.unwind == UnwindMode::Fp {
@@ -209,6 +219,12 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         loader.map_max_entries(names::GO_PROCS, 1);
         loader.map_max_entries(names::GO_LABELS, 1);
     }
+    if !options.walks_java() {
+        loader.map_max_entries(names::HS_PROCS, 1);
+    }
+    if !options.walks_node() {
+        loader.map_max_entries(names::V8_PROCS, 1);
+    }
     globals.set(&mut loader);
     let mut ebpf = loader.load(OBJECT).map_err(|source| {
         privileges::refused(Step::Load, &source).unwrap_or(BpfError::Load { source })
@@ -232,7 +248,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     let unwind = match options.unwind {
         UnwindMode::Fp => None,
         _ => Some(UnwindMaps {
-            rows: take_map(&mut ebpf, names::UNWIND_ROWS)?,
+            rows: RowChunks::new(take_map(&mut ebpf, names::UNWIND_ROWS)?),
             rules: take_map(&mut ebpf, names::UNWIND_RULES)?,
             pages: take_map(&mut ebpf, names::UNWIND_PAGES)?,
             procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
@@ -251,6 +267,14 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     };
     let go = match options.reads_go_labels() {
         true => Some(take_map(&mut ebpf, names::GO_PROCS)?),
+        false => None,
+    };
+    let java = match options.walks_java() {
+        true => Some(take_map(&mut ebpf, names::HS_PROCS)?),
+        false => None,
+    };
+    let node = match options.walks_node() {
+        true => Some(take_map(&mut ebpf, names::V8_PROCS)?),
         false => None,
     };
     let maps = AyaMaps::new(&mut ebpf)?;
@@ -280,6 +304,8 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         sampling,
         python,
         go,
+        java,
+        node,
     })
 }
 
@@ -318,150 +344,6 @@ fn sampling_maps(ebpf: &mut Ebpf) -> Result<SamplingMaps, BpfError> {
         process_sampling: take_map(ebpf, names::OFFCPU_PROCESS_SAMPLING)?,
         stats,
     })
-}
-
-/// Settings fixed while the programs run, loaded as read-only globals (see agent-ebpf `globals`).
-struct Globals {
-    filter_pids: u32,
-    unwind_mode: u32,
-    refresh_interval_ns: u64,
-    min_block_ns: u64,
-    offcpu_kind: u32,
-    standard_layout: u32,
-    record_base: u32,
-    prev_pid_offset: u32,
-    prev_state_offset: u32,
-    next_pid_offset: u32,
-    preempt_state_bit: u64,
-    kernel_log: u32,
-    test_fail_exec: u32,
-    python: u32,
-    go: u32,
-    task_fsbase_offset: u32,
-    vma_layout: sonde_abi::VmaLayout,
-}
-
-impl Globals {
-    fn new(
-        options: &LoadOptions,
-        layout: Option<&tracefs::SchedSwitchLayout>,
-        tracefs: &std::path::Path,
-    ) -> Self {
-        let off = options.off_cpu.zip(layout);
-        Self {
-            filter_pids: u32::from(!options.pids.is_empty()),
-            unwind_mode: options.unwind.abi(),
-            refresh_interval_ns: REFRESH_INTERVAL.as_nanos() as u64,
-            min_block_ns: off.map_or(0, |(o, _)| o.min_block.as_nanos() as u64),
-            offcpu_kind: off.map_or(0, |(o, _)| o.kind as u32),
-            record_base: off.map_or(0, |(_, l)| l.read_base),
-            standard_layout: off.map_or(0, |(_, l)| {
-                u32::from((l.prev_pid, l.prev_state, l.next_pid) == (24, 32, 56))
-            }),
-            prev_pid_offset: off.map_or(0, |(_, l)| l.prev_pid),
-            prev_state_offset: off.map_or(0, |(_, l)| l.prev_state),
-            next_pid_offset: off.map_or(0, |(_, l)| l.next_pid),
-            preempt_state_bit: off.map_or(0, |(_, l)| u64::from(l.preempt_bit)),
-            kernel_log: u32::from(kernel_log::wanted(options.kernel_log)),
-            test_fail_exec: u32::from(test_fail_exec()),
-            python: u32::from(options.walks_python()),
-            go: u32::from(options.reads_go_labels()),
-            task_fsbase_offset: if options.walks_python() || options.reads_go_labels() {
-                fsbase_offset()
-            } else {
-                0
-            },
-            vma_layout: if options.unwind == UnwindMode::Fp {
-                sonde_abi::VmaLayout::default()
-            } else {
-                vma_layout(tracefs)
-            },
-        }
-    }
-
-    fn set<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
-        loader
-            .override_global(globals::FILTER_PIDS, &self.filter_pids, true)
-            .override_global(globals::UNWIND_MODE, &self.unwind_mode, true)
-            .override_global(
-                globals::REFRESH_INTERVAL_NS,
-                &self.refresh_interval_ns,
-                true,
-            )
-            .override_global(globals::MIN_BLOCK_NS, &self.min_block_ns, true)
-            .override_global(globals::OFFCPU_KIND, &self.offcpu_kind, true)
-            .override_global(globals::STANDARD_LAYOUT, &self.standard_layout, true)
-            .override_global(globals::RECORD_BASE, &self.record_base, true)
-            .override_global(globals::PREV_PID_OFFSET, &self.prev_pid_offset, true)
-            .override_global(globals::PREV_STATE_OFFSET, &self.prev_state_offset, true)
-            .override_global(globals::NEXT_PID_OFFSET, &self.next_pid_offset, true)
-            .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true)
-            .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
-            .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
-            .override_global(globals::PYTHON, &self.python, true)
-            .override_global(globals::GO, &self.go, true)
-            .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true)
-            .override_global(globals::VMA_LAYOUT, &self.vma_layout, true);
-    }
-}
-
-/// Where the kernel keeps a task's fs base, which recognises CPython 3.9/3.10 threads (their thread
-/// states hold `pthread_self()`, the fs base, and no native thread id); 0 when unknown (x86_64 only).
-fn fsbase_offset() -> u32 {
-    if !cfg!(target_arch = "x86_64") {
-        return 0;
-    }
-    match super::btf::task_fsbase_offset() {
-        Ok(offset) => offset,
-        Err(e) => {
-            tracing::warn!("{e}: {}", super::btf::FSBASE_CONSEQUENCE);
-            0
-        }
-    }
-}
-
-/// Offsets for recording the executable mappings of new processes in the kernel; all 0 (recording
-/// off) when the kernel's BTF lacks them (x86_64 only).
-fn vma_layout(tracefs: &std::path::Path) -> sonde_abi::VmaLayout {
-    if !cfg!(target_arch = "x86_64") {
-        return sonde_abi::VmaLayout::default();
-    }
-    let found = super::btf::vma_layout()
-        .map_err(|e| e.to_string())
-        .and_then(|layout| {
-            let field = |category, event, field, size| {
-                tracefs::field_offset(tracefs, category, event, field, size)
-                    .map_err(|e| e.to_string())
-            };
-            Ok(sonde_abi::VmaLayout {
-                fork_child_pid: field("sched", "sched_process_fork", "child_pid", 4)?,
-                mmap_ret: field("syscalls", "sys_exit_mmap", "ret", 8)?,
-                ..layout
-            })
-        });
-    match found {
-        Ok(layout) => layout,
-        Err(e) => {
-            tracing::warn!(
-                "{e}: the kernel cannot record the mappings of new processes, so the first samples of \
-                 each process (all of those living under a few tens of milliseconds) fall back to \
-                 frame pointers"
-            );
-            sonde_abi::VmaLayout::default()
-        }
-    }
-}
-
-/// Whether the test hook `SONDE_TEST_FAIL_EXEC` is set (said loudly: it breaks process tracking).
-fn test_fail_exec() -> bool {
-    let set: Option<bool> = test_hook!(Some(
-        std::env::var_os(TEST_FAIL_EXEC_ENV).is_some_and(|v| v == "1")
-    ));
-    let set = set.unwrap_or(false);
-    if set {
-        tracing::warn!("test hook SONDE_TEST_FAIL_EXEC=1: the exec program fails on every run");
-    }
-    set
 }
 
 /// The system page size (the unit of ring buffer sizes).
@@ -556,56 +438,6 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
     Ok(())
 }
 
-/// Kernel memory held by this process's BPF maps, from `/proc/self/fdinfo` (`memlock` of each map fd).
-pub fn map_memory_bytes() -> u64 {
-    // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` a BPF map's
-    // fdinfo adds.
-    let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
-        return 0;
-    };
-    dir.flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter(|info| info.contains("map_type:"))
-        .filter_map(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("memlock:"))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        })
-        .sum()
-}
-
-/// Run count and run time of each loaded program, by program name (non-zero only while run-time
-/// statistics are on: [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
-pub fn program_run_stats_by_name(ebpf: &Ebpf) -> Vec<(String, u64, Duration)> {
-    ebpf.programs()
-        .filter_map(|(name, p)| p.info().ok().map(|info| (name, info)))
-        .map(|(name, info)| (name.to_owned(), info.run_count(), info.run_time()))
-        .collect()
-}
-
-/// Turns on the kernel's run-time statistics of BPF programs for as long as the returned descriptor
-/// lives (`BPF_ENABLE_STATS`), so no sysctl is left changed when the agent exits or dies. None when
-/// the kernel refuses (it needs CAP_SYS_ADMIN, which sonde is not given): the figures then come from
-/// `kernel.bpf_stats_enabled=1` when the host set it, and stay 0 (with a warning) otherwise.
-pub fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
-    match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-        Ok(fd) => Some(fd),
-        Err(_) if sysctl_stats_enabled() => None,
-        Err(err) => {
-            tracing::warn!(
-                %err,
-                "BPF run-time statistics unavailable, BPF overhead reads as 0: turning them on needs CAP_SYS_ADMIN; without it, set `sysctl kernel.bpf_stats_enabled=1` on the host"
-            );
-            None
-        }
-    }
-}
-
-/// Whether the host keeps BPF run-time statistics on (`kernel.bpf_stats_enabled`).
-fn sysctl_stats_enabled() -> bool {
-    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
-}
-
 #[cfg(test)]
 mod tests {
     use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
@@ -626,7 +458,9 @@ mod tests {
 
     #[test]
     fn every_shared_map_name_is_a_map_of_the_object_and_the_reverse() {
+        // Legacy map definitions, and BTF ones (`UNWIND_ROWS`, an array of arrays).
         let mut in_object = symbols_in("maps");
+        in_object.extend(symbols_in(".maps"));
         in_object.sort();
         let mut declared: Vec<String> = names::ALL_MAPS.iter().map(|s| s.to_string()).collect();
         declared.sort();

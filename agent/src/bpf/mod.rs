@@ -4,8 +4,10 @@
 
 pub(crate) mod batch;
 pub(crate) mod btf;
+pub(crate) mod cost;
 pub mod drain;
 pub(crate) mod kernel_log;
+mod load_globals;
 pub mod loader;
 pub mod maps;
 pub mod privileges;

@@ -1,10 +1,10 @@
 //! The kernel maps of unwind tables as the loader sizes and hands them to the unwinder: how many blocks
 //! of rows a memory budget buys, and the map handles themselves. Below `unwind`, which fills them.
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData};
+use aya::maps::{Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, MapError};
 use sonde_abi::{
     FileKey, FileTable, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule,
-    unwind::{MAX_RULES, ROWS_PER_BLOCK},
+    unwind::{MAX_RULES, ROW_CHUNK_BLOCKS, ROWS_PER_BLOCK},
 };
 
 /// How user stacks are walked (`--unwind`).
@@ -52,10 +52,51 @@ pub(crate) fn blocks_for_budget(bytes: u64) -> u32 {
     (bytes.saturating_sub(RULES_BYTES) / per_block).max(1) as u32
 }
 
+/// Chunks of `UNWIND_ROWS` that `blocks` blocks of rows take: the size of its outer array.
+pub(crate) fn chunks_for_blocks(blocks: u32) -> u32 {
+    blocks.div_ceil(ROW_CHUNK_BLOCKS).max(1)
+}
+
+/// `UNWIND_ROWS`: blocks of rows in chunks of `ROW_CHUNK_BLOCKS`, each an array created when one of its
+/// blocks is first written, so the kernel holds the chunks the tables use rather than the whole budget.
+pub(crate) struct RowChunks {
+    outer: ArrayOfMaps<MapData, Array<MapData, RowBlock>>,
+    chunks: Vec<Option<Array<MapData, RowBlock>>>,
+}
+
+impl RowChunks {
+    pub(crate) fn new(outer: ArrayOfMaps<MapData, Array<MapData, RowBlock>>) -> Self {
+        let chunks = (0..outer.len()).map(|_| None).collect();
+        Self { outer, chunks }
+    }
+
+    /// Writes block `index`, creating its chunk first if it has none yet.
+    pub(crate) fn write(&mut self, index: u32, block: &RowBlock) -> Result<(), MapError> {
+        let (chunk, at) = (index / ROW_CHUNK_BLOCKS, index % ROW_CHUNK_BLOCKS);
+        let max_entries = self.chunks.len() as u32;
+        let slot = self
+            .chunks
+            .get_mut(chunk as usize)
+            .ok_or(MapError::OutOfBounds {
+                index: chunk,
+                max_entries,
+            })?;
+        let inner = match slot {
+            Some(inner) => inner,
+            None => {
+                let inner = Array::<MapData, RowBlock>::create(ROW_CHUNK_BLOCKS, 0)?;
+                self.outer.set(chunk, &inner, 0)?;
+                slot.insert(inner)
+            }
+        };
+        inner.set(at, block, 0)
+    }
+}
+
 /// The kernel maps the unwinder owns.
 pub(crate) struct UnwindMaps {
     /// `UNWIND_ROWS`.
-    pub(crate) rows: Array<MapData, RowBlock>,
+    pub(crate) rows: RowChunks,
     /// `UNWIND_RULES`.
     pub(crate) rules: Array<MapData, UnwindRule>,
     /// `UNWIND_PAGES`.
@@ -68,4 +109,20 @@ pub(crate) struct UnwindMaps {
     pub(crate) capacity: u32,
     /// `--max-unwind-table-mib`, in bytes.
     pub(crate) budget_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outer_array_holds_a_chunk_for_every_block_of_the_budget() {
+        assert_eq!(chunks_for_blocks(1), 1);
+        assert_eq!(chunks_for_blocks(ROW_CHUNK_BLOCKS), 1);
+        assert_eq!(chunks_for_blocks(ROW_CHUNK_BLOCKS + 1), 2);
+        // The default 64 MiB budget: every block it buys has its chunk.
+        let blocks = blocks_for_budget(64 << 20);
+        assert!(chunks_for_blocks(blocks) * ROW_CHUNK_BLOCKS >= blocks);
+        assert!((chunks_for_blocks(blocks) - 1) * ROW_CHUNK_BLOCKS < blocks);
+    }
 }

@@ -8,18 +8,18 @@ use super::{ConfigError, invalid};
 
 /// One setting's bounds, inclusive.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Range {
+pub(crate) struct Range {
     /// The config key, with its flag when there is one.
     pub(super) key: &'static str,
-    pub(super) min: u64,
-    pub(super) max: u64,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
     /// What the number counts, for the message.
     pub(super) unit: &'static str,
 }
 
 impl Range {
     /// `value` when within bounds, else an error naming the key and the range.
-    pub(super) fn check(&self, value: u64) -> Result<u64, ConfigError> {
+    pub(crate) fn check(&self, value: u64) -> Result<u64, ConfigError> {
         if (self.min..=self.max).contains(&value) {
             return Ok(value);
         }
@@ -79,6 +79,70 @@ pub(super) const SPOOL_MAX_AGE_SECS: Range = Range {
     key: "spool_max_age_secs",
     min: 1,
     max: 366 * 86_400,
+    unit: "seconds",
+};
+
+/// Beyond 1 kHz per CPU the sampling itself is the workload.
+pub(super) const FREQUENCY_HZ: Range = Range {
+    key: "frequency_hz (--frequency)",
+    min: 1,
+    max: 1000,
+    unit: "Hz",
+};
+/// A million stack walks per CPU per second is more than any kernel sustains; beyond it the number
+/// is a typo.
+pub(super) const OFFCPU_BUDGET: Range = Range {
+    key: "offcpu_budget (--offcpu-budget)",
+    min: 0,
+    max: 1_000_000,
+    unit: "walks per CPU per second",
+};
+/// 4 GiB of kernel memory for unwind tables is more than any host should give a profiler.
+pub(super) const MAX_UNWIND_TABLE_MIB: Range = Range {
+    key: "max_unwind_table_mib (--max-unwind-table-mib)",
+    min: 1,
+    max: 4096,
+    unit: "MiB",
+};
+/// A year.
+pub(super) const RUN_DURATION_SECS: Range = Range {
+    key: "duration_secs (--duration)",
+    min: 1,
+    max: 366 * 86_400,
+    unit: "seconds",
+};
+/// A day: one window that long is one profile nobody can read.
+pub(crate) const RECORD_DURATION_SECS: Range = Range {
+    key: "--duration",
+    min: 1,
+    max: 86_400,
+    unit: "seconds",
+};
+/// Ten seconds: a larger threshold would hide every blocking episode.
+pub(crate) const MIN_BLOCK_US: Range = Range {
+    key: "--min-block-us",
+    min: 0,
+    max: 10_000_000,
+    unit: "microseconds",
+};
+/// The debuginfod cache, MiB: at least one.
+pub(crate) const DEBUGINFOD_CACHE_MIB: Range = Range {
+    key: "symbols.debuginfod_cache_mib (--debuginfod-cache-mib)",
+    min: 1,
+    max: u64::MAX >> 20,
+    unit: "MiB",
+};
+/// An hour for one debuginfod request.
+pub(crate) const DEBUGINFOD_TIMEOUT_SECS: Range = Range {
+    key: "symbols.debuginfod_timeout_secs (--debuginfod-timeout)",
+    min: 1,
+    max: 3600,
+    unit: "seconds",
+};
+pub(crate) const DEBUGINFOD_NEGATIVE_TTL_SECS: Range = Range {
+    key: "symbols.debuginfod_negative_ttl_secs (--debuginfod-negative-ttl)",
+    min: 0,
+    max: u32::MAX as u64,
     unit: "seconds",
 };
 

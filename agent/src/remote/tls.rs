@@ -235,21 +235,18 @@ pub(crate) fn failure_in(
 }
 
 /// The rustls error in a chain of sources. `io::Error` hides the error it wraps from `source()` (it
-/// returns that error's own source), so its payload is looked at too.
+/// returns that error's own source), so its payload is followed instead; hyper's connector wraps
+/// tokio-rustls' `io::Error` in another one, so payloads can nest.
 fn rustls_error<'a>(top: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(top);
     while let Some(err) = next {
         if let Some(found) = err.downcast_ref::<rustls::Error>() {
             return Some(found);
         }
-        if let Some(inner) = err
-            .downcast_ref::<io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(inner);
-        }
-        next = err.source();
+        next = match err.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+            Some(payload) => Some(payload as &(dyn StdError + 'static)),
+            None => err.source(),
+        };
     }
     None
 }
@@ -340,6 +337,21 @@ fn describe_alert(name: &str) -> (String, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_rustls_errors_inside_nested_io_errors() {
+        // As hyper's HTTPS connector reports a refused certificate: io::Error(Other) around
+        // tokio-rustls' io::Error(InvalidData) around the rustls error.
+        let inner = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let outer = io::Error::other(inner);
+        let err = failure_in("https://pyroscope:4040", "pyroscope", &outer).expect("a TLS failure");
+        let text = err.to_string();
+        assert!(text.contains("UnknownIssuer"), "{text}");
+        assert!(text.contains("pyroscope.ca_file"), "{text}");
+    }
 
     #[test]
     fn finds_rustls_errors_inside_io_errors() {

@@ -11,9 +11,9 @@ mod error;
 mod mode;
 mod safe_dir;
 
-pub use error::StorageError;
+pub(crate) use error::StorageError;
 
 /// Lock file of a data directory: held by the `sonde run` using it, and by `sonde prune`.
 pub(crate) const DATA_LOCK: &str = "sonde.lock";
-pub use mode::DataMode;
+pub(crate) use mode::DataMode;
 pub(crate) use safe_dir::SafeDir;

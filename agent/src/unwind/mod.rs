@@ -16,58 +16,6 @@ mod worker;
 pub use crate::bpf::unwind_maps::UnwindMode;
 pub(crate) use worker::{UnwindHandle, Unwinder};
 
-/// Unwinding flags shared by `record` and `run`.
-#[derive(Clone, Copy, Debug, clap::Args)]
-pub struct UnwindArgs {
-    /// How user stacks are walked: `auto` uses unwind tables built from each binary's `.eh_frame`
-    /// where they exist and frame pointers elsewhere; `fp` frame pointers only; `tables` tables only.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub unwind: UnwindMode,
-    /// Kernel memory for unwind tables, MiB (allocated at start; least recently used tables are
-    /// evicted beyond it).
-    #[arg(long, default_value_t = crate::bpf::loader::DEFAULT_UNWIND_TABLE_MIB,
-          value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub max_unwind_table_mib: u32,
-    /// Runtimes whose frames are named beyond native symbols, comma-separated, or `all` or `none`:
-    /// `python` (CPython 3.9 to 3.13: function, file and line in place of the interpreter's
-    /// evaluation loop), `go` (names, lines and inlined calls from `.gopclntab`, stripped binaries
-    /// too).
-    #[arg(long, default_value = "all")]
-    pub runtimes: crate::runtimes::Runtimes,
-    /// Shorthand kept from before `--runtimes`: `off` takes `python` out of `--runtimes`, `on` puts
-    /// it in.
-    #[arg(long, value_enum)]
-    pub python: Option<Switch>,
-}
-
-impl UnwindArgs {
-    /// The runtimes that are on, `--python` applied to `--runtimes`.
-    pub fn runtimes(&self) -> crate::runtimes::Runtimes {
-        match self.python {
-            Some(switch) => self
-                .runtimes
-                .with(crate::runtimes::Runtime::Python, switch.on()),
-            None => self.runtimes,
-        }
-    }
-}
-
-/// An on/off flag value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Switch {
-    /// Enabled.
-    On,
-    /// Disabled.
-    Off,
-}
-
-impl Switch {
-    /// Whether it is on.
-    pub fn on(self) -> bool {
-        self == Self::On
-    }
-}
-
 /// Counters of the unwind tables, cumulative except where noted.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct UnwindStats {

@@ -29,7 +29,7 @@ use crate::{
     bpf::{
         BpfError,
         maps::map_err,
-        unwind_maps::{BLOCK_BYTES, PAGE_ENTRY_BYTES, UnwindMaps},
+        unwind_maps::{BLOCK_BYTES, PAGE_ENTRY_BYTES, RowChunks, UnwindMaps},
     },
     process::{
         Mapping, ProcessInfo,
@@ -61,7 +61,7 @@ enum Request {
 }
 
 struct AyaTableMaps {
-    rows: Array<MapData, RowBlock>,
+    rows: RowChunks,
     rules: Array<MapData, UnwindRule>,
     pages: BpfHashMap<MapData, PageKey, PageEntry>,
 }
@@ -69,7 +69,7 @@ struct AyaTableMaps {
 impl TableMaps for AyaTableMaps {
     fn write_block(&mut self, index: u32, block: &RowBlock) -> Result<(), BpfError> {
         self.rows
-            .set(index, block, 0)
+            .write(index, block)
             .map_err(map_err(names::UNWIND_ROWS))
     }
     fn write_rule(&mut self, index: u16, rule: UnwindRule) -> Result<(), BpfError> {

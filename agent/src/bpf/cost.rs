@@ -1,0 +1,188 @@
+//! What the kernel side costs: its maps' memory, its programs' run time (`bpf_stats`), and what one
+//! on-CPU sample costs by path. For the last, the programs time themselves into `SAMPLE_COST` (a
+//! per-CPU histogram per `sonde_abi::cost_path`), because `bpf_stats` gives one mean over every run of
+//! a program (idle CPUs and filtered processes included), needs CAP_SYS_ADMIN, and cannot tell a Java
+//! walk from a frame-pointer one. Read whole since start; each report's quantiles are over the
+//! agent's lifetime, as `bpf_run_nanoseconds` is.
+
+use std::time::Duration;
+
+use aya::{
+    Ebpf,
+    maps::{MapData, PerCpuArray},
+};
+use sonde_abi::{cost_path, names};
+
+const PATHS: usize = cost_path::COUNT as usize;
+const BUCKETS: usize = cost_path::BUCKETS as usize;
+
+/// Samples per run-time bucket, for each path, summed over CPUs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SampleCost {
+    counts: Vec<[u64; BUCKETS]>,
+}
+
+impl Default for SampleCost {
+    fn default() -> Self {
+        Self {
+            counts: vec![[0; BUCKETS]; PATHS],
+        }
+    }
+}
+
+/// The quantiles reports give, with their label.
+pub(crate) const QUANTILES: [(&str, f64); 2] = [("p50", 0.5), ("p90", 0.9)];
+
+impl SampleCost {
+    /// Reads the histogram of the loaded object; empty when the map cannot be read (counted nowhere:
+    /// it is a report of cost, not of samples).
+    pub(crate) fn read(ebpf: &Ebpf) -> Self {
+        let mut cost = Self::default();
+        let Some(map) = ebpf.map(names::SAMPLE_COST) else {
+            return cost;
+        };
+        let Ok(array) = PerCpuArray::<&MapData, u64>::try_from(map) else {
+            return cost;
+        };
+        for (path, buckets) in cost.counts.iter_mut().enumerate() {
+            for (bucket, count) in buckets.iter_mut().enumerate() {
+                if let Ok(per_cpu) = array.get(&((path * BUCKETS + bucket) as u32), 0) {
+                    *count = per_cpu.iter().sum();
+                }
+            }
+        }
+        cost
+    }
+
+    /// Samples charged to `path`.
+    pub(crate) fn samples(&self, path: u32) -> u64 {
+        self.counts.get(path as usize).map_or(0, |b| b.iter().sum())
+    }
+
+    /// The `q` quantile of `path`'s run time, ns: the middle of the bucket holding it (the last bucket,
+    /// "longer than the histogram", reads as its lower edge). None with no sample.
+    pub(crate) fn quantile(&self, path: u32, q: f64) -> Option<f64> {
+        let buckets = self.counts.get(path as usize)?;
+        let total = self.samples(path);
+        if total == 0 {
+            return None;
+        }
+        let rank = (q * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        let width = cost_path::BUCKET_NS as f64;
+        for (bucket, count) in buckets.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                let low = bucket as f64 * width;
+                return Some(if bucket + 1 == BUCKETS {
+                    low
+                } else {
+                    low + width / 2.0
+                });
+            }
+        }
+        None
+    }
+
+    /// Each path with samples, by name, with its quantiles: the series of the report.
+    pub(crate) fn series(&self) -> Vec<(Vec<String>, f64)> {
+        let mut out = Vec::new();
+        for (path, name) in cost_path::NAMES.iter().enumerate() {
+            for (label, q) in QUANTILES {
+                if let Some(ns) = self.quantile(path as u32, q) {
+                    out.push((vec![(*name).to_owned(), label.to_owned()], ns));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Kernel memory held by this process's BPF maps, from `/proc/self/fdinfo` (`memlock` of each map fd).
+pub(crate) fn map_memory_bytes() -> u64 {
+    // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` a BPF map's
+    // fdinfo adds.
+    let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter(|info| info.contains("map_type:"))
+        .filter_map(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Run count and run time of each loaded program, by program name (non-zero only while run-time
+/// statistics are on: [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
+pub(crate) fn program_run_stats_by_name(ebpf: &Ebpf) -> Vec<(String, u64, Duration)> {
+    ebpf.programs()
+        .filter_map(|(name, p)| p.info().ok().map(|info| (name, info)))
+        .map(|(name, info)| (name.to_owned(), info.run_count(), info.run_time()))
+        .collect()
+}
+
+/// Turns on the kernel's run-time statistics of BPF programs for as long as the returned descriptor
+/// lives (`BPF_ENABLE_STATS`), so no sysctl is left changed when the agent exits or dies. None when
+/// the kernel refuses (it needs CAP_SYS_ADMIN, which sonde is not given): the figures then come from
+/// `kernel.bpf_stats_enabled=1` when the host set it, and stay 0 (with a warning) otherwise.
+pub(crate) fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
+    match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+        Ok(fd) => Some(fd),
+        Err(_) if sysctl_stats_enabled() => None,
+        Err(err) => {
+            tracing::warn!(
+                %err,
+                "BPF run-time statistics unavailable, BPF overhead reads as 0: turning them on needs CAP_SYS_ADMIN; without it, set `sysctl kernel.bpf_stats_enabled=1` on the host"
+            );
+            None
+        }
+    }
+}
+
+/// Whether the host keeps BPF run-time statistics on (`kernel.bpf_stats_enabled`).
+fn sysctl_stats_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(path: u32, buckets: &[(usize, u64)]) -> SampleCost {
+        let mut cost = SampleCost::default();
+        for &(bucket, n) in buckets {
+            cost.counts[path as usize][bucket] = n;
+        }
+        cost
+    }
+
+    #[test]
+    fn the_median_is_the_middle_of_the_bucket_holding_the_middle_sample() {
+        // 10 samples at 1.0-1.25 µs, 10 at 7.5-7.75 µs, 1 beyond the histogram.
+        let cost = with(cost_path::JAVA, &[(4, 10), (30, 10), (BUCKETS - 1, 1)]);
+        assert_eq!(cost.samples(cost_path::JAVA), 21);
+        assert_eq!(cost.quantile(cost_path::JAVA, 0.5), Some(7625.0));
+        assert_eq!(cost.quantile(cost_path::JAVA, 0.4), Some(1125.0));
+        assert_eq!(
+            cost.quantile(cost_path::JAVA, 1.0),
+            Some((BUCKETS - 1) as f64 * 250.0)
+        );
+        assert_eq!(cost.quantile(cost_path::V8, 0.5), None);
+    }
+
+    #[test]
+    fn series_name_only_paths_with_samples() {
+        let cost = with(cost_path::FRAME_POINTERS, &[(6, 3)]);
+        assert_eq!(
+            cost.series(),
+            vec![
+                (vec!["frame_pointers".into(), "p50".into()], 1625.0),
+                (vec!["frame_pointers".into(), "p90".into()], 1625.0),
+            ]
+        );
+    }
+}
