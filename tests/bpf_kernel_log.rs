@@ -152,7 +152,7 @@ fn record_while_execing(
 ) -> (String, String, Vec<String>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sonde"));
     command
-        .args(["--log", filter, "record"])
+        .args(["--log", filter, "record", "--summary-json", "-"])
         .args(args)
         // `SONDE_LOG` would override `--log`.
         .env_remove("SONDE_LOG")

@@ -254,13 +254,7 @@ fn daemonset_is_wired_for_operation() {
     // The image placeholder, replaced with `kustomize edit set image sonde=...`.
     assert_eq!(agent["image"], "sonde:REPLACE_ME");
     let args = strings(&agent["args"]);
-    for arg in [
-        "run",
-        "--config",
-        "/etc/sonde/sonde.toml",
-        "--metrics-addr",
-        "0.0.0.0:9464",
-    ] {
+    for arg in ["run", "--config", "/etc/sonde/sonde.toml"] {
         assert!(args.contains(arg), "args lack {arg}: {args:?}");
     }
     let node_name = agent["env"]
@@ -357,6 +351,8 @@ fn daemonset_is_wired_for_operation() {
     )
     .expect("sonde rejects the ConfigMap's sonde.toml");
     assert_eq!(config.data_dir, PathBuf::from("/var/lib/sonde"));
+    // All interfaces, so the kubelet's probes and Prometheus reach it on the pod IP.
+    assert_eq!(config.metrics_addr, Some("0.0.0.0:9464".parse().unwrap()));
     let data_mount = agent["volumeMounts"]
         .as_array()
         .unwrap()

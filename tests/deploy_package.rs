@@ -246,14 +246,11 @@ fn deb_installs_and_its_binary_profiles_as_the_sonde_user_with_the_units_capabil
         .local_addr()
         .unwrap()
         .port();
-    let command = exec[0].replace("127.0.0.1:9464", &format!("127.0.0.1:{port}"));
-    assert_ne!(
-        command, exec[0],
-        "the unit's metrics address moved: {}",
-        exec[0]
-    );
-    let mut argv: Vec<&str> = command.split_whitespace().collect();
+    // The address is the config file's `metrics_addr`; a flag wins over it.
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let mut argv: Vec<&str> = exec[0].split_whitespace().collect();
     argv.extend(["--export-interval", "1", "--duration", "3"]);
+    argv.extend(["--metrics-addr", &metrics_addr]);
     for state in ["/var/lib/sonde", "/var/cache/sonde"] {
         // What systemd makes for StateDirectory=/CacheDirectory= with User=sonde and mode 0700.
         std::fs::create_dir(state).unwrap();

@@ -18,9 +18,6 @@ const PROCESSES: usize = 24;
 fn a_full_spool_drops_its_oldest_windows_and_counts_them() {
     bpf::require_root();
     let bin = bpf::build_workload("recursion", "recursion_spool", bpf::FP_FLAGS);
-    let _workloads: Vec<bpf::Workload> = (0..PROCESSES)
-        .map(|i| bpf::Workload::start(&bin, &["120", &(20 + i * 7).to_string()]))
-        .collect();
     let dir = bpf::temp_dir("spool_bound");
     let data = dir.join("data");
     let endpoint = format!("http://{}", otlp::free_port());
@@ -42,6 +39,12 @@ fn a_full_spool_drops_its_oldest_windows_and_counts_them() {
         ],
         &dir.join("run.log"),
     );
+    // The workloads start once sonde makes windows: 24 busy processes on a small machine would
+    // otherwise starve the kernel's verification of its programs for tens of seconds.
+    run.wait_windows(1, Duration::from_secs(60));
+    let _workloads: Vec<bpf::Workload> = (0..PROCESSES)
+        .map(|i| bpf::Workload::start(&bin, &["120", &(20 + i * 7).to_string()]))
+        .collect();
     // Wait until the first spooled window has been pushed out by newer ones.
     let first = loop {
         if let Some((name, _)) = spool_files(&data).into_iter().next() {

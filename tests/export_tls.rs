@@ -3,19 +3,17 @@
 //! untrusted CA, a certificate for another name, a missing or untrusted client certificate each fail at
 //! once with an error naming the certificate problem and the setting to change.
 
+use crate::common::certs::{Ca, Leaf, assert_tls_failure, pem_dir, save};
 use crate::common::otlp as common;
 
 use std::{
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use sonde::{
     export::{
         ExportError, ExportMetrics, Sink as _,
@@ -30,55 +28,6 @@ use tonic::{
     codec::CompressionEncoding,
     transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming},
 };
-
-/// A CA that signs the certificates of one test.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let pem = params.self_signed(&key).unwrap().pem();
-        Ca {
-            pem,
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A leaf certificate for `names` (DNS names or IP addresses).
-    fn leaf(&self, names: &[&str], purpose: ExtendedKeyUsagePurpose) -> Leaf {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.subject_alt_names = names
-            .iter()
-            .map(|n| match n.parse() {
-                Ok(ip) => SanType::IpAddress(ip),
-                Err(_) => SanType::DnsName((*n).try_into().unwrap()),
-            })
-            .collect();
-        params.distinguished_name.push(DnType::CommonName, names[0]);
-        params.extended_key_usages = vec![purpose];
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf {
-            cert: cert.pem(),
-            key: key.serialize_pem(),
-            der: cert.der().to_vec(),
-        }
-    }
-}
-
-/// A certificate (PEM and DER) and its private key (PEM).
-struct Leaf {
-    cert: String,
-    key: String,
-    der: Vec<u8>,
-}
 
 /// The receiver's view of one call.
 #[derive(Clone, Debug)]
@@ -148,22 +97,6 @@ async fn start_tls_receiver(server: &Leaf, client_ca: Option<&Ca>) -> (SocketAdd
     (addr, receiver)
 }
 
-/// A directory for one test's PEM files.
-fn pem_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("tls")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn save(dir: &Path, name: &str, pem: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, pem).unwrap();
-    path
-}
-
 /// The sink's settings for `https://<host>:<port>`, trusting `ca_file`, with the token and tenant headers.
 fn config(host: &str, addr: SocketAddr, ca_file: Option<PathBuf>) -> OtlpConfig {
     let mut config = OtlpConfig::new(format!("https://{host}:{}", addr.port()));
@@ -183,24 +116,6 @@ async fn export(config: OtlpConfig) -> (Result<(), ExportError>, Duration) {
     let started = Instant::now();
     let result = sink.export(&common::batch("cart", 0)).await.map(|_| ());
     (result, started.elapsed())
-}
-
-/// Asserts a TLS failure that came at once (not retried) and names every `expected` piece.
-fn assert_tls_failure(result: (Result<(), ExportError>, Duration), expected: &[&str]) {
-    let (result, elapsed) = result;
-    let err = result.expect_err("the export must fail");
-    let text = err.to_string();
-    assert!(
-        matches!(err, ExportError::Tls(_)),
-        "not a TLS error: {text}"
-    );
-    for e in expected {
-        assert!(text.contains(e), "expected {e:?} in: {text}");
-    }
-    assert!(
-        elapsed < Duration::from_secs(3),
-        "a certificate problem is not retried ({elapsed:?}): {text}"
-    );
 }
 
 #[tokio::test]

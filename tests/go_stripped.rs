@@ -77,14 +77,17 @@ fn a_stripped_go_split_is_named_inlined_and_rooted() {
         .filter(|s| s.pid == i64::from(pid))
         .collect();
     assert_go_stacks("go_split", &mine, &summary);
-    assert!(summary_field(&summary, "go_binaries") >= 1.0, "{summary}");
+    assert!(
+        summary_field(&summary, "go_binaries_read") >= 1.0,
+        "{summary}"
+    );
     assert_eq!(
-        summary_field(&summary, "go_table_failures"),
+        summary_field(&summary, "go_binaries_failed"),
         0.0,
         "{summary}"
     );
     assert_eq!(
-        summary_field(&summary, "go_without_inline_tree"),
+        summary_field(&summary, "go_binaries_no_inline_tree"),
         0.0,
         "{summary}"
     );
@@ -97,7 +100,16 @@ fn a_stripped_go_split_is_named_inlined_and_rooted() {
     drop(workload);
     let samples = resolve(&read_pprof(&off));
     assert_eq!(inclusive(&samples, pid, "main.burnA", 0), 0, "{summary}");
-    assert_eq!(summary_field(&summary, "go_binaries"), 0.0, "{summary}");
+    assert_eq!(
+        summary_field(&summary, "go_binaries_read"),
+        0.0,
+        "{summary}"
+    );
+    assert_eq!(
+        summary_field(&summary, "go_binaries_no_inline_tree"),
+        0.0,
+        "{summary}"
+    );
 }
 
 /// `sh -c SCRIPT` in the background, killed with its children when dropped.

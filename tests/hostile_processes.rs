@@ -70,6 +70,17 @@ fn start_as_nobody(bin: &Path, address: u64, mode: &str, arg: &str, namespaced: 
     Workload::adopt(child)
 }
 
+/// Files removed when dropped, at the end of a test or when it panics.
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// A root-only (0600) file holding one perf-map line for `address`.
 fn root_only_secret(dir: &Path, address: u64, token: &str) -> PathBuf {
     let path = dir.join(format!("{token}.map"));
@@ -112,6 +123,14 @@ fn unprivileged_perf_maps_neither_read_through_nor_stall_a_recording() {
     let fifo = start_as_nobody(&bin, 0x7e30_0000_0000, "fifo", "", false);
     let namespaced = start_as_nobody(&bin, 0x7e40_0000_0000, "symlink", "/etc/shadow", true);
     let honest = start_as_nobody(&bin, 0x7e50_0000_0000, "own", "honest_jit_code", false);
+    // The workloads are killed, not ended, so their maps outlive them; a later process given one of
+    // these pids would find its map's name taken.
+    let _cleanup = RemoveOnDrop(
+        [&symlinked, &foreign, &fifo, &honest]
+            .iter()
+            .map(|w| PathBuf::from(format!("/tmp/perf-{}.map", w.pid())))
+            .collect(),
+    );
 
     let out = work.join("profile.pb.gz");
     let pids: Vec<String> = [&symlinked, &foreign, &fifo, &namespaced, &honest]
@@ -122,7 +141,7 @@ fn unprivileged_perf_maps_neither_read_through_nor_stall_a_recording() {
     for pid in &pids {
         args.extend_from_slice(&["--pid", pid]);
     }
-    args.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    args.extend_from_slice(&["--output", out.to_str().unwrap(), "--summary-json", "-"]);
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sonde"))
         .args(&args)
@@ -200,15 +219,15 @@ fn unprivileged_perf_maps_neither_read_through_nor_stall_a_recording() {
     // Each attack refused and counted: two symlinks (the host one and the namespaced one), the other
     // user's map, the FIFO.
     assert!(
-        summary_field(&summary, "refused_perf_map_symlink") >= 2.0,
+        summary_field(&summary, "input_refusals[perf_map/symlink]") >= 2.0,
         "{summary}"
     );
     assert!(
-        summary_field(&summary, "refused_perf_map_owner") >= 1.0,
+        summary_field(&summary, "input_refusals[perf_map/owner]") >= 1.0,
         "{summary}"
     );
     assert!(
-        summary_field(&summary, "refused_perf_map_not_regular") >= 1.0,
+        summary_field(&summary, "input_refusals[perf_map/not_regular]") >= 1.0,
         "{summary}"
     );
     // The attackers' own samples are still there, unnamed.
@@ -226,6 +245,7 @@ fn a_fifo_perf_map_does_not_stall_the_daemon_and_sigint_ends_it() {
     require_root();
     let bin = hostile_jit();
     let fifo = start_as_nobody(&bin, 0x7e60_0000_0000, "fifo", "", false);
+    let _cleanup = RemoveOnDrop(vec![PathBuf::from(format!("/tmp/perf-{}.map", fifo.pid()))]);
     let cpu = build_workload("cpu_split", "cpu_split_hostile", FP_FLAGS);
     let _busy = Workload::start(&cpu, &["60"]);
     let work = temp_dir("hostile_run");
@@ -360,7 +380,7 @@ fn a_hostile_eh_frame_and_debug_link_cost_bounded_time_and_are_counted() {
     eprintln!("{summary}");
     assert!(took < Duration::from_secs(30), "recording took {took:?}");
     assert!(
-        summary_field(&summary, "refused_debug_file_bad_name") >= 1.0,
+        summary_field(&summary, "input_refusals[debug_file/bad_name]") >= 1.0,
         "the climbing debug link is refused and counted\n{summary}"
     );
     // The table is built from the FDEs that survive: the damaged ones cost their own functions only.
@@ -374,7 +394,7 @@ fn a_hostile_eh_frame_and_debug_link_cost_bounded_time_and_are_counted() {
         "{summary}"
     );
     assert!(
-        summary_field(&summary, "agent_peak_rss_kib") < 256.0 * 1024.0,
+        summary_field(&summary, "agent_peak_resident_memory_bytes") < 256.0 * 1048576.0,
         "memory stayed bounded\n{summary}"
     );
     let samples = resolve(&read_pprof(&out));

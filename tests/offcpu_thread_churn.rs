@@ -22,6 +22,8 @@ fn remembered_state_does_not_grow_with_exited_threads() {
                 "5",
                 "--output",
                 out.to_str().unwrap(),
+                "--summary-json",
+                "-",
             ])
         }
     });

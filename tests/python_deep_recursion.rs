@@ -49,7 +49,7 @@ fn a_recursion_200_deep_fills_the_stack_cap_and_counts_the_truncation() {
             .join("\n")
     );
     if deepest < 200 {
-        let truncated = summary_field(&summary, "python_walk_truncated");
+        let truncated = summary_field(&summary, "python_truncated");
         assert!(
             truncated > 0.0,
             "stacks hold {deepest} of 200 recurse frames, yet no truncated Python walk was counted\n{summary}"

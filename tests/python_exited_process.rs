@@ -1,7 +1,8 @@
 //! A Python process that exits before the recording ends keeps its Python function names: `py_split.py`
-//! under Debian's `/usr/bin/python3` works 2 s inside a 5 s recording of `--pid`, then exits. Its
-//! samples still carry `burn_fifty`, `burn_thirty` and `burn_twenty` as named Python frames (code
-//! objects cannot be read from a process that is gone, so they must have been read while it ran).
+//! under Debian's `/usr/bin/python3` works 2 s inside a 5 s recording of `--pid` (exec'd by a shell
+//! once sonde records), then exits. Its samples still carry `burn_fifty`, `burn_thirty` and
+//! `burn_twenty` as named Python frames (code objects cannot be read from a process that is gone, so
+//! they must have been read while it ran, and kept when sonde captured the process again).
 
 use crate::common;
 use crate::common::python;
@@ -13,9 +14,15 @@ use python::*;
 fn python_frames_of_a_process_that_exited_mid_recording_are_named() {
     require_root();
     let python = interpreter(DEBIAN_PYTHON);
-    let mut child = std::process::Command::new(&python)
+    // A shell waits for a line, then execs the interpreter (same pid), as shells start scripts: the
+    // 2 s of work start once sonde records, however long its programs take to load, and sonde
+    // captures the process again at the exec and when the interpreter maps more code.
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("read go && exec \"$0\" \"$1\" 2")
+        .arg(&python)
         .arg(script("py_split.py"))
-        .arg("2")
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("starting py_split.py");
@@ -30,6 +37,11 @@ fn python_frames_of_a_process_that_exited_mid_recording_are_named() {
         "--output",
         out.to_str().unwrap(),
     ]);
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+    }
     assert!(child.wait().unwrap().success(), "py_split.py failed");
     // The process is gone well before sonde ends its window.
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());

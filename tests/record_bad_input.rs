@@ -62,7 +62,7 @@ fn frequency_zero_and_above_1000() {
             "--output",
             &out_path(),
         ],
-        "1..=1000",
+        "between 1 and 1000",
     );
 }
 

@@ -182,4 +182,9 @@ async fn run_ships_tagged_otlp_profiles_of_a_real_workload() {
         Some(Value::IntValue(n)) => assert!(n > 0, "sonde.window.samples = {n}"),
         other => panic!("sonde.window.samples: {other:?}"),
     }
+    // The footprint: at least the agent's own resident memory, which is megabytes.
+    match attr("sonde.overhead.footprint_bytes") {
+        Some(Value::IntValue(n)) => assert!(n > 8 << 20, "sonde.overhead.footprint_bytes = {n}"),
+        other => panic!("sonde.overhead.footprint_bytes: {other:?}"),
+    }
 }

@@ -18,5 +18,6 @@ mod export_spool_bound;
 mod export_spool_hanging;
 mod export_spool_restart;
 mod export_tls;
+mod export_tls_connect;
 mod run_local_dir;
 mod run_otlp_e2e;

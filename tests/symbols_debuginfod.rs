@@ -57,7 +57,7 @@ fn stripped_binary_is_symbolized_from_debuginfod_then_from_the_cache() {
         "{summary}"
     );
     assert!(
-        summary_field(&summary, "debuginfod_bytes") > 0.0,
+        summary_field(&summary, "debuginfod_downloaded_bytes") > 0.0,
         "{summary}"
     );
     assert_eq!(

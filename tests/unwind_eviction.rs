@@ -24,7 +24,7 @@ fn a_tiny_budget_evicts_tables_and_counts_it() {
     for pid in &pids {
         args.extend_from_slice(&["--pid", pid]);
     }
-    args.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    args.extend_from_slice(&["--output", out.to_str().unwrap(), "--summary-json", "-"]);
     let summary = sonde_ok(&args);
     eprintln!("{summary}");
     assert!(
@@ -32,7 +32,7 @@ fn a_tiny_budget_evicts_tables_and_counts_it() {
         "no table was evicted:\n{summary}"
     );
     assert!(
-        summary_field(&summary, "unwind_table_bytes") <= 1048576.0,
+        summary_field(&summary, "unwind_table_memory_bytes") <= 1048576.0,
         "tables over the budget:\n{summary}"
     );
     let samples = resolve(&read_pprof(&out));

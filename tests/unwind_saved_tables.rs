@@ -25,17 +25,11 @@ fn saved(data: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// A numeric field of the `n`th window line (0 = first) of a run's log.
-fn window_field(log: &str, n: usize, key: &str) -> u64 {
-    let line = log
-        .lines()
-        .filter(|l| l.contains(" window samples="))
-        .nth(n)
-        .unwrap_or_else(|| panic!("no window {n} in the log:\n{log}"));
-    line.split_whitespace()
-        .find_map(|f| f.strip_prefix(&format!("{key}=")))
-        .and_then(|v| v.trim_matches('"').parse().ok())
-        .unwrap_or_else(|| panic!("window line without {key}: {line}"))
+/// Counter `key` summed over the first `n` windows of a run whose log was `log`.
+fn windows_sum(log: &Path, n: usize, key: &str) -> u64 {
+    (0..n)
+        .map(|i| daemon::window_figure(&daemon::json_log_of(log), i, key) as u64)
+        .sum()
 }
 
 /// The first on-CPU profile of process `pid` in the data directory's index.
@@ -70,7 +64,7 @@ fn a_restarted_agent_loads_its_tables_from_the_data_directory() {
     let (status, _, log) = first.stop();
     assert!(status.success(), "first run failed:\n{log}");
     let after_first = saved(&data);
-    let built_first = window_field(&log, 1, "unwind_tables_built");
+    let built_first = windows_sum(&dir.join("first.log"), 2, "unwind_tables_built");
     eprintln!(
         "first run: {built_first} tables built, {} saved",
         after_first.len()
@@ -89,8 +83,8 @@ fn a_restarted_agent_loads_its_tables_from_the_data_directory() {
     assert!(status.success(), "second run failed:\n{log}");
     let after_second = saved(&data);
     let (built, from_disk) = (
-        window_field(&log, 0, "unwind_tables_built"),
-        window_field(&log, 0, "unwind_tables_from_disk"),
+        windows_sum(&dir.join("second.log"), 1, "unwind_tables_built"),
+        windows_sum(&dir.join("second.log"), 1, "unwind_tables_from_disk"),
     );
     let added = after_second.difference(&after_first).count() as u64;
     // Tables the first run built but could not keep are built again; no other.

@@ -86,6 +86,8 @@ fn record_host(seconds: &str, out: &Path) -> String {
         seconds,
         "--output",
         out.to_str().unwrap(),
+        "--summary-json",
+        "-",
     ])
 }
 
@@ -196,11 +198,11 @@ fn a_binary_living_five_milliseconds_is_unwound_and_named() {
     // The kernel's own figure for young processes agrees: most walks of the 5 ms runs fall in the
     // 1-10 ms age bucket (since fork), and nearly all of those are complete. (The 0-1 ms bucket is
     // mostly the shell's children inside execve, with no user stack of their own yet.)
-    let young = summary_field(&summary, "walks_age_1-10ms");
-    let young_root = summary_field(&summary, "walk_root_age_1-10ms");
+    let young = summary_field(&summary, "walks_age_1_10ms");
+    let young_root = summary_field(&summary, "walk_root_ratio_by_age[1-10ms]");
     assert!(
-        young >= 0.5 * all as f64 && young_root >= 80.0,
-        "{young} walks of processes 1-10 ms old, {young_root}% reaching a root: want at least half \
+        young >= 0.5 * all as f64 && young_root >= 0.8,
+        "{young} walks of processes 1-10 ms old, {young_root} of them reaching a root: want at least half \
          the {all} samples of the 5 ms processes, and 80%\n{summary}"
     );
     assert!(

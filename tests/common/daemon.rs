@@ -1,6 +1,7 @@
 //! Running `sonde run` in the background for the spool and thread-death tests: its log goes to a file
-//! that the test reads while it runs, and the exit summary line (`sonde stopped windows_produced=...`)
-//! and the export counters printed with it are parsed back.
+//! that the test reads while it runs, its window figures to a JSON-lines file beside it
+//! (`--summary-json`, read with [`windows_json`]), and the exit summary line
+//! (`sonde stopped windows_produced=...`) and the export counters printed with it are parsed back.
 #![allow(dead_code)]
 
 use std::{
@@ -17,12 +18,16 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts `sonde run ARGS` with `SONDE_LOG=info`, its stderr into `log`.
+    /// Starts `sonde run ARGS` with `SONDE_LOG=info`, its stderr into `log` and its JSON window log
+    /// into [`json_log_of`]`(log)`.
     pub fn start(args: &[&str], log: &Path) -> Self {
         let file = std::fs::File::create(log).unwrap();
+        let _ = std::fs::remove_file(json_log_of(log));
         let child = Command::new(env!("CARGO_BIN_EXE_sonde"))
             .arg("run")
             .args(args)
+            .arg("--summary-json")
+            .arg(json_log_of(log))
             .env("SONDE_LOG", "info")
             .stdout(Stdio::null())
             .stderr(file)
@@ -39,12 +44,9 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Windows made so far (one `window` line each).
+    /// Windows made so far (one JSON `window` line each).
     pub fn windows(&self) -> usize {
-        self.log()
-            .lines()
-            .filter(|l| l.contains(" window samples="))
-            .count()
+        windows_json(&json_log_of(&self.log)).len()
     }
 
     /// Waits until `n` windows were made, panicking with the log after `timeout`.
@@ -112,6 +114,35 @@ impl Drop for Daemon {
             let _ = child.wait();
         }
     }
+}
+
+/// Where [`Daemon::start`] has sonde write its JSON window log: `log` with the extension `jsonl`.
+pub fn json_log_of(log: &Path) -> PathBuf {
+    log.with_extension("jsonl")
+}
+
+/// The `{"event":"window",...}` lines of a `--summary-json` file, in order.
+pub fn windows_json(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "window")
+        .collect()
+}
+
+/// Figure `key` of window `n` (0 = first) of a `--summary-json` file, panicking when absent.
+pub fn window_figure(path: &Path, n: usize, key: &str) -> f64 {
+    let windows = windows_json(path);
+    windows
+        .get(n)
+        .and_then(|w| w["figures"][key].as_f64())
+        .unwrap_or_else(|| {
+            panic!(
+                "no figure {key} in window {n} of {}: {windows:?}",
+                path.display()
+            )
+        })
 }
 
 /// The numbers of the exit line (`sonde stopped windows_produced=4 ...`) and the export counters

@@ -176,7 +176,7 @@ pub fn record_with_debuginfod(
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sonde"));
     cmd.args(["record", "--duration", seconds, "--pid", &pid.to_string()])
         .args(extra)
-        .args(["--output", out.to_str().unwrap()])
+        .args(["--output", out.to_str().unwrap(), "--summary-json", "-"])
         .env("SONDE_LOG", "warn");
     match urls {
         Some(urls) => cmd.env("DEBUGINFOD_URLS", urls),
@@ -193,13 +193,25 @@ pub fn record_with_debuginfod(
     (String::from_utf8(output.stdout).unwrap(), took)
 }
 
-/// The `unsymbolized_top:` line of a summary.
-pub fn unsymbolized_top(summary: &str) -> &str {
-    summary
-        .lines()
-        .find_map(|l| l.strip_prefix("unsymbolized_top:"))
+/// The `unsymbolized_top` of a JSON summary, as the text summary writes it:
+/// `binary (reason) samples; ...`.
+pub fn unsymbolized_top(summary: &str) -> String {
+    let json: serde_json::Value = serde_json::from_str(summary.trim())
+        .unwrap_or_else(|e| panic!("the summary is not JSON ({e}):\n{summary}"));
+    json["unsymbolized_top"]
+        .as_array()
         .unwrap_or_else(|| panic!("summary has no unsymbolized_top:\n{summary}"))
-        .trim()
+        .iter()
+        .map(|o| {
+            format!(
+                "{} ({}) {}",
+                o["binary"].as_str().unwrap_or("?"),
+                o["reason"].as_str().unwrap_or("?"),
+                o["samples"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Frames of the binary whose mapping path ends with `binary`, weighted by samples: how many were named,

@@ -3,12 +3,15 @@
 
 pub mod backends;
 pub mod caps;
+pub mod certs;
 pub mod daemon;
 pub mod debug_files;
 pub mod deploy;
 pub mod diff_fixtures;
 pub mod fake_proc;
 pub mod go;
+pub mod java;
+pub mod node;
 pub mod otlp;
 pub mod pod;
 pub mod python;
@@ -224,12 +227,13 @@ impl Drop for Workload {
     }
 }
 
-/// `sonde record --duration SECS --pid PID EXTRA... --output OUT`, panicking on failure; the summary.
+/// `sonde record --duration SECS --pid PID EXTRA... --output OUT --summary-json -`, panicking on
+/// failure; the summary's JSON (read with [`summary_field`]).
 pub fn record_pid(pid: u32, seconds: &str, extra: &[&str], out: &Path) -> String {
     let pid = pid.to_string();
     let mut args = vec!["record", "--duration", seconds, "--pid", &pid];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    args.extend_from_slice(&["--output", out.to_str().unwrap(), "--summary-json", "-"]);
     sonde_ok(&args)
 }
 
@@ -253,16 +257,39 @@ pub fn sonde_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A numeric field of sonde's summary (`key: value`).
+/// A figure of `sonde record --summary-json`'s object (or of a `sonde run --summary-json` window
+/// line), by name: `walk_root_ratio`, or `input_refusals[perf_map/symlink]` for one series of a
+/// figure with labels. Shares are fractions (0 to 1).
 pub fn summary_field(summary: &str, key: &str) -> f64 {
-    summary
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
-        .unwrap_or_else(|| panic!("summary has no {key}:\n{summary}"))
-        .trim()
-        .trim_end_matches('%')
-        .parse()
-        .unwrap()
+    let json: serde_json::Value = serde_json::from_str(summary.trim()).unwrap_or_else(|e| {
+        panic!("the summary is not JSON ({e}): pass --summary-json -\n{summary}")
+    });
+    let (name, series) = match key.split_once('[') {
+        Some((name, rest)) => (name, Some(rest.trim_end_matches(']'))),
+        None => (key, None),
+    };
+    let figure = &json["figures"][name];
+    let value = match series {
+        Some(series) => &figure[series],
+        None => figure,
+    };
+    value
+        .as_f64()
+        .unwrap_or_else(|| panic!("the summary has no figure {key}:\n{summary}"))
+}
+
+/// Checks the kernel's own timing of on-CPU samples charged to `path` (`oncpu_sample_nanoseconds`):
+/// there, measured (below the histogram's 64 µs top bucket at the median), p90 at or above p50. Returns
+/// the median, ns.
+pub fn assert_sample_cost(summary: &str, path: &str) -> f64 {
+    let p50 = summary_field(summary, &format!("oncpu_sample_nanoseconds[{path}/p50]"));
+    let p90 = summary_field(summary, &format!("oncpu_sample_nanoseconds[{path}/p90]"));
+    eprintln!("BPF time per on-CPU sample on the {path} path: p50 {p50} ns, p90 {p90} ns");
+    assert!(
+        p50 > 0.0 && p50 < 63_750.0 && p90 >= p50,
+        "{path} samples: p50 {p50} ns, p90 {p90} ns"
+    );
+    p50
 }
 
 /// Decodes a gzip pprof file.
@@ -283,6 +310,10 @@ pub struct Resolved {
     pub functions: Vec<String>,
     /// Whether each entry of `functions` came from a kernel mapping.
     pub kernel: Vec<bool>,
+    /// The mapping's file name of each entry of `functions` (`[js]` for JavaScript frames).
+    pub modules: Vec<String>,
+    /// Whether each entry of `functions` was inlined into the next one (the same frame's caller).
+    pub inlined: Vec<bool>,
     pub values: Vec<i64>,
     /// Labelled `truncated=1`: the user stack did not reach a thread root.
     pub truncated: bool,
@@ -323,18 +354,24 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
         .map(|sample| {
             let mut functions = Vec::new();
             let mut kernel = Vec::new();
+            let mut modules = Vec::new();
+            let mut inlined = Vec::new();
             for id in &sample.location_id {
                 let loc = locs[id];
-                let is_kernel = maps
-                    .get(&loc.mapping_id)
-                    .is_some_and(|m| m == "[kernel.kallsyms]");
+                let module = maps.get(&loc.mapping_id).cloned().unwrap_or_default();
+                let is_kernel = module == "[kernel.kallsyms]";
                 if loc.line.is_empty() {
                     functions.push("?".to_owned());
                     kernel.push(is_kernel);
+                    modules.push(module.clone());
+                    inlined.push(false);
                 }
-                for line in &loc.line {
+                // pprof lists a location's inline chain innermost first, the frame's own function last.
+                for (i, line) in loc.line.iter().enumerate() {
                     functions.push(funcs[&line.function_id].clone());
                     kernel.push(is_kernel);
+                    modules.push(module.clone());
+                    inlined.push(i + 1 < loc.line.len());
                 }
             }
             let label = |k: &str| sample.label.iter().find(|l| s(l.key) == k);
@@ -343,6 +380,8 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
                 comm: label("comm").map(|l| s(l.str)).unwrap_or_default(),
                 functions,
                 kernel,
+                modules,
+                inlined,
                 values: sample.value.clone(),
                 truncated: label("truncated").is_some_and(|l| s(l.str) == "1"),
                 labels: sample
@@ -382,6 +421,33 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     // SAFETY: sysconf has no preconditions.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// The CPU time of a process across one `sonde record`, to compare with its samples.
+pub struct CpuProbe {
+    pid: u32,
+    cpu: f64,
+    wall: std::time::Instant,
+}
+
+impl CpuProbe {
+    /// Starts measuring `pid`, just before `sonde record` starts.
+    pub fn start(pid: u32) -> Self {
+        Self {
+            pid,
+            cpu: cpu_seconds(pid),
+            wall: std::time::Instant::now(),
+        }
+    }
+
+    /// The CPU-seconds `pid` used during the recording's window: its CPU share over the whole
+    /// `sonde record` run times the window's duration from the summary. The run is longer than the
+    /// window (the kernel verifies the BPF programs first, more of them with more runtimes), so the
+    /// process's CPU time over the run would overstate what the window could sample.
+    pub fn in_window(&self, summary: &str) -> f64 {
+        let share = (cpu_seconds(self.pid) - self.cpu) / self.wall.elapsed().as_secs_f64();
+        share * summary_field(summary, "window_duration_seconds")
+    }
 }
 
 /// `sonde` running in the background (killed when dropped).

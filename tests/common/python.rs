@@ -271,9 +271,10 @@ pub fn check_function_split(python: &Path, name: &str) {
     let mut failures = Vec::new();
     // Every walk of this one busy thread finds its state and reads its frames: the leaf function,
     // main and <module> (2 frames only in main's loop between two calls).
+    super::assert_sample_cost(&summary, "python");
     let walks = summary_field(&summary, "python_walks");
-    let failed = summary_field(&summary, "python_walk_no_thread")
-        + summary_field(&summary, "python_walk_read_fault");
+    let failed =
+        summary_field(&summary, "python_no_thread") + summary_field(&summary, "python_read_fault");
     if walks < 0.9 * all as f64 || failed > 0.01 * walks {
         failures.push(format!(
             "{walks} Python walks for {all} samples, {failed} of them failed"

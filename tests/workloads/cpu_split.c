@@ -28,10 +28,16 @@ int main(int argc, char **argv) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double end = t.tv_sec + t.tv_nsec / 1e9 + seconds;
+    srand((unsigned)t.tv_nsec);
     for (;;) {
-        burn_fifty(0.025);
-        burn_thirty(0.015);
-        burn_twenty(0.010);
+        /* Each round's length varies at random (25-75 ms), the split within it does not: a fixed
+         * 50 ms round beats against a 99 Hz sampler (5 x 10.1 ms drifts 0.5 ms a round, one beat
+         * every ~5 s), so a recording of a few seconds saw the burners in whatever phase the beat
+         * was in (57% for burn_fifty in one run). */
+        double k = 0.5 + (double)rand() / RAND_MAX;
+        burn_fifty(0.025 * k);
+        burn_thirty(0.015 * k);
+        burn_twenty(0.010 * k);
         clock_gettime(CLOCK_MONOTONIC, &t);
         if (t.tv_sec + t.tv_nsec / 1e9 > end) return 0;
     }

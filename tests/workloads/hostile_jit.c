@@ -51,6 +51,9 @@ int main(int argc, char **argv) {
 
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    /* A file named for this pid is an earlier process's that was killed before it could remove it
+     * (pids are reused): ours now. */
+    unlink(path);
     int made = 1;
     if (strcmp(mode, "own") == 0) {
         FILE *map = fopen(path, "w");
