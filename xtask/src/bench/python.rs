@@ -180,7 +180,7 @@ fn measure(
             let summary = sonde_summary(&usage.stdout);
             let samples = summary
                 .iter()
-                .find(|(k, _)| k == "samples:")
+                .find(|(k, _)| k == "samples_cpu")
                 .and_then(|(_, v)| v.parse().ok())
                 .context("sonde's summary has no samples: line")?;
             let folded = std::fs::read_to_string(stem.with_extension("folded"))?;
@@ -239,7 +239,15 @@ fn read_rounds(out: &mut BufReader<ChildStdout>) -> anyhow::Result<(u64, f64)> {
 fn start_sonde(sonde: &Path, pid: u32, kind: Kind, stem: &Path) -> anyhow::Result<Child> {
     let python = if kind == Kind::SondeOn { "on" } else { "off" };
     Command::new(sonde)
-        .args(["record", "--duration", "86400", "--frequency", "99"])
+        .args([
+            "record",
+            "--summary-json",
+            "-",
+            "--duration",
+            "86400",
+            "--frequency",
+            "99",
+        ])
         .args(["--pid", &pid.to_string(), "--python", python, "--output"])
         .arg(stem.with_extension("pb.gz"))
         .arg("--folded")

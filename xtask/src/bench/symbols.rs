@@ -255,7 +255,13 @@ fn record(
     let mut running = workload.start(row.stripped())?;
     std::thread::sleep(WARM_UP);
     let child = Command::new(sonde)
-        .args(["record", "--duration", &window.as_secs().to_string()])
+        .args([
+            "record",
+            "--summary-json",
+            "-",
+            "--duration",
+            &window.as_secs().to_string(),
+        ])
         .args(["--pid", &running.pid().to_string(), "--output"])
         .arg(path("pb.gz"))
         .arg("--folded")

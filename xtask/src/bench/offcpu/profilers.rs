@@ -68,6 +68,8 @@ impl Kind {
             let mut cmd = vec![
                 sonde.display().to_string(),
                 s("record"),
+                s("--summary-json"),
+                s("-"),
                 s("--profile"),
                 s("offcpu"),
                 s("--duration"),

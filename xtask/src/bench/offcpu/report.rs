@@ -155,8 +155,11 @@ fn costs(all: &[Runs], alone_s: Option<f64>) {
                 }),
                 2
             ),
-            opt(m(&|run| run.summary_value("offcpu_walks_per_cpu_s:")), 0),
-            opt(m(&|run| run.summary_value("offcpu_one_in_max:")), 0),
+            opt(
+                m(&|run| run.summary_value("offcpu_walks_per_cpu_second")),
+                0
+            ),
+            opt(m(&|run| run.summary_value("offcpu_one_in_max")), 0),
             opt(
                 m(&|run| Some(run.measured.usage.max_rss_kib as f64 / 1024.0)),
                 1
@@ -224,11 +227,11 @@ fn signed(percent: Option<f64>) -> String {
 /// sonde's summary keys about off-CPU sampling and its own BPF cost.
 fn wanted(key: &str) -> bool {
     [
-        "duration_s:",
-        "samples:",
+        "window_duration_seconds",
+        "samples_cpu",
         "offcpu_",
         "bpf_",
-        "agent_peak_rss_kib:",
+        "agent_peak_resident_memory_bytes",
     ]
     .iter()
     .any(|p| key.starts_with(p))
@@ -357,10 +360,10 @@ pub(super) fn busy(rows: &[(Kind, anyhow::Result<Recording>)], alone: Duration) 
                     kind.name(),
                     run.measured.switches,
                     opt(ns_per_switch(&run.measured), 0),
-                    value("offcpu_switches_seen:"),
-                    value("offcpu_tracked:"),
-                    value("offcpu_walks_per_cpu_s:"),
-                    value("offcpu_one_in_max:"),
+                    value("offcpu_eligible"),
+                    value("offcpu_switch_out"),
+                    value("offcpu_walks_per_cpu_second"),
+                    value("offcpu_one_in_max"),
                 );
             }
             Err(e) => println!("| {} FAILED: {e:#} | | | | | | |", kind.name()),

@@ -94,7 +94,7 @@ fn per_round(runs: &Runs, f: impl Fn(&Run) -> String) -> String {
 }
 
 fn symbolized_frames(run: &Run) -> Option<f64> {
-    run.value("symbolized_frames:")
+    run.value("symbolized_frame_ratio")
 }
 
 fn cpu_s(run: &Run) -> Option<f64> {
@@ -122,14 +122,14 @@ fn symbolized(workloads: &[Workload], all: &[Vec<Runs>]) {
             let top = runs
                 .runs
                 .last()
-                .and_then(|r| r.text("unsymbolized_top:"))
+                .and_then(|r| r.text("unsymbolized_top"))
                 .filter(|t| !t.is_empty())
                 .unwrap_or("-");
             println!(
                 "| {} | {} | {} | {}% | {}% | {top} |",
                 w.name,
                 row_name(row, runs),
-                opt(med(runs, |r| r.value("samples:")), 0),
+                opt(med(runs, |r| r.value("samples_cpu")), 0),
                 opt(med(runs, symbolized_frames), 1),
                 opt(med(runs, |r| r.own.percent()), 1),
             );
@@ -206,15 +206,15 @@ fn debuginfod(workloads: &[Workload], all: &[Vec<Runs>]) {
                 row_name(row, runs),
                 per_round(runs, |r| format!(
                     "{} / {}",
-                    r.text("debug_files_local:").unwrap_or("-"),
-                    r.text("debug_files_debuginfod:").unwrap_or("-")
+                    r.text("debug_files_local").unwrap_or("-"),
+                    r.text("debug_files_debuginfod").unwrap_or("-")
                 )),
-                per_round(runs, counter("debuginfod_requests:")),
-                per_round(runs, counter("debuginfod_fetched:")),
-                per_round(runs, counter("debuginfod_cache_hits:")),
-                per_round(runs, counter("debuginfod_misses:")),
-                per_round(runs, counter("debuginfod_failures:")),
-                per_round(runs, counter("debuginfod_bytes:")),
+                per_round(runs, counter("debuginfod_requests")),
+                per_round(runs, counter("debuginfod_fetched")),
+                per_round(runs, counter("debuginfod_cache_hits")),
+                per_round(runs, counter("debuginfod_misses")),
+                per_round(runs, counter("debuginfod_failures")),
+                per_round(runs, counter("debuginfod_downloaded_bytes")),
                 per_round(runs, |r| r.cache.files.to_string()),
                 per_round(runs, |r| format!("{:.1}", r.cache.bytes as f64 / 1024.0)),
                 per_round(runs, |r| format!(
@@ -317,9 +317,9 @@ fn warm_from_disk(workloads: &[Workload], all: &[Vec<Runs>]) {
     let sum = |key: &str| warm.iter().filter_map(|r| r.value(key)).sum::<f64>();
     let every_hit = warm
         .iter()
-        .all(|r| r.value("debuginfod_cache_hits:").is_some_and(|h| h >= 1.0));
-    let (fetched, hits) = (sum("debuginfod_fetched:"), sum("debuginfod_cache_hits:"));
-    let (requests, misses) = (sum("debuginfod_requests:"), sum("debuginfod_misses:"));
+        .all(|r| r.value("debuginfod_cache_hits").is_some_and(|h| h >= 1.0));
+    let (fetched, hits) = (sum("debuginfod_fetched"), sum("debuginfod_cache_hits"));
+    let (requests, misses) = (sum("debuginfod_requests"), sum("debuginfod_misses"));
     println!(
         "- (check) warm cache: the workload's debug file read from disk in every warm recording, nothing fetched again: {} ({fetched:.0} fetched, {hits:.0} cache hits over {} warm recordings of {} workloads; {requests:.0} request(s) to the server, {misses:.0} of them misses: build ids it lacks that the cold recording had not sampled)",
         verdict(!warm.is_empty() && every_hit && fetched == 0.0),

@@ -83,7 +83,7 @@ pub(super) struct Run {
     pub(super) shares: Vec<Share>,
     /// Samples the profiler recorded of the workloads (the denominator of BPF ns per sample).
     pub(super) samples: u64,
-    /// sonde's printed summary in its order: key (with its colon), value.
+    /// sonde's summary (`--summary-json -`) in its order: figure name, value.
     pub(super) summary: Vec<(String, String)>,
     /// `perf script`: what it costs to get perf's stacks out of perf.data.
     pub(super) post: Option<Usage>,
@@ -227,7 +227,15 @@ fn command(sonde: &Path, kind: Kind, pids: &[u32], path: &dyn Fn(&str) -> PathBu
     match kind {
         Kind::SondeTables | Kind::SondeFp => {
             let mut c = Command::new(sonde);
-            c.args(["record", "--duration", "86400", "--frequency", HZ]);
+            c.args([
+                "record",
+                "--summary-json",
+                "-",
+                "--duration",
+                "86400",
+                "--frequency",
+                HZ,
+            ]);
             c.args([
                 "--unwind",
                 if kind == Kind::SondeTables {

@@ -215,19 +215,19 @@ fn costs(all: &[Runs]) {
 /// sonde's summary keys worth a row: stack walking, tables, and its own view of its cost.
 fn wanted(key: &str) -> bool {
     [
-        "samples:",
-        "idle_samples:",
-        "symbolized_frames:",
-        "truncated_stacks:",
-        "lost_samples:",
+        "samples_cpu",
+        "oncpu_idle",
+        "symbolized_frame_ratio",
+        "truncated_stack_ratio",
+        "lost_samples",
         "walk",
-        "frames_per_stack:",
+        "frames_per_stack",
         "fallback_",
-        "mappings_refresh:",
+        "mappings_refresh",
         "unwind_",
-        "program_errors:",
+        "program_errors",
         "bpf_",
-        "agent_peak_rss_kib:",
+        "agent_peak_resident_memory_bytes",
     ]
     .iter()
     .any(|p| key.starts_with(p))
@@ -268,8 +268,14 @@ fn sonde_summaries(all: &[Runs]) {
     let per_s: Vec<String> = columns
         .iter()
         .map(|(_, run)| {
-            let runs = run.summary_value("bpf_runs:");
-            let secs = run.summary_value("duration_s:");
+            // Every program's runs (`bpf_program_runs[PROGRAM]`).
+            let runs = run
+                .summary
+                .iter()
+                .filter(|(k, _)| k.starts_with("bpf_program_runs["))
+                .map(|(_, v)| v.parse::<f64>().ok())
+                .sum::<Option<f64>>();
+            let secs = run.summary_value("window_duration_seconds");
             opt(runs.zip(secs).map(|(r, s)| r / s), 0)
         })
         .collect();
