@@ -5,8 +5,11 @@
 // loop, so the garbage collector stays idle.
 // Expected stacks (leaf first): main.mix (inlined) -> main.spin -> main.burnA|B|C -> main.main.funcN ->
 // runtime/pprof.Do -> main.main -> runtime.main -> runtime.goexit.
-// Usage: go_split SECONDS [CPU_PROFILE [AFTER]]: with CPU_PROFILE, Go's own profiler writes there too,
-// from AFTER seconds on (default 0) to the end, so it can cover the same span as another profiler.
+// Usage: go_split SECONDS [CPU_PROFILE [AFTER [HZ]]]: with CPU_PROFILE, Go's own profiler writes there
+// too, from AFTER seconds on (default 0) to the end, so it can cover the same span as another profiler,
+// at HZ samples a second (default Go's 100). runtime/pprof has no rate setting: the rate is set first,
+// and StartCPUProfile's own attempt at 100 Hz is refused with a line on stderr ("cannot set cpu
+// profile rate"); the profile records the rate it was taken at.
 package main
 
 import (
@@ -58,6 +61,10 @@ func main() {
 	}
 	start := time.Now()
 	profileAt := time.Duration(-1)
+	profileHz := 0
+	if len(os.Args) > 4 {
+		profileHz, _ = strconv.Atoi(os.Args[4])
+	}
 	if len(os.Args) > 3 {
 		after, _ := strconv.ParseFloat(os.Args[3], 64)
 		profileAt = time.Duration(after * float64(time.Second))
@@ -72,6 +79,9 @@ func main() {
 			var err error
 			if profile, err = os.Create(os.Args[2]); err != nil {
 				panic(err)
+			}
+			if profileHz > 0 {
+				runtime.SetCPUProfileRate(profileHz)
 			}
 			if err := pprof.StartCPUProfile(profile); err != nil {
 				panic(err)
