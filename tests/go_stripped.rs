@@ -77,6 +77,12 @@ fn a_stripped_go_split_is_named_inlined_and_rooted() {
         .filter(|s| s.pid == i64::from(pid))
         .collect();
     assert_go_stacks("go_split", &mine, &summary);
+    // The kernel's own count agrees: its walks end in the Go root functions whose ranges userspace
+    // published (a zero frame pointer alone is not a root).
+    assert!(
+        summary_field(&summary, "walk_root_ratio") >= 0.9,
+        "the kernel counts too few Go walks as reaching a root\n{summary}"
+    );
     assert!(
         summary_field(&summary, "go_binaries_read") >= 1.0,
         "{summary}"
@@ -100,6 +106,10 @@ fn a_stripped_go_split_is_named_inlined_and_rooted() {
     drop(workload);
     let samples = resolve(&read_pprof(&off));
     assert_eq!(inclusive(&samples, pid, "main.burnA", 0), 0, "{summary}");
+    assert!(
+        summary_field(&summary, "walk_root_ratio") < 0.5,
+        "without Go's root ranges the kernel still counts Go walks as rooted\n{summary}"
+    );
     assert_eq!(
         summary_field(&summary, "go_binaries_read"),
         0.0,

@@ -20,8 +20,8 @@ use aya_ebpf::{
 };
 use sonde_abi::{
     go::{
-        GoProc, HMAP_BUCKETS, HMAP_LOG2_BUCKETS, KEY_BYTES, LABELS_MAP, LABELS_SLICE, LabelSet,
-        MAP_BUCKET_BYTES, MAP_BUCKETS_READ, MAX_LABELS, MIN_TOP_HASH, VALUE_BYTES,
+        GoProc, HMAP_BUCKETS, HMAP_LOG2_BUCKETS, KEY_BYTES, LABELS_MAP, LABELS_NONE, LABELS_SLICE,
+        LabelSet, MAP_BUCKET_BYTES, MAP_BUCKETS_READ, MAX_LABELS, MIN_TOP_HASH, VALUE_BYTES,
     },
     stat,
 };
@@ -63,8 +63,11 @@ pub fn current(tgid: u32) -> u64 {
         return 0;
     };
     // SAFETY: a pointer from a successful lookup, valid for this program run.
-    let p = unsafe { *settings };
-    match labels_of(&p) {
+    let p = unsafe { &*settings };
+    if p.layout == LABELS_NONE {
+        return 0;
+    }
+    match labels_of(p) {
         Ok(id) => id,
         Err(()) => {
             bump(stat::GO_LABELS_FAULT);

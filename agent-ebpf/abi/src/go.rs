@@ -31,13 +31,34 @@ pub const MAP_BUCKETS_READ: u64 = 2;
 /// Smallest tophash of a filled slot (`minTopHash`; below: empty or evacuated).
 pub const MIN_TOP_HASH: u8 = 5;
 
-/// Value of `GO_PROCS`, keyed by tgid: where a Go process keeps its goroutines' labels.
+/// [`GoProc::layout`]: the labels of this Go version are not read (only its roots are known).
+pub const LABELS_NONE: u32 = 0;
+
+/// Go functions a frame-pointer walk of a Go thread ends in: `runtime.goexit` (every goroutine),
+/// `runtime.mstart` (a thread's g0 stack), `runtime.rt0_go` (the process's first thread), and the
+/// switches to the system stack where Go's own tracebacks end too (`systemstack`, `mcall`,
+/// `morestack`). Go marks no outermost frame for unwinders (no `.eh_frame`, a zero frame pointer
+/// also ends chains cut short), so the walk is a complete one only when it ends in one of these.
+pub const ROOT_FUNCTIONS: usize = 6;
+
+/// A function's link-time address range `[start, end)`; both 0 when the binary lacks it.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct GoRange {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+}
+
+/// Value of `GO_PROCS`, keyed by tgid: where a Go process keeps its goroutines' labels, and where
+/// its walks end.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct GoProc {
     /// Offset of the `g` pointer from the thread's fs base (x86_64 TLS; -8 for most binaries).
     pub tls_offset: i32,
-    /// [`LABELS_MAP`] or [`LABELS_SLICE`].
+    /// [`LABELS_MAP`], [`LABELS_SLICE`] or [`LABELS_NONE`].
     pub layout: u32,
     /// Offset of `runtime.g.m`.
     pub g_m: u32,
@@ -47,8 +68,12 @@ pub struct GoProc {
     pub g_labels: u32,
     /// Reserved, 0.
     pub _pad: u32,
+    /// Run-time address minus link-time address of the executable (0 unless built as a PIE).
+    pub bias: u64,
+    /// Link-time ranges of the [`ROOT_FUNCTIONS`].
+    pub roots: [GoRange; ROOT_FUNCTIONS],
 }
-const _: () = assert!(core::mem::size_of::<GoProc>() == 24);
+const _: () = assert!(core::mem::size_of::<GoProc>() == 32 + 16 * ROOT_FUNCTIONS);
 
 /// One label, NUL padded.
 #[repr(C)]

@@ -8,6 +8,7 @@
 
 mod announce;
 mod files;
+mod go_roots;
 mod hotspot;
 mod lookup;
 mod python;
@@ -269,6 +270,7 @@ pub fn walk_and_store(
     if globals::python() != 0 && python::walk(s, tgid, on_cpu) > 0 {
         path = cost_path::PYTHON;
     }
+    go_roots::mark_root(s, tgid);
     let mut stored = finish(s, generation);
     stored.known_process = known_process;
     stored.path = path;

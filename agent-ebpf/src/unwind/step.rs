@@ -32,7 +32,7 @@ const USER_LIMIT: u64 = 1 << 56;
 /// rsp at +120 and rip at +128. One read covers rbp .. rip.
 const SIGFRAME_RBP: u64 = 40 + 80;
 /// Covers every index of `UserStack::frames` (127 entries).
-const FRAME_INDEX_MASK: u32 = 0x7f;
+pub(super) const FRAME_INDEX_MASK: u32 = 0x7f;
 #[repr(C)]
 struct SigRegs {
     rbp: u64,

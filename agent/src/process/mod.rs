@@ -216,24 +216,28 @@ impl ProcessTable {
         self.go_publisher = Some(publisher);
     }
 
-    /// The label settings of the Go executable among `mappings`, read once per binary; a binary
-    /// whose labels cannot be read is counted and said once.
+    /// The kernel's settings for the Go executable among `mappings`, read once per binary, with the
+    /// process's load bias; a binary whose labels cannot be read is counted and said once (its roots
+    /// are still published).
     fn go_settings(&mut self, pid: u32, mappings: &[Mapping]) -> Option<sonde_abi::go::GoProc> {
-        let binary = mappings
+        let (module, binary) = mappings
             .iter()
-            .filter_map(|m| m.binary.as_ref())
-            .find(|b| b.elf.is_go)?;
+            .find_map(|m| Some((&m.module, m.binary.as_ref().filter(|b| b.elf.is_go)?)))?;
         let stats = &mut self.stats;
-        *self.go_settings.entry(binary.id).or_insert_with(|| {
-            match crate::runtimes::go::label_settings(binary)? {
-                Ok(settings) => Some(settings),
-                Err(why) => {
-                    stats.go_labels_unsupported += 1;
-                    tracing::warn!(pid, binary = %binary.path, "goroutine labels not read: {why}");
-                    None
-                }
+        let settings = self.go_settings.entry(binary.id).or_insert_with(|| {
+            let (settings, labels) = crate::runtimes::go::kernel_settings(binary)?;
+            if let Err(why) = labels {
+                stats.go_labels_unsupported += 1;
+                tracing::warn!(pid, binary = %binary.path, "goroutine labels not read: {why}");
             }
-        })
+            Some(settings)
+        });
+        let mut settings = (*settings)?;
+        // A PIE Go binary runs where it was loaded; its root ranges are link-time addresses.
+        settings.bias = module
+            .start
+            .wrapping_sub(binary.elf.vaddr_of(module.file_offset));
+        Some(settings)
     }
 
     /// The captured process `pid`.

@@ -1,8 +1,8 @@
 //! Thread entry points: a user stack whose outermost frame is one of these was walked completely.
 
-use crate::profile::Frame;
+use crate::{profile::Frame, runtimes::go::ROOT_FUNCTIONS};
 
-/// Functions that start threads on Linux (glibc, musl, Rust std, Go's runtime).
+/// Functions that start threads on Linux (glibc, musl, Rust std); Go's are the runtime's own list.
 const ROOTS: &[&str] = &[
     "_start",
     "__libc_start_main",
@@ -13,19 +13,11 @@ const ROOTS: &[&str] = &[
     "__clone",
     "__clone3",
     "thread_start",
-    "runtime.goexit",
-    "runtime.rt0_go",
-    "runtime.mstart",
-    // Go's switches to the thread's system stack (g0): the frames above them are on another stack,
-    // where Go's own tracebacks (and its CPU profiles, before Go 1.21) end too.
-    "runtime.systemstack",
-    "runtime.mcall",
-    "runtime.morestack",
 ];
 
 /// Whether `outermost` is a known thread entry point.
 pub(super) fn is_root(outermost: Option<&Frame>) -> bool {
     outermost
         .and_then(Frame::function)
-        .is_some_and(|name| ROOTS.contains(&name))
+        .is_some_and(|name| ROOTS.contains(&name) || ROOT_FUNCTIONS.contains(&name))
 }

@@ -25,6 +25,8 @@ pub(crate) enum Unsupported {
     Tls(u64),
     #[error("goroutine labels are read on x86_64 only")]
     Arch,
+    #[error("the binary has no build info (.go.buildinfo) to tell its Go version")]
+    NoBuildInfo,
 }
 
 /// `(minor version, g.labels, m.curg)` from that minor on, linux/amd64. `g.m` is 48 in all.
@@ -66,7 +68,7 @@ pub(crate) fn settings(info: &BuildInfo, elf_bytes: &[u8]) -> Result<GoProc, Uns
         g_m: G_M,
         m_curg,
         g_labels,
-        _pad: 0,
+        ..GoProc::default()
     })
 }
 

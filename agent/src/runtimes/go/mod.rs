@@ -2,7 +2,8 @@
 //! in every Go binary, also one built with `-ldflags='-s -w'` that has neither `.symtab` nor DWARF.
 //! It gives each function's name, file and line, and the inlined calls at a pc (the inline tree), so Go
 //! frames read as `go tool pprof` shows them. Go code is walked by the native unwinder (Go keeps frame
-//! pointers on x86_64); nothing of Go is published to the kernel.
+//! pointers on x86_64); the kernel is told where a Go process keeps its goroutines' labels and where
+//! its threads' walks end (`GO_PROCS`).
 
 pub(crate) mod buildinfo;
 pub(crate) mod labels;
@@ -36,11 +37,23 @@ pub(crate) fn build_info(exe: &Path) -> Option<BuildInfo> {
     buildinfo::read(&map)
 }
 
-/// The kernel's goroutine-label settings for Go binary `binary` (None: not a Go binary, or its
-/// build info is unreadable).
-pub(crate) fn label_settings(
+/// Where Go's thread roots are, as `sonde_abi::go::ROOT_FUNCTIONS` says; also what makes a
+/// symbolized stack complete (`symbolize::roots`).
+pub(crate) const ROOT_FUNCTIONS: [&str; sonde_abi::go::ROOT_FUNCTIONS] = [
+    "runtime.goexit",
+    "runtime.mstart",
+    "runtime.rt0_go",
+    "runtime.systemstack",
+    "runtime.mcall",
+    "runtime.morestack",
+];
+
+/// The kernel's settings for Go binary `binary`, with link-time addresses (None: not a Go binary):
+/// its root functions always, its goroutine labels when its Go version's are known (else
+/// `LABELS_NONE`, and why).
+pub(crate) fn kernel_settings(
     binary: &Binary,
-) -> Option<Result<sonde_abi::go::GoProc, labels::Unsupported>> {
+) -> Option<(sonde_abi::go::GoProc, Result<(), labels::Unsupported>)> {
     if !binary.elf.is_go {
         return None;
     }
@@ -50,8 +63,25 @@ pub(crate) fn label_settings(
     }
     // SAFETY: read-only map, only read; see `GoTable::open` on files changing underneath.
     let map = unsafe { memmap2::Mmap::map(&binary.file) }.ok()?;
-    let info = buildinfo::read(&map)?;
-    Some(labels::settings(&info, &map))
+    // Some builds carry no build info (esbuild 0.28's releases): their labels' layout is unknown,
+    // their roots are not.
+    let labels = match buildinfo::read(&map) {
+        Some(info) => labels::settings(&info, &map),
+        None => Err(labels::Unsupported::NoBuildInfo),
+    };
+    let (mut settings, labels) = match labels {
+        Ok(settings) => (settings, Ok(())),
+        Err(why) => (sonde_abi::go::GoProc::default(), Err(why)),
+    };
+    if let Ok(Some(table)) = GoTable::open(&binary.file) {
+        let ranges = table.ranges(ROOT_FUNCTIONS);
+        for (root, range) in settings.roots.iter_mut().zip(ranges) {
+            if let Some((start, end)) = range {
+                *root = sonde_abi::go::GoRange { start, end };
+            }
+        }
+    }
+    Some((settings, labels))
 }
 
 /// Counters of the Go tables, cumulative.

@@ -199,6 +199,28 @@ impl GoTable {
         Some(out)
     }
 
+    /// The link-time range `[entry, next entry)` of each function named in `names`, in that order;
+    /// None for a name the table lacks. One pass over every function.
+    pub(crate) fn ranges<const N: usize>(&self, names: [&str; N]) -> [Option<(u64, u64)>; N] {
+        let mut out = [None; N];
+        for i in 0..self.l.nfunc {
+            let (Some(entry), Some(end)) = (self.entry(i), self.entry(i + 1)) else {
+                break;
+            };
+            let Some(name) = self
+                .find_func(entry)
+                .and_then(|f| self.field(&f, NAME_OFF))
+                .and_then(|off| self.string(self.l.funcnametab, off))
+            else {
+                continue;
+            };
+            if let Some(k) = names.iter().position(|n| *n == name) {
+                out[k] = Some((entry, end));
+            }
+        }
+        out
+    }
+
     fn pcln(&self) -> &[u8] {
         self.l.pcln.bytes((*self.bytes).as_ref())
     }

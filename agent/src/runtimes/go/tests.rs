@@ -398,6 +398,7 @@ fn debian_gofmt() {
     assert!(check_traceback(&t, &traced) > 0, "no inlined frame");
     check_entry(&t, &traced, "runtime.main");
     check_entry(&t, &traced, "main.main");
+    check_roots(&t);
     let info = buildinfo::read(&std::fs::read(&path).unwrap()).expect("build info");
     assert!(info.go_version.starts_with("go1."), "{info:?}");
     assert_eq!(info.main_path.as_deref(), Some("cmd/gofmt"));
@@ -433,6 +434,24 @@ fn esbuild_go_1_20_plus() {
     assert!(check_traceback(&t, &traced) > 0, "no inlined frame");
     check_entry(&t, &traced, "main.main");
     check_entry(&t, &traced, "runtime.goexit");
+    check_roots(&t);
+}
+
+/// The ranges the kernel ends Go walks in: every root function found, each range named by the
+/// table as that function at its first and last byte, and not by it just past its end.
+fn check_roots(t: &GoTable) {
+    let ranges = t.ranges(super::ROOT_FUNCTIONS);
+    for (name, range) in super::ROOT_FUNCTIONS.iter().zip(ranges) {
+        let (start, end) = range.unwrap_or_else(|| panic!("no range for {name}"));
+        assert!(start < end, "{name}: {start:#x}..{end:#x}");
+        let outer = |pc: u64| {
+            t.frames(pc)
+                .and_then(|f| f.last().map(|f| f.function.clone()))
+        };
+        assert_eq!(outer(start).as_deref(), Some(*name));
+        assert_eq!(outer(end - 1).as_deref(), Some(*name));
+        assert_ne!(outer(end).as_deref(), Some(*name));
+    }
 }
 
 /// Debian's gofmt, and where its `.gopclntab` starts and how long it is.
