@@ -158,6 +158,8 @@ fn record_loop(name: &str, script: &str, comm: &str, named: &str) {
         "4",
         "--output",
         out.to_str().unwrap(),
+        "--summary-json",
+        "-",
     ]);
     drop(running);
     let samples: Vec<Resolved> = resolve(&read_pprof(&out))
@@ -174,6 +176,12 @@ fn record_loop(name: &str, script: &str, comm: &str, named: &str) {
             .iter()
             .any(|s| s.functions.iter().any(|f| f.contains(named))),
         "no {named} frames in {comm}'s samples"
+    );
+    // Its inlined calls are frames too: the table's inline tree was found.
+    assert!(
+        summary_field(&summary, "go_binaries_read") >= 1.0
+            && summary_field(&summary, "go_binaries_no_inline_tree") == 0.0,
+        "{comm} was not read with its inline tree\n{summary}"
     );
 }
 
@@ -200,7 +208,6 @@ fn debians_stripped_gofmt_is_named_and_rooted() {
 #[test]
 fn esbuild_from_the_npm_registry_is_named_and_rooted() {
     require_root();
-    let esbuild = esbuild();
     // A large input: the same module many times over, minified again and again.
     let dir = temp_dir("esbuild");
     let input = dir.join("input.js");
@@ -209,10 +216,14 @@ fn esbuild_from_the_npm_registry_is_named_and_rooted() {
         .map(|i| unit.replace("{i}", &i.to_string()))
         .collect();
     std::fs::write(&input, text).unwrap();
-    let script = format!(
-        "while :; do {} {} --minify --outfile=/dev/null --log-level=error; done",
-        esbuild.display(),
-        input.display()
-    );
-    record_loop("esbuild", &script, "esbuild", "esbuild/internal/js_parser");
+    // A Go 1.23 build with its build info, and a Go 1.26 one without (moduledata in a section of
+    // its own): both named with their inline trees.
+    for esbuild in esbuilds() {
+        let script = format!(
+            "while :; do {} {} --minify --outfile=/dev/null --log-level=error; done",
+            esbuild.display(),
+            input.display()
+        );
+        record_loop("esbuild", &script, "esbuild", "esbuild/internal/js_parser");
+    }
 }

@@ -1,5 +1,5 @@
 //! Go for the Go tests: workloads built stripped as Go services ship, Debian's own `gofmt`, and the
-//! esbuild release the npm registry ships (a Go program of a recent Go release).
+//! esbuild releases the npm registry ships (Go programs of recent Go releases).
 #![allow(dead_code)]
 
 use std::{
@@ -55,17 +55,20 @@ pub fn sections(path: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The esbuild binary setup fetched from the npm registry.
-pub fn esbuild() -> PathBuf {
-    let path = std::env::var_os("SONDE_TEST_ESBUILD").map(PathBuf::from).expect(
+/// The esbuild binaries setup fetched from the npm registry (Go 1.23 and Go 1.26 builds).
+pub fn esbuilds() -> Vec<PathBuf> {
+    let paths = std::env::var_os("SONDE_TEST_ESBUILD").expect(
         "SONDE_TEST_ESBUILD is not set: run the tests with `cargo xtask test`, which fetches esbuild",
     );
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo xtask setup --peers` fetches it",
-        path.display()
-    );
-    path
+    let paths: Vec<PathBuf> = std::env::split_paths(&paths).collect();
+    for path in &paths {
+        assert!(
+            path.exists(),
+            "{} is missing: `cargo xtask setup --peers` fetches it",
+            path.display()
+        );
+    }
+    paths
 }
 
 /// The kernel's walk keeps at most this many native frames (`sonde_abi::MAX_STACK_DEPTH`, perf's

@@ -67,7 +67,10 @@ fn main() -> anyhow::Result<()> {
             // which other tests running beside them would distort.
             let mut cmd = Command::new(util::cargo());
             cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
-            cmd.env("SONDE_TEST_ESBUILD", setup::esbuild_path());
+            cmd.env(
+                "SONDE_TEST_ESBUILD",
+                std::env::join_paths(setup::esbuild_paths())?,
+            );
             cmd.env("SONDE_TEST_JDK11", setup::jdk11_path());
             // `test-hooks`: the hidden flags the tests use to make the agent stall, panic or fail a
             // kernel program; release builds have none of them.

@@ -148,47 +148,53 @@ fn kustomize() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The esbuild release the Go tests profile: a Go program of a recent Go release, prebuilt and
-/// stripped, as the npm registry ships it.
-const ESBUILD_PACKAGE: &str = "@esbuild/linux-x64@0.24.0";
+/// The esbuild releases the Go tests profile: Go programs of recent Go releases, prebuilt and
+/// stripped, as the npm registry ships them. 0.24.0 is built by Go 1.23 with its build info; 0.28.2
+/// by Go 1.26 (moduledata in a `.go.module` section of its own) without `.go.buildinfo`.
+const ESBUILD_VERSIONS: [&str; 2] = ["0.24.0", "0.28.2"];
 
-/// Where setup puts esbuild's binary (`SONDE_TEST_ESBUILD` for the tests).
-pub fn esbuild_path() -> std::path::PathBuf {
-    root().join("target/peers/esbuild/package/bin/esbuild")
+/// Where setup puts each esbuild binary (`SONDE_TEST_ESBUILD` for the tests, `:`-separated).
+pub fn esbuild_paths() -> Vec<std::path::PathBuf> {
+    ESBUILD_VERSIONS
+        .iter()
+        .map(|v| root().join(format!("target/peers/esbuild-{v}/package/bin/esbuild")))
+        .collect()
 }
 
-/// Fetches esbuild's prebuilt Linux binary from the npm registry once.
+/// Fetches esbuild's prebuilt Linux binaries from the npm registry once.
 fn esbuild() -> anyhow::Result<()> {
-    let bin = esbuild_path();
-    if bin.exists() {
-        return Ok(());
+    for (version, bin) in ESBUILD_VERSIONS.iter().zip(esbuild_paths()) {
+        if bin.exists() {
+            continue;
+        }
+        let dir = bin
+            .ancestors()
+            .nth(3)
+            .expect("target/peers/esbuild-VERSION")
+            .to_owned();
+        std::fs::create_dir_all(&dir)?;
+        let package = format!("@esbuild/linux-x64@{version}");
+        eprintln!("xtask: fetching {package} from the npm registry");
+        run(Command::new("npm")
+            .args(["pack", "--silent", &package])
+            .current_dir(&dir))
+        .context("fetching esbuild with npm (Node.js and npm are needed for the Go tests)")?;
+        let tarball = std::fs::read_dir(&dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "tgz"))
+            .context("npm pack left no tarball")?;
+        run(Command::new("tar")
+            .arg("xzf")
+            .arg(&tarball)
+            .current_dir(&dir))?;
+        anyhow::ensure!(
+            bin.exists(),
+            "{} is not in {}",
+            bin.display(),
+            tarball.display()
+        );
     }
-    let dir = bin
-        .ancestors()
-        .nth(3)
-        .expect("target/peers/esbuild")
-        .to_owned();
-    std::fs::create_dir_all(&dir)?;
-    eprintln!("xtask: fetching {ESBUILD_PACKAGE} from the npm registry");
-    run(Command::new("npm")
-        .args(["pack", "--silent", ESBUILD_PACKAGE])
-        .current_dir(&dir))
-    .context("fetching esbuild with npm (Node.js and npm are needed for the Go tests)")?;
-    let tarball = std::fs::read_dir(&dir)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "tgz"))
-        .context("npm pack left no tarball")?;
-    run(Command::new("tar")
-        .arg("xzf")
-        .arg(&tarball)
-        .current_dir(&dir))?;
-    anyhow::ensure!(
-        bin.exists(),
-        "{} is not in {}",
-        bin.display(),
-        tarball.display()
-    );
     Ok(())
 }
 

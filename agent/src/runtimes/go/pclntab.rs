@@ -549,7 +549,9 @@ fn find_moduledata(
         entries.filter(move |e| e.1 == relative).map(|e| (e.0, e.2))
     };
     let mut candidates = Vec::new();
-    let sections = [".noptrdata", ".data.rel.ro", ".data"].map(|n| section(elf, n, data.len()));
+    // Go 1.26 gives moduledata a section of its own.
+    let sections = [".go.module", ".noptrdata", ".data.rel.ro", ".data"];
+    let sections = sections.map(|n| section(elf, n, data.len()));
     for r in sections.into_iter().flatten() {
         let words = r.bytes(data).chunks_exact(8).enumerate();
         let hits = words.filter(|(_, w)| **w == pcln.addr.to_le_bytes());
