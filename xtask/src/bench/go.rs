@@ -71,6 +71,9 @@ struct Cost {
     cpu: Duration,
     bpf: BpfUsage,
     max_rss_kib: i64,
+    /// sonde: the kernel's median cost of a sample walked by frame pointers (every Go walk, its
+    /// labels read), from the summary.
+    sample_p50: Option<f64>,
 }
 
 /// Runs the section and prints it; files are kept in `dir/go`.
@@ -176,6 +179,10 @@ fn measure(
             cpu: usage.cpu.saturating_sub(cpu_before.unwrap_or_default()),
             bpf: BpfUsage::between(bpf_before, after_bpf),
             max_rss_kib: usage.max_rss_kib,
+            sample_p50: super::summary_number(
+                &sonde_summary(&usage.stdout),
+                "oncpu_sample_nanoseconds[frame_pointers/p50]",
+            ),
         }),
         _ => None,
     };
@@ -300,9 +307,9 @@ fn print(runs: &[Run], options: &Options) {
         cpus()
     );
     println!(
-        "| profiler | samples | samples/s covered | named user frames | labelled samples | profiler CPU s/s | peak RSS MiB | BPF ns/recorded sample |"
+        "| profiler | samples | samples/s covered | named user frames | labelled samples | profiler CPU s/s | peak RSS MiB | BPF ns/recorded sample | BPF ns/Go sample with labels, p50 |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let span = options.seconds as f64;
     for kind in Kind::ALL {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
@@ -326,8 +333,9 @@ fn print(runs: &[Run], options: &Options) {
             (c.bpf.sampling_runs > 0 && r.samples > 0.0)
                 .then(|| c.bpf.sampling_ns as f64 / r.samples)
         });
+        let go_p50 = med(&|r| r.cost.as_ref()?.sample_p50);
         println!(
-            "| {} | {} | {} | {}% | {} | {} | {} | {} |",
+            "| {} | {} | {} | {}% | {} | {} | {} | {} | {} |",
             kind.name(),
             show(samples, 0),
             show(rate, 1),
@@ -336,6 +344,7 @@ fn print(runs: &[Run], options: &Options) {
             show(cpu, 4),
             show(rss, 1),
             show(per_sample, 0),
+            show(go_p50, 0),
         );
     }
     println!(
