@@ -171,19 +171,42 @@ pub fn exit(tid: u32) {
     let _ = VMA_MAPPINGS.remove(tid);
 }
 
-/// Whether the current task has no address space any more: an exiting process samples in
-/// `exit_mmap` after `exit_mm` cleared `task->mm`; there is no user stack left to read.
+/// What the current task's address space holds, for its user stack.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AddressSpace {
+    /// A program is loaded: the user registers belong to it.
+    Loaded,
+    /// None any more: an exiting process samples in `exit_mmap` after `exit_mm` cleared `task->mm`.
+    Gone,
+    /// Inside `execve`, between two images: the new address space has no program yet
+    /// (`mm->start_code` is set once the ELF is loaded) and the user registers still point into the
+    /// old one, which is gone.
+    Loading,
+}
+
+/// The current task's [`AddressSpace`]; `Loaded` when the layout is unknown.
 #[inline(always)]
-pub fn current_mm_gone() -> bool {
+pub fn current_address_space() -> AddressSpace {
     if !enabled() {
-        return false;
+        return AddressSpace::Loaded;
     }
-    // SAFETY: a kernel read that tolerates a bad address.
-    let mm: u64 = unsafe {
+    let layout = globals::vma_layout();
+    // SAFETY: kernel reads that tolerate bad addresses.
+    unsafe {
         let task = bpf_get_current_task() as *const u8;
-        bpf_probe_read_kernel(task.add(globals::vma_layout().task_mm as usize).cast()).unwrap_or(1)
-    };
-    mm == 0
+        let mm: u64 = bpf_probe_read_kernel(task.add(layout.task_mm as usize).cast()).unwrap_or(1);
+        if mm == 0 {
+            return AddressSpace::Gone;
+        }
+        let start_code: u64 =
+            bpf_probe_read_kernel((mm as *const u8).add(layout.mm_start_code as usize).cast())
+                .unwrap_or(1);
+        if start_code == 0 {
+            AddressSpace::Loading
+        } else {
+            AddressSpace::Loaded
+        }
+    }
 }
 
 /// The age bucket (`stat::AGE_BUCKET_NS`) of the current task's process: time since its leader

@@ -364,8 +364,10 @@ pub mod stat {
     /// JavaScript frames stored with their function only ([`crate::v8::kind::FUNCTION`]): Sparkplug
     /// code, or a pc in none of its function's code the kernel could read.
     pub const V8_FUNCTION_ONLY: u32 = V8_WALKS + 3;
+    /// Walks of processes inside `execve` between two images (see `unwind::outcome::EXECING`).
+    pub const WALK_EXECING: u32 = V8_WALKS + 4;
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 4;
+    pub const COUNT: u32 = V8_WALKS + 5;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most

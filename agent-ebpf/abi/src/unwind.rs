@@ -58,6 +58,13 @@ pub mod cfa {
     /// A rule the kernel cannot evaluate (another DWARF expression, a CFA in another register, an offset
     /// out of range): the walk ends here, counted.
     pub const UNSUPPORTED: u8 = 6;
+    /// CFA = rbx + `cfa_offset`: glibc's lazy-binding trampolines (`_dl_runtime_resolve_*`, which
+    /// align rsp for `xsave` after `mov %rsp, %rbx`). rbx is known in the leaf frame only (the
+    /// sample's registers); elsewhere the walk ends as [`UNSUPPORTED`].
+    pub const RBX: u8 = 7;
+    /// CFA = rsp + `cfa_offset`, the return address in rdi: glibc's `vfork` pops it there so the
+    /// child cannot clobber it on the shared stack. Known in the leaf frame only, as [`RBX`].
+    pub const RA_IN_RDI: u8 = 8;
 }
 
 /// rbp rules: the high nibble of [`UnwindRow::kind`]. x86_64.
@@ -158,6 +165,10 @@ pub mod outcome {
     /// The process is exiting and its address space is gone (`task->mm` cleared): there is no user
     /// stack left to walk beyond the leaf (not a truncation).
     pub const EXITING: u32 = 8;
+    /// The process is inside `execve` between two images: its new address space holds no program
+    /// yet (`mm->start_code` still 0) and the user registers point into the old one, which is gone.
+    /// There is no user stack to walk (not a truncation).
+    pub const EXECING: u32 = 9;
 }
 
 /// How to find the caller of a frame: the part of a row that is not its address. 4 bytes.

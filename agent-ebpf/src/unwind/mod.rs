@@ -31,6 +31,7 @@ use sonde_abi::{
     v8::V8Proc,
 };
 
+use crate::vmas::AddressSpace;
 use crate::{
     globals,
     maps::{HS_PROCS, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, user_stacks},
@@ -192,11 +193,16 @@ pub fn walk_and_store(
         _pad: 0,
     };
     // A process sampled in `exit_group` after its address space was torn down has no stack left:
-    // its leaf alone, said so rather than counted as a truncation.
-    if crate::vmas::current_mm_gone() {
-        if push(s) {
-            s.stack.outcome = outcome::EXITING;
-        }
+    // its leaf alone, said so rather than counted as a truncation. One inside `execve` between two
+    // images has none either, and its leaf is an address of the old image: no frame at all.
+    let space = crate::vmas::current_address_space();
+    if space != AddressSpace::Loaded {
+        s.stack.outcome = if space == AddressSpace::Gone {
+            push(s); // the first frame: always room
+            outcome::EXITING
+        } else {
+            outcome::EXECING
+        };
         let mut stored = finish(s, generation);
         stored.known_process = known_process;
         stored.path = cost_path::FRAME_POINTERS;
@@ -454,13 +460,17 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
         outcome::UNSUPPORTED => stat::WALK_UNSUPPORTED,
         outcome::FP_END => stat::WALK_FP_END,
         outcome::EXITING => stat::WALK_EXITING,
+        outcome::EXECING => stat::WALK_EXECING,
         _ => stat::WALK_BAD_FRAME,
     };
     bump(counter);
-    let age = crate::vmas::current_process_age_bucket();
-    bump(stat::AGE_WALKS + age);
-    if why == outcome::ROOT {
-        bump(stat::AGE_WALK_ROOT + age);
+    // By age, only stacks that exist: a process exiting or between two images has none to complete.
+    if why != outcome::EXITING && why != outcome::EXECING {
+        let age = crate::vmas::current_process_age_bucket();
+        bump(stat::AGE_WALKS + age);
+        if why == outcome::ROOT {
+            bump(stat::AGE_WALK_ROOT + age);
+        }
     }
     add(stat::WALK_FRAMES, u64::from(s.stack.len));
     let tail = u64::from(why) << 32 | u64::from(s.stack.len);

@@ -1,4 +1,5 @@
-//! The user registers a walk starts from. x86_64: the instruction pointer, stack pointer and rbp, either
+//! The user registers a walk starts from. x86_64: the instruction pointer, stack pointer, rbp and the
+//! few others a leaf frame's unwind rule may name (rbx, rdi, r13), either
 //! from the perf event's interrupted registers (the sample hit user code) or from the registers the
 //! task saved on entering the kernel (`task_pt_regs`: the sample hit the kernel, or the task is being
 //! switched out).
@@ -23,6 +24,11 @@ pub struct UserRegs {
     /// r13: HotSpot's template interpreter keeps the bytecode pointer of the running method there
     /// (x86_64), so a sample in the interpreter knows its bytecode without the frame's stale copy.
     pub r13: u64,
+    /// rbx: glibc's lazy-binding trampoline keeps its CFA there (`sonde_abi::unwind::cfa::RBX`).
+    /// The sample's own, so valid for the leaf frame only.
+    pub rbx: u64,
+    /// rdi: glibc's `vfork` keeps its return address there (`cfa::RA_IN_RDI`); leaf frame only.
+    pub rdi: u64,
 }
 
 /// x86_64: the low two bits of a saved code segment selector are the privilege level, 3 for user mode.
@@ -39,6 +45,8 @@ pub fn from_pt_regs(regs: &pt_regs) -> UserRegs {
         sp: regs.rsp,
         bp: regs.rbp,
         r13: regs.r13,
+        rbx: regs.rbx,
+        rdi: regs.rdi,
     }
 }
 
@@ -46,20 +54,23 @@ pub fn from_pt_regs(regs: &pt_regs) -> UserRegs {
 /// when they cannot be read.
 #[inline(always)]
 pub fn current_task_user_regs() -> Option<UserRegs> {
-    /// `pt_regs` from `rip` to `rsp`: rip, cs, eflags, rsp (x86_64 layout).
+    /// `pt_regs` from `rdi` to `rsp`: rdi, orig_rax, rip, cs, eflags, rsp (x86_64 layout).
     #[repr(C)]
     struct Tail {
+        rdi: u64,
+        _orig_rax: u64,
         rip: u64,
         cs: u64,
         _eflags: u64,
         rsp: u64,
     }
-    /// `pt_regs` from `r13` to `rbp` (x86_64 layout).
+    /// `pt_regs` from `r13` to `rbx` (x86_64 layout).
     #[repr(C)]
     struct Middle {
         r13: u64,
         _r12: u64,
         rbp: u64,
+        rbx: u64,
     }
     // SAFETY: both helpers take the current task; the result is only read through
     // bpf_probe_read_kernel, which tolerates a bad pointer. Two small reads rather than the whole
@@ -68,7 +79,7 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         let task = bpf_get_current_task_btf();
         let regs = bpf_task_pt_regs(task) as *const pt_regs;
         (
-            bpf_probe_read_kernel((&raw const (*regs).rip).cast::<Tail>()).ok()?,
+            bpf_probe_read_kernel((&raw const (*regs).rdi).cast::<Tail>()).ok()?,
             bpf_probe_read_kernel((&raw const (*regs).r13).cast::<Middle>()).ok()?,
         )
     };
@@ -77,5 +88,7 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         sp: tail.rsp,
         bp: middle.rbp,
         r13: middle.r13,
+        rbx: middle.rbx,
+        rdi: tail.rdi,
     })
 }

@@ -1,6 +1,7 @@
 //! One frame of a user-stack walk: find the caller's pc, sp and rbp. Rules are x86_64's: the return
 //! address at CFA - 8, the CFA from rsp or rbp, a saved rbp at CFA + offset, the frame-pointer record
-//! `[saved rbp, return address]` at rbp, and the kernel's `rt_sigframe` layout for signal trampolines.
+//! `[saved rbp, return address]` at rbp, and the kernel's `rt_sigframe` layout for signal trampolines;
+//! in the leaf frame only, glibc's two register rules (a CFA from rbx, a return address in rdi).
 
 use aya_ebpf::helpers::{bpf_ktime_get_ns, bpf_probe_read_user};
 use sonde_abi::{
@@ -102,6 +103,10 @@ fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
         cfa::END => return stop(s, outcome::ROOT),
         cfa::SIGNAL => return signal_frame(s),
         cfa::NO_INFO => return no_info(s, stat::FALLBACK_NO_INFO),
+        // Registers other than rsp and rbp are known where the walk starts only (the sample's);
+        // callers would need every callee's saves of them tracked.
+        cfa::RBX if leaf(s) => s.regs.rbx.wrapping_add(offset),
+        cfa::RA_IN_RDI if leaf(s) => return ra_in_rdi(s, offset),
         _ => return stop(s, outcome::UNSUPPORTED),
     };
     let return_address = match row.rbp_rule() {
@@ -140,6 +145,27 @@ fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
         return stop(s, outcome::BAD_FRAME);
     }
     s.regs.sp = cfa;
+    s.regs.pc = return_address;
+    s.exact = 0;
+    Flow::Continue
+}
+
+/// Whether the frame being unwound is the first of the walk, whose registers are the sample's (the
+/// native callbacks push a frame before stepping it).
+#[inline(always)]
+fn leaf(s: &Scratch) -> bool {
+    s.stack.len == 1
+}
+
+/// A leaf frame whose return address is in rdi (glibc's `vfork`, which popped it): the caller's
+/// stack pointer is the CFA, which may equal rsp here (nothing of the frame left on the stack).
+#[inline(always)]
+fn ra_in_rdi(s: &mut Scratch, offset: u64) -> Flow {
+    let return_address = s.regs.rdi;
+    if return_address == 0 || return_address >= USER_LIMIT {
+        return stop(s, outcome::BAD_FRAME);
+    }
+    s.regs.sp = s.regs.sp.wrapping_add(offset);
     s.regs.pc = return_address;
     s.exact = 0;
     Flow::Continue

@@ -89,7 +89,7 @@ impl Default for WindowStats {
 }
 
 /// Every way a user-stack walk ends (each walk ends in exactly one).
-const WALK_OUTCOMES: [u32; 8] = [
+const WALK_OUTCOMES: [u32; 9] = [
     stat::WALK_ROOT,
     stat::WALK_DEPTH,
     stat::WALK_READ_FAULT,
@@ -98,6 +98,7 @@ const WALK_OUTCOMES: [u32; 8] = [
     stat::WALK_BAD_FRAME,
     stat::WALK_FP_END,
     stat::WALK_EXITING,
+    stat::WALK_EXECING,
 ];
 
 /// The process-age buckets of `stat::AGE_WALKS`, as the figures label them (`crate::figures`).
@@ -115,9 +116,12 @@ impl WindowStats {
         WALK_OUTCOMES.iter().map(|i| self.kernel[*i as usize]).sum()
     }
 
-    /// Share of walks that reached a thread root.
-    pub fn walk_root_ratio(&self) -> f64 {
-        crate::ratio::good_share(self.kernel[stat::WALK_ROOT as usize], self.walks())
+    /// Walks of a user stack that exists: not of a process exiting without its address space or
+    /// inside `execve` between two images, which have no stack to reach a root with.
+    pub fn live_walks(&self) -> u64 {
+        self.walks()
+            - self.kernel[stat::WALK_EXITING as usize]
+            - self.kernel[stat::WALK_EXECING as usize]
     }
 
     /// Share of the walks of processes userspace had not captured (walked with the mappings the

@@ -178,12 +178,12 @@ pub(crate) static WINDOW: &[Figure] = &[
     // Stack walks.
     count("walks", "User-stack walks (the sum of sonde_stack_walks_total).", |i| i.window.stats.walks() as f64)
         .unpublished(),
-    good_share("walk_root_ratio", "User-stack walks that reached a thread root / walks, in the last window.", |i| {
-        (i.k(stat::WALK_ROOT), i.window.stats.walks())
+    good_share("walk_root_ratio", "User-stack walks that reached a thread root / walks of a live stack (not exiting, not inside execve), in the last window.", |i| {
+        (i.k(stat::WALK_ROOT), i.window.stats.live_walks())
     })
     .logged(),
-    count("walk_cuts", "User-stack walks that did not reach a thread root (sonde_stack_walks_total but root).", |i| {
-        (i.window.stats.walks() - i.k(stat::WALK_ROOT)) as f64
+    count("walk_cuts", "User-stack walks of a live stack that did not reach a thread root (sonde_stack_walks_total but root, exiting and execing).", |i| {
+        (i.window.stats.live_walks() - i.k(stat::WALK_ROOT)) as f64
     })
     .unpublished()
     .logged(),
@@ -195,7 +195,7 @@ pub(crate) static WINDOW: &[Figure] = &[
     labelled(
         "walk_root_ratio_by_age",
         Kind::Ratio,
-        "User-stack walks that reached a thread root / walks, by the age of their process, in the last window.",
+        "User-stack walks that reached a thread root / walks of a live stack, by the age of their process, in the last window.",
         &["age"],
         |i| {
             crate::bpf::drain::AGE_BUCKETS

@@ -414,4 +414,10 @@ pub(crate) static KERNEL: [Figure; stat::COUNT as usize] = [
         stat::V8_FUNCTION_ONLY,
         "JavaScript frames stored with their function only (Sparkplug code, or a pc outside its code).",
     ),
+    kernel(
+        "walk_execing",
+        stat::WALK_EXECING,
+        "User-stack walks of processes inside execve between two images (no user stack to walk).",
+    )
+    .at(walk!("execing")),
 ];

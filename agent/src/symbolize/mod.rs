@@ -427,7 +427,9 @@ impl Symbolizer {
             RawStack::Frames(_) => {
                 !matches!(
                     s.user_outcome,
-                    sonde_abi::unwind::outcome::ROOT | sonde_abi::unwind::outcome::EXITING
+                    sonde_abi::unwind::outcome::ROOT
+                        | sonde_abi::unwind::outcome::EXITING
+                        | sonde_abi::unwind::outcome::EXECING
                 ) && !roots::is_root(user.last())
             }
             _ => false,

@@ -26,6 +26,30 @@ pub(super) fn assemble(mut fdes: Vec<FdeRows>, rows: &[UnwindRow]) -> Vec<Unwind
     out
 }
 
+/// The longest CFI gap taken for entry code (ld.so's is 65 bytes): a longer one holds more than the
+/// entry stub, and code in it would be called a thread root wrongly.
+const MAX_ENTRY_GAP: u32 = 256;
+
+/// Makes the CFI gap holding the ELF entry point, if it is one, a thread root (`END`). The kernel
+/// starts a process there with rbp = 0 and nothing above it; glibc's `_start` of an executable says
+/// so in its CFI, but ld.so's `_start` and `_dl_start_user` (where every dynamically linked process
+/// starts, and returns to for `_dl_init`) are assembly without CFI, so the walk of a process in its
+/// first milliseconds would end there as a frame-pointer chain's end, not at its root.
+pub(super) fn mark_entry_root(rows: &mut [UnwindRow], entry: u64) {
+    let Ok(entry) = u32::try_from(entry) else {
+        return;
+    };
+    let at = rows.partition_point(|row| row.pc <= entry);
+    let Some(i) = at.checked_sub(1) else {
+        return;
+    };
+    let gap_end = rows.get(i + 1).map_or(u32::MAX, |next| next.pc);
+    let row = &mut rows[i];
+    if entry != 0 && row.cfa_rule() == cfa::NO_INFO && gap_end - row.pc <= MAX_ENTRY_GAP {
+        row.kind = cfa::END | rbp::SAME;
+    }
+}
+
 /// Counts the kinds of rows of the final table.
 pub(super) fn stats(rows: &[UnwindRow], fdes: u64, source: FrameSource) -> TableStats {
     let count = |rules: &[u8]| {
@@ -96,6 +120,29 @@ mod tests {
             });
         }
         (fdes, rows)
+    }
+
+    #[test]
+    fn the_entry_point_in_a_short_gap_is_a_root_and_nowhere_else() {
+        let (fdes, rows) = fdes(&[
+            (0x1000, 0x1050, &[rsp(0x1000, 8)]),
+            (0x1090, 0x10a0, &[rsp(0x1090, 8)]),
+        ]);
+        let table = assemble(fdes, &rows);
+        let rule_at =
+            |t: &[UnwindRow], pc: u32| t[t.partition_point(|r| r.pc <= pc) - 1].cfa_rule();
+        // In a 64-byte gap: a root, the whole gap.
+        let mut marked = table.clone();
+        mark_entry_root(&mut marked, 0x1060);
+        assert_eq!(rule_at(&marked, 0x1050), cfa::END);
+        assert_eq!(rule_at(&marked, 0x108f), cfa::END);
+        assert_eq!(rule_at(&marked, 0x1090), cfa::RSP);
+        // Inside an FDE, in a gap longer than entry code, or past the last row: nothing changes.
+        for entry in [0x1000, 0x1010, 0x10a0, 0] {
+            let mut unmarked = table.clone();
+            mark_entry_root(&mut unmarked, entry);
+            assert_eq!(unmarked, table, "entry {entry:#x}");
+        }
     }
 
     #[test]

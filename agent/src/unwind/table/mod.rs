@@ -105,7 +105,8 @@ pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
         refusals::count(Input::UnwindTable, Reason::Budget);
         return Err(TableError::TooManyRows { limit: MAX_ROWS });
     }
-    let rows = assemble::assemble(collected.fdes, &collected.rows);
+    let mut rows = assemble::assemble(collected.fdes, &collected.rows);
+    assemble::mark_entry_root(&mut rows, object::Object::entry(&file));
     let mut stats = assemble::stats(&rows, collected.fde_count, found.source);
     stats.bad_fdes = collected.bad_fdes;
     Ok(BuiltTable { rows, stats })

@@ -12,13 +12,15 @@ use sonde_abi::UnwindRow;
 use sonde_abi::unwind::{cfa, rbp};
 
 /// DWARF register numbers of the x86_64 psABI (figure 3.36).
+const RBX: Register = Register(3);
+const RDI: Register = Register(5);
 const RBP: Register = Register(6);
 const RSP: Register = Register(7);
 /// The return-address column (the psABI names it RA; it holds rip).
 const RA: Register = Register(16);
 
-/// Where `call` leaves the return address: just below the CFA. Every other rule is unusual enough
-/// (hand-written assembly) for the kernel not to know it.
+/// Where `call` leaves the return address: just below the CFA. Every other rule but glibc's `vfork`
+/// (in rdi) is unusual enough (hand-written assembly) for the kernel not to know it.
 const RA_OFFSET: i64 = -8;
 
 /// binutils' CFA expression for lazy-binding PLT stubs: `rsp + 8 + ((rip & 15) >= threshold) << 3`,
@@ -60,17 +62,22 @@ pub(super) fn translate(
     if signal {
         return only(pc, cfa::SIGNAL);
     }
-    match row.register(RA) {
+    let ra_in_rdi = match row.register(RA) {
         // glibc's `_start` and `clone3` say "no caller" this way.
         Some(RegisterRule::Undefined) => return only(pc, cfa::END),
-        Some(RegisterRule::Offset(RA_OFFSET)) => {}
+        Some(RegisterRule::Offset(RA_OFFSET)) => false,
+        // glibc's `vfork`: popped into rdi across the system call.
+        Some(RegisterRule::Register(RDI)) => true,
         _ => return only(pc, cfa::UNSUPPORTED),
-    }
+    };
     let (cfa_rule, cfa_offset) = match row.cfa() {
         CfaRule::RegisterAndOffset { register, offset } => {
-            let rule = match *register {
-                RSP => cfa::RSP,
-                RBP => cfa::RBP,
+            let rule = match (*register, ra_in_rdi) {
+                (RSP, false) => cfa::RSP,
+                (RSP, true) => cfa::RA_IN_RDI,
+                (RBP, false) => cfa::RBP,
+                // glibc's `_dl_runtime_resolve_*` (the kernel evaluates it in a leaf frame only).
+                (RBX, false) => cfa::RBX,
                 _ => return only(pc, cfa::UNSUPPORTED),
             };
             match u16::try_from(*offset) {
@@ -85,8 +92,8 @@ pub(super) fn translate(
                 .iter()
                 .find(|(pattern, _)| Some(pattern.as_slice()) == bytes)
             {
-                Some((_, threshold)) => (cfa::PLT, *threshold),
-                None => return only(pc, cfa::UNSUPPORTED),
+                Some((_, threshold)) if !ra_in_rdi => (cfa::PLT, *threshold),
+                _ => return only(pc, cfa::UNSUPPORTED),
             }
         }
     };

@@ -21,6 +21,8 @@ struct Checked {
     rows: usize,
     /// Gaps between FDEs checked for `NO_INFO`.
     gaps: usize,
+    /// Of those, the gap of the ELF entry point, checked for `END` instead.
+    entry_gaps: usize,
     /// readelf rows not compared because a later-starting FDE overrides them.
     overridden: usize,
     /// readelf rows whose expected rule is `UNSUPPORTED`, by readelf's CFA / ra text.
@@ -105,14 +107,22 @@ fn compare(binary: &Path, built: &BuiltTable, section: &str) -> Checked {
         }
     }
 
+    // A short gap holding the ELF entry point is entry code without CFI: a thread root.
+    let entry = object::Object::entry(&object::File::parse(elf.as_slice()).expect("parse the ELF"));
     for gap in gaps(&order) {
         checked.gaps += 1;
+        let expected = if gap.contains(&entry) && gap.end - gap.start <= 256 {
+            checked.entry_gaps += 1;
+            cfa::END
+        } else {
+            cfa::NO_INFO
+        };
         let ends = [Some(gap.start), (gap.end != u64::MAX).then(|| gap.end - 1)];
         for address in ends.into_iter().flatten() {
             let actual = row_at(rows, address);
-            if actual.is_none_or(|a| a.cfa_rule() != cfa::NO_INFO) {
+            if actual.is_none_or(|a| a.cfa_rule() != expected) {
                 mismatches.push(format!(
-                    "gap {:#x}..{:#x} between FDEs, address {address:#x}: expected NO_INFO, table has {}",
+                    "gap {:#x}..{:#x} between FDEs, address {address:#x}: expected rule {expected}, table has {}",
                     gap.start,
                     gap.end,
                     actual.map_or("no row".to_string(), |a| describe(&a)),
@@ -149,14 +159,20 @@ fn expect(row: &Row, signal: bool, in_plt: bool) -> UnwindRow {
     if signal {
         return only(cfa::SIGNAL);
     }
-    match row.ra.as_deref() {
+    let ra_in_rdi = match row.ra.as_deref() {
         Some("u") => return only(cfa::END),
-        Some("c-8") => {}
+        Some("c-8") => false,
+        Some("r5 (rdi)") => true,
         _ => return only(cfa::UNSUPPORTED),
-    }
-    let (cfa_rule, cfa_offset) = if row.cfa == "exp" && in_plt {
+    };
+    let (cfa_rule, cfa_offset) = if row.cfa == "exp" && in_plt && !ra_in_rdi {
         (cfa::PLT, 0)
     } else if let Some((rule, offset)) = register_offset(&row.cfa) {
+        let rule = match (rule, ra_in_rdi) {
+            (cfa::RSP, true) => cfa::RA_IN_RDI,
+            (rule, false) => rule,
+            _ => return only(cfa::UNSUPPORTED),
+        };
         match u16::try_from(offset) {
             Ok(offset) => (rule, offset),
             Err(_) => return only(cfa::UNSUPPORTED),
@@ -179,13 +195,11 @@ fn expect(row: &Row, signal: bool, in_plt: bool) -> UnwindRow {
     }
 }
 
-/// `rsp+N` / `rbp+N` as (CFA rule, N).
+/// `rsp+N` / `rbp+N` / `rbx+N` as (CFA rule, N).
 fn register_offset(text: &str) -> Option<(u8, i64)> {
-    let (rule, offset) = if let Some(offset) = text.strip_prefix("rsp") {
-        (cfa::RSP, offset)
-    } else {
-        (cfa::RBP, text.strip_prefix("rbp")?)
-    };
+    let (rule, offset) = [("rsp", cfa::RSP), ("rbp", cfa::RBP), ("rbx", cfa::RBX)]
+        .iter()
+        .find_map(|(name, rule)| Some((*rule, text.strip_prefix(name)?)))?;
     Some((rule, offset.parse().ok()?))
 }
 
@@ -208,6 +222,8 @@ fn describe(row: &UnwindRow) -> String {
     let cfa = match row.cfa_rule() {
         cfa::RSP => format!("CFA rsp+{}", row.cfa_offset),
         cfa::RBP => format!("CFA rbp+{}", row.cfa_offset),
+        cfa::RBX => format!("CFA rbx+{} (leaf)", row.cfa_offset),
+        cfa::RA_IN_RDI => format!("CFA rsp+{}, ra in rdi (leaf)", row.cfa_offset),
         cfa::PLT => format!("PLT threshold {}", row.cfa_offset),
         cfa::END => "END".to_string(),
         cfa::SIGNAL => "SIGNAL".to_string(),
@@ -253,6 +269,36 @@ fn libc_matches_readelf() {
         checked.rows
     );
     assert!(checked.gaps > 0, "libc has gaps between FDEs");
+}
+
+#[test]
+fn ld_so_matches_readelf_with_its_leaf_register_rules() {
+    let built = build_file(&File::open(fixture::LD_SO).expect("open ld.so")).expect("build ld.so");
+    let checked = compare(Path::new(fixture::LD_SO), &built, ".eh_frame");
+    assert!(
+        checked.rows > 1_000,
+        "only {} readelf rows compared",
+        checked.rows
+    );
+    // `_start` and `_dl_start_user`: assembly without CFI, where every process starts.
+    assert_eq!(
+        checked.entry_gaps, 1,
+        "ld.so's entry point is not in a CFI gap"
+    );
+    // The lazy-binding trampolines (`_dl_runtime_resolve_*`): a CFA from rbx.
+    assert!(
+        built.rows.iter().any(|r| r.cfa_rule() == cfa::RBX),
+        "no rbx-based CFA row in ld.so"
+    );
+    // And libc's `vfork`: the return address in rdi.
+    let libc = build_file(&File::open(fixture::LIBC).expect("open libc")).expect("build libc");
+    let vfork = fixture::dynamic_symbol(Path::new(fixture::LIBC), "vfork");
+    let row = fixture::row_at(&libc.rows, vfork + 1);
+    assert_eq!(
+        row.map(|r| (r.cfa_rule(), r.cfa_offset)),
+        Some((cfa::RA_IN_RDI, 0)),
+        "libc vfork+1: {row:?}"
+    );
 }
 
 #[test]

@@ -32,6 +32,8 @@ pub(super) const DEBUG_FRAME_FLAGS: &[&str] = &[
 
 /// glibc's shared library, the other binary compared with readelf.
 pub(super) const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+/// The image's dynamic loader.
+pub(super) const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
 
 /// Runs `program` with `args` and returns its stdout; panics if it is missing or fails.
 pub(super) fn run(program: &str, args: &[&str]) -> String {
@@ -112,12 +114,24 @@ pub(super) fn row_at(rows: &[UnwindRow], address: u64) -> Option<UnwindRow> {
 
 /// The address of symbol `name` in `binary`, from `nm`.
 pub(super) fn symbol(binary: &Path, name: &str) -> u64 {
-    let output = run("nm", &[binary.to_str().expect("UTF-8 temp path")]);
+    symbol_in(binary, name, &[])
+}
+
+/// The address of dynamic symbol `name` (`nm -D`), whatever its version.
+pub(super) fn dynamic_symbol(binary: &Path, name: &str) -> u64 {
+    symbol_in(binary, name, &["-D"])
+}
+
+fn symbol_in(binary: &Path, name: &str, flags: &[&str]) -> u64 {
+    let mut args = flags.to_vec();
+    args.push(binary.to_str().expect("UTF-8 path"));
+    let output = run("nm", &args);
     output
         .lines()
         .find_map(|line| {
             let mut fields = line.split_whitespace();
             let (address, _kind, symbol) = (fields.next()?, fields.next()?, fields.next()?);
+            let symbol = symbol.split('@').next()?;
             (symbol == name).then(|| u64::from_str_radix(address, 16).ok())?
         })
         .unwrap_or_else(|| panic!("nm lists no {name} in {}", binary.display()))
