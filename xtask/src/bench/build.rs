@@ -7,6 +7,8 @@
 //! unwinding counted apart) and BPF time per sampling run; for sonde, how many walks were of processes
 //! it had not captured (walked with the mappings the kernel recorded) and their share reaching a root.
 
+mod restart;
+
 use std::{
     os::unix::process::CommandExt as _,
     path::Path,
@@ -82,6 +84,7 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
         },
     )?;
     print(&runs, options);
+    restart::print(&restart::measure(sonde, &sources, &dir)?);
     Ok(())
 }
 
@@ -250,28 +253,37 @@ fn print(runs: &[Run], options: &Options) {
     println!(
         "Debian's gcc compiling 40 small C files two at a time, again and again; every profiler \
          records the whole host at 99 Hz for {} s, {} interleaved rounds (medians). Complete: a user \
-         frame is a glibc thread entry.\n",
+         frame is a glibc thread entry; in brackets, of the samples with a user stack (not taken in \
+         `do_exit` or `load_elf_binary`, where the process has none: same rule for both).\n",
         options.seconds, options.rounds
     );
     println!(
-        "| profiler | gcc complete | cc1 complete | as complete | samples | CPU s/s | after (s/s) | BPF ns/sample | uncaptured walks (root) |"
+        "| profiler | gcc complete | cc1 complete | as complete | samples | no user stack | CPU s/s | after (s/s) | BPF ns/sample | uncaptured walks (root) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for kind in Kind::ALL {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
         let share = |i: usize| {
+            let of = |f: fn(Share) -> Option<f64>| {
+                median(
+                    mine.iter()
+                        .filter_map(|r| r.shares.get(i).copied().and_then(f))
+                        .collect(),
+                )
+            };
+            match (of(Share::percent), of(Share::percent_of_live)) {
+                (Some(all), Some(live)) => format!("{all:.1}% ({live:.1}%)"),
+                _ => "-".to_owned(),
+            }
+        };
+        let total = |f: fn(&Share) -> u64| {
             median(
                 mine.iter()
-                    .filter_map(|r| r.shares.get(i).and_then(|s| s.percent()))
+                    .map(|r| r.shares.iter().map(f).sum::<u64>() as f64)
                     .collect(),
             )
-            .map_or("-".to_owned(), |p| format!("{p:.1}%"))
+            .map_or("-".to_owned(), |s| format!("{s:.0}"))
         };
-        let samples = median(
-            mine.iter()
-                .map(|r| r.shares.iter().map(|s| s.samples).sum::<u64>() as f64)
-                .collect(),
-        );
         let m = |f: &dyn Fn(&Run) -> Option<f64>, precision: usize| {
             median(mine.iter().filter_map(|r| f(r)).collect())
                 .map_or("-".to_owned(), |v| format!("{v:.precision$}"))
@@ -287,12 +299,13 @@ fn print(runs: &[Run], options: &Options) {
                 .collect(),
         );
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             kind.name(),
             share(0),
             share(1),
             share(2),
-            samples.map_or("-".to_owned(), |s| format!("{s:.0}")),
+            total(|s| s.samples),
+            total(|s| s.stackless),
             m(&|r| Some(r.cpu_per_s), 4),
             m(&|r| r.post_cpu_per_s, 3),
             m(&|r| r.bpf_ns_per_sample, 0),
@@ -327,7 +340,6 @@ fn print(runs: &[Run], options: &Options) {
         );
     }
     println!(
-        "\nThe youngest bucket is mostly processes inside execve (the old image torn down, the new \
-         one not started): there is no user stack of their own to walk yet."
+        "\nWalks of processes exiting or inside execve (no user stack) are left out of the buckets."
     );
 }

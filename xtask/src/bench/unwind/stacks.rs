@@ -17,18 +17,29 @@ pub(crate) const ROOTS: [&str; 8] = [
     "__clone3",
 ];
 
+/// Kernel functions that say a sample's process has no user stack to walk, for any profiler: it is
+/// exiting (`do_exit` tears the address space down) or loading a new image (`load_elf_binary`,
+/// after the old one is gone). Approximate (the first steps of each still have the stack), and the
+/// same for every profiler.
+const NO_USER_STACK: [&str; 2] = ["do_exit", "load_elf_binary"];
+
 /// Samples of one workload and how many of them reached a root.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Share {
     pub(crate) samples: u64,
     pub(crate) rooted: u64,
+    /// Samples taken in [`NO_USER_STACK`] kernel code (0 where the profiler records no kernel
+    /// frames).
+    pub(crate) stackless: u64,
 }
 
 impl Share {
-    fn add(&mut self, count: u64, rooted: bool) {
+    fn add(&mut self, count: u64, rooted: bool, stackless: bool) {
         self.samples += count;
         if rooted {
             self.rooted += count;
+        } else if stackless {
+            self.stackless += count;
         }
     }
 
@@ -36,12 +47,24 @@ impl Share {
     pub(crate) fn merge(&mut self, other: Share) {
         self.samples += other.samples;
         self.rooted += other.rooted;
+        self.stackless += other.stackless;
     }
 
     /// Rooted share in percent, `None` without samples.
     pub(crate) fn percent(self) -> Option<f64> {
         (self.samples > 0).then(|| 100.0 * self.rooted as f64 / self.samples as f64)
     }
+
+    /// Rooted share in percent of the samples that had a user stack (not [`Self::stackless`]).
+    pub(crate) fn percent_of_live(self) -> Option<f64> {
+        let live = self.samples - self.stackless;
+        (live > 0).then(|| 100.0 * self.rooted as f64 / live as f64)
+    }
+}
+
+/// Whether a kernel frame says the process had no user stack ([`NO_USER_STACK`]).
+fn is_stackless(frame: &str) -> bool {
+    NO_USER_STACK.contains(&frame.trim())
 }
 
 /// Whether a frame name (`sym`, `sym+0x1a`, `sym+26`, perf's `sym@@GLIBC_2.34`) is a thread root.
@@ -69,7 +92,12 @@ pub(crate) fn from_folded(
             continue;
         };
         // Kernel frames follow the user leaf; none of them carries a glibc root name.
-        shares[slot].add(count, frames.any(is_root));
+        let (mut rooted, mut stackless) = (false, false);
+        for frame in frames {
+            rooted |= is_root(frame);
+            stackless |= is_stackless(frame);
+        }
+        shares[slot].add(count, rooted, stackless);
     }
     shares
 }
@@ -94,19 +122,21 @@ pub(crate) fn from_perf_script_by(
     workload_of_header: impl Fn(&str) -> Option<usize>,
 ) -> Vec<Share> {
     let mut shares = vec![Share::default(); workloads];
-    let mut current: Option<(usize, bool)> = None;
-    let mut finish = |current: &mut Option<(usize, bool)>| {
-        if let Some((slot, rooted)) = current.take() {
-            shares[slot].add(1, rooted);
+    let mut current: Option<(usize, bool, bool)> = None;
+    let mut finish = |current: &mut Option<(usize, bool, bool)>| {
+        if let Some((slot, rooted, stackless)) = current.take() {
+            shares[slot].add(1, rooted, stackless);
         }
     };
     for line in text.lines() {
         if line.starts_with('\t') {
-            if let Some((_, rooted)) = &mut current {
+            if let Some((_, rooted, stackless)) = &mut current {
                 let frame = line.trim();
                 let (_ip, rest) = frame.split_once(' ').unwrap_or((frame, ""));
                 let (sym, dso) = rest.rsplit_once(" (").unwrap_or((rest, ""));
-                *rooted |= !dso.starts_with("[kernel") && is_root(sym);
+                let kernel = dso.starts_with("[kernel");
+                *rooted |= !kernel && is_root(sym);
+                *stackless |= kernel && is_stackless(sym.split('+').next().unwrap_or(sym));
             }
         } else if line.trim().is_empty() {
             finish(&mut current);
@@ -116,7 +146,7 @@ pub(crate) fn from_perf_script_by(
                 .split_whitespace()
                 .next()
                 .and_then(&workload_of_header)
-                .map(|slot| (slot, false));
+                .map(|slot| (slot, false, false));
         }
     }
     finish(&mut current);
@@ -140,7 +170,7 @@ pub(crate) fn from_bpftrace(
         } else if let Some(count) = trimmed.strip_prefix("]:") {
             if let (Some((Some(slot), rooted)), Ok(count)) = (current.take(), count.trim().parse())
             {
-                shares[slot].add(count, rooted);
+                shares[slot].add(count, rooted, false);
             }
         } else if let Some((_, rooted)) = &mut current {
             *rooted |= is_root(trimmed);
@@ -205,13 +235,39 @@ mod tests {
     #[test]
     fn percent_is_none_without_samples() {
         assert_eq!(Share::default().percent(), None);
+        let share = Share {
+            samples: 4,
+            rooted: 1,
+            stackless: 2,
+        };
+        assert_eq!(share.percent(), Some(25.0));
+        assert_eq!(share.percent_of_live(), Some(50.0));
+    }
+
+    #[test]
+    fn exiting_and_exec_samples_are_told_apart_from_cut_stacks() {
+        // sonde's folded lines: user frames, then kernel frames.
+        let text = "cc1;_start;__libc_start_main;main;parse 50\n\
+                    cc1;0x7f02a5a16409;entry_SYSCALL_64_after_hwframe;do_syscall_64;__x64_sys_exit_group;do_group_exit;do_exit;exit_mmap 3\n\
+                    cc1;entry_SYSCALL_64_after_hwframe;__x64_sys_execve;bprm_execve;load_elf_binary;elf_load 2\n\
+                    cc1;parse 5\n";
+        let shares = from_folded(text, 1, |c| (c == "cc1").then_some(0));
         assert_eq!(
-            Share {
-                samples: 4,
-                rooted: 1
-            }
-            .percent(),
-            Some(25.0)
+            (shares[0].samples, shares[0].rooted, shares[0].stackless),
+            (60, 50, 5)
+        );
+        // perf script: kernel frames by dso, an exit that also has a user root counts as rooted.
+        let text = "cc1 \n\
+                    \tffffffff81000000 do_exit+0x1a ([kernel.kallsyms])\n\
+                    \t    7f00 _exit (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\
+                    \n\
+                    cc1 \n\
+                    \tffffffff81000000 load_elf_binary ([kernel.kallsyms])\n\
+                    \t    5600 __libc_start_main (/usr/lib/x86_64-linux-gnu/libc.so.6)\n";
+        let shares = from_perf_script_by(text, 1, |c| (c == "cc1").then_some(0));
+        assert_eq!(
+            (shares[0].samples, shares[0].rooted, shares[0].stackless),
+            (2, 1, 1)
         );
     }
 }
