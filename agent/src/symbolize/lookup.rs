@@ -1,14 +1,14 @@
-//! The blazesym calls: user addresses of one binary (from its own file or a separate debug file),
-//! kernel addresses from kallsyms, and the conversion of blazesym's answer to an inline chain.
+//! Address lookups: user addresses of one binary through blazesym (from its own file or a separate
+//! debug file) and the conversion of its answer to an inline chain; kernel addresses from kallsyms.
 
 use std::{path::PathBuf, sync::Arc};
 
 use blazesym::symbolize::{
     Input, Symbolizer as Blaze,
-    source::{Elf, Kernel, Source},
+    source::{Elf, Source},
 };
 
-use super::debuginfo::Resolved;
+use super::{debuginfo::Resolved, kallsyms::Kallsyms};
 use crate::{process::Binary, profile::Symbol};
 
 /// Inline chain, innermost first; empty when the address has no symbol.
@@ -16,6 +16,8 @@ pub(crate) type Chain = Arc<[Symbol]>;
 
 pub(crate) struct Lookup {
     blaze: Blaze,
+    /// Read at the first kernel frame.
+    kallsyms: Option<Kallsyms>,
     /// blazesym calls that failed outright (their frames stay unsymbolized).
     pub errors: u64,
 }
@@ -30,7 +32,11 @@ impl Lookup {
             .enable_inlined_fns(true)
             .enable_demangling(true)
             .build();
-        Self { blaze, errors: 0 }
+        Self {
+            blaze,
+            kallsyms: None,
+            errors: 0,
+        }
     }
 
     /// Symbolizes file `offsets` of `binary`, from `source`: a debug file by ELF address, then
@@ -78,19 +84,33 @@ impl Lookup {
 
     /// Kernel addresses through kallsyms.
     pub(super) fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
-        let src = Source::Kernel(Kernel {
-            vmlinux: blazesym::MaybeDefault::None,
-            debug_syms: false,
-            ..Default::default()
-        });
-        match self.blaze.symbolize(&src, Input::AbsAddr(addrs)) {
-            Ok(results) => results.iter().map(convert).collect(),
-            Err(err) => {
-                tracing::warn!(%err, "kernel symbolization failed; is /proc/kallsyms readable?");
-                self.errors += 1;
-                vec![empty(); addrs.len()]
+        let kallsyms = self.kallsyms.get_or_insert_with(|| {
+            let read = Kallsyms::load();
+            match &read {
+                Err(err) => tracing::warn!(%err, "kernel frames stay unnamed: reading /proc/kallsyms failed"),
+                Ok(k) if k.is_empty() => tracing::warn!(
+                    "kernel frames stay unnamed: /proc/kallsyms shows no addresses (run sonde as root, \
+                     or lower kernel.kptr_restrict)"
+                ),
+                Ok(_) => {}
             }
+            read.unwrap_or_default()
+        });
+        if kallsyms.is_empty() {
+            self.errors += 1;
+            return vec![empty(); addrs.len()];
         }
+        addrs
+            .iter()
+            .map(|a| match kallsyms.name(*a) {
+                Some(name) => Arc::from(vec![Symbol {
+                    name: name.to_owned(),
+                    file: None,
+                    line: None,
+                }]),
+                None => empty(),
+            })
+            .collect()
     }
 
     /// Drops blazesym's parsed copy of `path`.

@@ -16,6 +16,7 @@ mod cache;
 pub(crate) mod debuginfo;
 #[cfg(test)]
 mod java_tests;
+mod kallsyms;
 mod lookup;
 pub(crate) mod offenders;
 pub(crate) mod perfmap;
