@@ -295,7 +295,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if globals.kernel_log != 0 {
         kernel_log::start(&mut ebpf, KERNEL_LOG_WATCHED);
     }
-    release_freed_heap();
+    crate::heap::release_freed();
     Ok(Loaded {
         ebpf,
         drainer,
@@ -435,14 +435,6 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
         .map_err(step_err(PROGRAM, Step::PerfEventOpen))?;
     }
     Ok(())
-}
-
-/// Hands the heap the load freed back to the kernel. Parsing the object, its BTF and the verifier's
-/// logs peak at several MiB that glibc's allocator keeps mapped after they are freed (they sit below
-/// live allocations), so they would count in the agent's RSS for its lifetime.
-fn release_freed_heap() {
-    // SAFETY: glibc's malloc_trim has no preconditions; it only releases free memory.
-    unsafe { libc::malloc_trim(0) };
 }
 
 #[cfg(test)]
