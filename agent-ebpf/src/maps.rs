@@ -10,7 +10,7 @@ use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     btf_maps::{Array as BtfArray, ArrayOfMaps},
     macros::{btf_map, map},
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
 use sonde_abi::{
     Control, FileKey, FileTable, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS,
@@ -110,12 +110,18 @@ pub static GO_LABELS: LruHashMap<u64, LabelSet> = LruHashMap::with_max_entries(1
 static SAMPLE_COST: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(cost_path::COUNT * cost_path::BUCKETS, 0);
 
+#[map]
+static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);
+#[map]
+static KSTACKS_1: StackTrace = StackTrace::with_max_entries(8192, 0);
+#[map]
+static KSTACKS_2: StackTrace = StackTrace::with_max_entries(8192, 0);
+
 // Stacks and aggregations are not preallocated: a preallocated hash holds its every possible entry
-// from load (9 MiB of stacks per slot at 8192), while a window of one process uses a few hundred
+// from load (9 MiB of user stacks per slot at 8192), while a window of one process uses a few hundred
 // entries. perf_event programs may allocate since Linux 6.1 (`bpf_mem_alloc`, which is NMI-safe), as
-// `UNWIND_PAGES` already does; a failed allocation is a full map, counted as such. Kernel stacks are
-// kept here too, beside the user stacks, rather than in a stack-trace map: those are always
-// preallocated (8.5 MB at 8192 entries) and drop a stack whose hash bucket another one holds.
+// `UNWIND_PAGES` already does; a failed allocation is a full map, counted as such. Kernel stack maps
+// are always preallocated.
 #[map]
 static USTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 #[map]
@@ -186,7 +192,17 @@ pub fn pid_listed(tgid: u32) -> bool {
     PIDS.get_ptr(tgid).is_some()
 }
 
-/// The stack map of `slot` (user and kernel stacks).
+/// The kernel stack-trace map of `slot`.
+#[inline(always)]
+pub fn kernel_stacks(slot: u64) -> &'static StackTrace {
+    match slot {
+        0 => &KSTACKS_0,
+        1 => &KSTACKS_1,
+        _ => &KSTACKS_2,
+    }
+}
+
+/// The user-stack map of `slot`.
 #[inline(always)]
 pub fn user_stacks(slot: u64) -> &'static HashMap<u64, UserStack> {
     match slot {

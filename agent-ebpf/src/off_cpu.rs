@@ -258,8 +258,7 @@ fn switch_in(tid: u32) -> Result<(), Failed> {
     let mut key = start.key;
     // Stack maps are recycled SLOTS-1 generations later; an episode older than that keeps its time only.
     if generation.wrapping_sub(start.generation) >= SLOTS - 1 {
-        key.kernel_stack_status = STACK_STALE;
-        key.kernel_stack_id = 0;
+        key.kernel_stack_id = STACK_STALE;
         key.user_stack_id = 0;
         key.user_stack_status = STACK_STALE;
         bump(stat::OFFCPU_STALE_STACK);

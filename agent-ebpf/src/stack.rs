@@ -1,10 +1,13 @@
-//! Stack capture shared by the on-CPU and off-CPU programs: the stored kernel stack, the walked and
-//! stored user stack, and the thread name, as one aggregation key.
+//! Stack capture shared by the on-CPU and off-CPU programs: the kernel stack id, the walked and stored
+//! user stack, and the thread name, as one aggregation key.
 
-use aya_ebpf::{EbpfContext, helpers::bpf_get_current_comm};
-use sonde_abi::{SLOTS, STACK_NONE, SampleKey, cost_path};
+use aya_ebpf::{helpers::bpf_get_current_comm, programs::tracing::StackIdContext};
+use sonde_abi::{SLOTS, STACK_COLLISION, STACK_NONE, SampleKey, cost_path, stat};
 
-use crate::unwind::{self, regs::UserRegs};
+use crate::{
+    maps::{bump, kernel_stacks},
+    unwind::{self, regs::UserRegs},
+};
 
 /// A sample's aggregation key, and whether userspace knows the process already.
 pub struct Captured {
@@ -22,7 +25,7 @@ pub struct Captured {
 /// walk saves most of the program's run time on CPU-bound processes). `on_cpu`: the task was
 /// interrupted running, not switched out.
 #[inline(always)]
-pub fn capture<C: EbpfContext>(
+pub fn capture<C: StackIdContext>(
     ctx: &C,
     tgid: u32,
     generation: u64,
@@ -32,10 +35,10 @@ pub fn capture<C: EbpfContext>(
     on_cpu: bool,
 ) -> Captured {
     let slot = generation % SLOTS;
-    let (kernel_stack_id, kernel_stack_status) = if with_kernel {
-        unwind::store_kernel_stack(ctx.as_ptr(), generation, scratch_slot)
+    let kernel_stack_id = if with_kernel {
+        classify(ctx.get_stackid(kernel_stacks(slot), 0))
     } else {
-        (0, STACK_NONE)
+        STACK_NONE
     };
     let (user_stack_id, user_stack_status, known_process, path) = match user {
         Some(regs) => {
@@ -47,16 +50,32 @@ pub fn capture<C: EbpfContext>(
     Captured {
         key: SampleKey {
             tgid,
-            kernel_stack_status,
+            kernel_stack_id,
             user_stack_id,
             user_stack_status,
             stack_slot: slot as u16,
             weight: 1,
             comm: bpf_get_current_comm().unwrap_or_default(),
             labels: crate::go_labels::current(tgid),
-            kernel_stack_id,
         },
         known_process,
         path,
+    }
+}
+
+/// Turns a kernel `bpf_get_stackid` result into a key field, counting every failure that loses a stack.
+#[inline(always)]
+fn classify(result: Result<i64, i32>) -> i32 {
+    match result {
+        Ok(id) => id as i32,
+        Err(STACK_NONE) => STACK_NONE,
+        Err(STACK_COLLISION) => {
+            bump(stat::KERNEL_STACK_COLLISION);
+            STACK_COLLISION
+        }
+        Err(errno) => {
+            bump(stat::KERNEL_STACK_ERROR);
+            errno
+        }
     }
 }

@@ -436,8 +436,6 @@ fn spawn_sampling(
                     std::thread::park_timeout(left);
                 }
                 windows += 1;
-                // What the last window's export freed (its profiles and their encoding).
-                crate::heap::release_freed();
                 match sampler.window() {
                     Ok(window) => {
                         failures = 0;

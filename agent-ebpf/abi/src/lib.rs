@@ -42,8 +42,8 @@ pub const STACK_OK: i32 = 0;
 pub struct SampleKey {
     /// Process id (the kernel's tgid).
     pub tgid: u32,
-    /// [`STACK_OK`], or why there is no kernel stack (`STACK_*` or a negative errno).
-    pub kernel_stack_status: i32,
+    /// Id in the kernel stack-trace map of slot `stack_slot`, or a negative errno (see `STACK_*`).
+    pub kernel_stack_id: i32,
     /// Key of the user stack in the user-stack map of slot `stack_slot` when `user_stack_status` is
     /// [`STACK_OK`]; 0 otherwise.
     pub user_stack_id: u64,
@@ -59,11 +59,8 @@ pub struct SampleKey {
     pub comm: [u8; TASK_COMM_LEN],
     /// Key in `GO_LABELS` of the sampled goroutine's labels; 0 without labels.
     pub labels: u64,
-    /// Key of the kernel stack in the stack map of slot `stack_slot` (beside the user stacks) when
-    /// `kernel_stack_status` is [`STACK_OK`]; 0 otherwise.
-    pub kernel_stack_id: u64,
 }
-const _: () = assert!(core::mem::size_of::<SampleKey>() == 56);
+const _: () = assert!(core::mem::size_of::<SampleKey>() == 48);
 
 /// Value of the off-CPU aggregation.
 #[repr(C)]
@@ -87,7 +84,7 @@ pub struct OffCpuStart {
     /// Aggregation key prepared at switch-out.
     pub key: SampleKey,
 }
-const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 72);
+const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 64);
 
 /// Per-CPU off-CPU sampling settings, rewritten by userspace every step (250 ms, after steps of 10,
 /// 50 and 100 ms at start) as the switch rate changes so that stack walks stay within the budget

@@ -61,8 +61,9 @@ pub const V8_PROCS: &str = "V8_PROCS";
 /// Per-CPU run-time histogram of on-CPU samples by path (see [`crate::cost_path`]).
 pub const SAMPLE_COST: &str = "SAMPLE_COST";
 
-/// Stacks ([`crate::UserStack`]), one map per slot: the walked user stacks and the kernel stacks, each
-/// keyed by a hash of its frames.
+/// Kernel stack-trace maps, one per slot.
+pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
+/// User stacks ([`crate::UserStack`]), one map per slot.
 pub const USER_STACKS: [&str; 3] = ["USTACKS_0", "USTACKS_1", "USTACKS_2"];
 /// On-CPU aggregations, one per slot.
 pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
@@ -70,7 +71,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 35] = [
+pub const ALL_MAPS: [&str; 38] = [
     CONTROL,
     PIDS,
     STATS,
@@ -97,6 +98,9 @@ pub const ALL_MAPS: [&str; 35] = [
     HS_PROCS,
     V8_PROCS,
     SAMPLE_COST,
+    KERNEL_STACKS[0],
+    KERNEL_STACKS[1],
+    KERNEL_STACKS[2],
     USER_STACKS[0],
     USER_STACKS[1],
     USER_STACKS[2],

@@ -169,8 +169,6 @@ pub mod outcome {
     /// yet (`mm->start_code` still 0) and the user registers point into the old one, which is gone.
     /// There is no user stack to walk (not a truncation).
     pub const EXECING: u32 = 9;
-    /// Not a walk: a kernel stack, stored in the same map as the user stacks.
-    pub const KERNEL: u32 = 10;
 }
 
 /// How to find the caller of a frame: the part of a row that is not its address. 4 bytes.

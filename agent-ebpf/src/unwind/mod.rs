@@ -14,16 +14,17 @@ mod lookup;
 mod python;
 pub mod regs;
 mod step;
-mod store;
-pub use store::store_kernel_stack;
 mod v8;
 mod window;
 
 use core::ffi::c_void;
 
-use aya_ebpf::{helpers::generated::bpf_loop, macros::map, maps::PerCpuArray};
+use aya_ebpf::{
+    bindings::BPF_NOEXIST, helpers::generated::bpf_loop, macros::map, maps::PerCpuArray,
+};
 use sonde_abi::{
-    FileTable, MAX_STACK_DEPTH, ProcMappings, UserStack, VmaMappings, cost_path,
+    FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
+    UserStack, VmaMappings, cost_path,
     hotspot::HsProc,
     stat,
     unwind::{FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, file_frame, mode, outcome},
@@ -33,7 +34,7 @@ use sonde_abi::{
 use crate::vmas::AddressSpace;
 use crate::{
     globals,
-    maps::{HS_PROCS, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump},
+    maps::{HS_PROCS, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, user_stacks},
 };
 use regs::UserRegs;
 use step::Flow;
@@ -472,5 +473,66 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
         }
     }
     add(stat::WALK_FRAMES, u64::from(s.stack.len));
-    store::store(s, generation, store::Stack::User)
+    let tail = u64::from(why) << 32 | u64::from(s.stack.len);
+    let id = mix(s.hash ^ tail, 0xff51_afd7_ed55_8ccd);
+    let check = mix(s.check ^ tail, 0xc4ce_b9fe_1a85_ec53);
+    s.stack.check = check;
+    let ok = Stored {
+        id,
+        status: STACK_OK,
+        known_process: false,
+        path: cost_path::TABLES,
+    };
+    let Some(recent) = s.stored.get_mut(id as usize & (STORED_SLOTS - 1)) else {
+        return ok;
+    };
+    if recent.id == id && recent.check == check && recent.generation == generation {
+        return ok;
+    }
+    let map = user_stacks(generation % SLOTS);
+    let same = |existing: *const UserStack| {
+        // SAFETY: a pointer from a successful lookup.
+        if unsafe { (*existing).check } == check {
+            true
+        } else {
+            bump(stat::USER_STACK_COLLISION);
+            false
+        }
+    };
+    // By reference: the value is 1 KiB, twice the BPF stack.
+    #[allow(clippy::needless_borrows_for_generic_args)]
+    let inserted = |stack: &UserStack| map.insert(id, stack, BPF_NOEXIST as u64);
+    let stored = match map.get_ptr(id) {
+        Some(existing) => same(existing),
+        None => match inserted(&s.stack) {
+            Ok(()) => true,
+            // Stored meanwhile by another CPU: the same stack, or a collision.
+            Err(_) => match map.get_ptr(id) {
+                Some(existing) => same(existing),
+                None => {
+                    bump(stat::USER_STACK_ERROR);
+                    return Stored {
+                        id: 0,
+                        status: STACK_MAP_FULL,
+                        known_process: false,
+                        path: cost_path::TABLES,
+                    };
+                }
+            },
+        },
+    };
+    if !stored {
+        return Stored {
+            id: 0,
+            status: STACK_COLLISION,
+            known_process: false,
+            path: cost_path::TABLES,
+        };
+    }
+    *recent = StoredStack {
+        id,
+        check,
+        generation,
+    };
+    ok
 }

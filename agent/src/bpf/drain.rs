@@ -278,7 +278,7 @@ type UserFrames = (Arc<[u64]>, u32);
 
 struct StackResolver<'a, M> {
     maps: &'a M,
-    kernel: HashMap<(u64, u64), Option<Arc<[u64]>>>,
+    kernel: HashMap<(u64, u32), Option<Arc<[u64]>>>,
     user: HashMap<(u64, u64), Option<UserFrames>>,
     labels: HashMap<u64, Option<Labels>>,
     missing: u64,
@@ -292,7 +292,7 @@ impl<M: KernelMaps> StackResolver<'_, M> {
         Ok(RawSample {
             user,
             user_outcome,
-            kernel: self.kernel_stack(slot, &key)?,
+            kernel: self.kernel_stack(slot, key.kernel_stack_id)?,
             labels: self.labels(key.labels)?,
             key,
             count,
@@ -318,11 +318,11 @@ impl<M: KernelMaps> StackResolver<'_, M> {
         }))
     }
 
-    fn kernel_stack(&mut self, slot: u64, key: &SampleKey) -> Result<RawStack, BpfError> {
-        if key.kernel_stack_status != STACK_OK {
-            return Ok(status(key.kernel_stack_status));
-        }
-        let id = key.kernel_stack_id;
+    fn kernel_stack(&mut self, slot: u64, id: i32) -> Result<RawStack, BpfError> {
+        let id = match u32::try_from(id) {
+            Ok(id) => id,
+            Err(_) => return Ok(status(id)),
+        };
         let frames = match self.kernel.get(&(slot, id)) {
             Some(hit) => hit.clone(),
             None => {

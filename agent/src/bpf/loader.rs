@@ -70,7 +70,7 @@ pub struct LoadOptions {
     pub off_cpu: Option<OffCpuOptions>,
     /// Only these processes; all when empty.
     pub pids: Vec<u32>,
-    /// Entries per aggregation map, and per stack map (kernel and user stacks together), per slot.
+    /// Entries per aggregation map (per slot).
     pub max_stacks: u32,
     /// Only one window will be drained (`sonde record`): slots 1 and 2 are never written, so they get
     /// one entry each instead of full size (less kernel memory, faster start).
@@ -160,12 +160,13 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         });
     }
     let stacks = options.max_stacks;
+    let stack_maps = options.max_stacks / 2;
     let (on_size, off_size) = match (options.frequency_hz, options.off_cpu) {
         (Some(_), Some(_)) => (stacks, stacks),
         (Some(_), None) => (stacks, 1),
         (None, _) => (1, stacks),
     };
-    let names = sizes_for(on_size, off_size, stacks, options.single_window);
+    let names = sizes_for(on_size, off_size, stack_maps, options.single_window);
     let globals = Globals::new(options, layout.as_ref(), &tracefs);
     let mut loader = EbpfLoader::new();
     for (name, size) in &names {
@@ -365,6 +366,7 @@ fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(&'stat
             [
                 (names::ONCPU[s], on),
                 (names::OFFCPU[s], off),
+                (names::KERNEL_STACKS[s], stacks),
                 (names::USER_STACKS[s], stacks),
             ]
         })

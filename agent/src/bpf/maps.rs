@@ -2,7 +2,7 @@
 
 use aya::{
     Ebpf,
-    maps::{Array, HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
 };
 use sonde_abi::{
     Control, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names, stat,
@@ -27,11 +27,11 @@ pub trait KernelMaps {
     fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError>;
     /// Reads and removes every off-CPU aggregate of `slot`.
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError>;
-    /// Instruction pointers of kernel stack `id` in the stack map of `slot`, leaf first.
-    fn kernel_stack(&self, slot: u64, id: u64) -> Result<Option<Vec<u64>>, BpfError>;
+    /// Instruction pointers of kernel stack `id` in the stack-trace map of `slot`, leaf first.
+    fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError>;
     /// User stack `id` in the user-stack map of `slot`.
     fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError>;
-    /// Empties the stack map of `slot`; returns how many stacks (kernel and user) it held.
+    /// Empties the kernel and user stack maps of `slot`; returns how many stacks they held.
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError>;
     /// Cumulative counters, summed over CPUs, indexed by `sonde_abi::stat`.
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError>;
@@ -47,6 +47,7 @@ pub struct AyaMaps {
     stats: PerCpuArray<MapData, u64>,
     on_cpu: Vec<HashMap<MapData, SampleKey, u64>>,
     off_cpu: Vec<HashMap<MapData, SampleKey, OffCpuValue>>,
+    kernel_stacks: Vec<StackTraceMap<MapData>>,
     user_stacks: Vec<HashMap<MapData, u64, UserStack>>,
     start: HashMap<MapData, u32, OffCpuStart>,
     labels: HashMap<MapData, u64, LabelSet>,
@@ -86,6 +87,7 @@ impl AyaMaps {
             stats: take_map(ebpf, names::STATS)?,
             on_cpu: take_slots(ebpf, &names::ONCPU)?,
             off_cpu: take_slots(ebpf, &names::OFFCPU)?,
+            kernel_stacks: take_slots(ebpf, &names::KERNEL_STACKS)?,
             user_stacks: take_slots(ebpf, &names::USER_STACKS)?,
             start: take_map(ebpf, names::OFFCPU_START)?,
             labels: take_map(ebpf, names::GO_LABELS)?,
@@ -140,9 +142,12 @@ impl KernelMaps for AyaMaps {
         )
     }
 
-    fn kernel_stack(&self, slot: u64, id: u64) -> Result<Option<Vec<u64>>, BpfError> {
-        // Kept beside the user stacks, in the same form.
-        Ok(self.user_stack(slot, id)?.map(|stack| stack.frames))
+    fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
+        match self.kernel_stacks[slot as usize].get(&id, 0) {
+            Ok(trace) => Ok(Some(trace.frames().iter().map(|f| f.ip).collect())),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(source) => Err(map_err(slot_name(&names::KERNEL_STACKS, slot))(source)),
+        }
     }
 
     fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError> {
@@ -160,6 +165,18 @@ impl KernelMaps for AyaMaps {
     }
 
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
+        let kernel_name = slot_name(&names::KERNEL_STACKS, slot);
+        let map = &mut self.kernel_stacks[slot as usize];
+        let ids = map
+            .stack_ids()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(map_err(kernel_name))?;
+        for id in &ids {
+            match map.remove(id) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(source) => return Err(map_err(kernel_name)(source)),
+            }
+        }
         let user_name = slot_name(&names::USER_STACKS, slot);
         let map = &mut self.user_stacks[slot as usize];
         let keys = map
@@ -172,7 +189,7 @@ impl KernelMaps for AyaMaps {
                 Err(source) => return Err(map_err(user_name)(source)),
             }
         }
-        Ok(keys.len())
+        Ok(ids.len() + keys.len())
     }
 
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {

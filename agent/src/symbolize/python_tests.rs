@@ -41,8 +41,7 @@ pub(super) fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
     RawSample {
         key: SampleKey {
             tgid: pid,
-            kernel_stack_status: -1,
-            kernel_stack_id: 0,
+            kernel_stack_id: -1,
             user_stack_id: 1,
             user_stack_status: 0,
             stack_slot: 0,

@@ -10,7 +10,7 @@ struct FakeMaps {
     generation_writes: Vec<u64>,
     on_cpu: BTreeMap<u64, Vec<(SampleKey, u64)>>,
     off_cpu: BTreeMap<u64, Vec<(SampleKey, OffCpuValue)>>,
-    stacks: BTreeMap<(u64, u64), Vec<u64>>,
+    stacks: BTreeMap<(u64, u32), Vec<u64>>,
     user_stacks: BTreeMap<(u64, u64), (Vec<u64>, u32)>,
     cleared: Vec<u64>,
     stats: [u64; stat::COUNT as usize],
@@ -44,7 +44,7 @@ impl KernelMaps for FakeMaps {
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError> {
         Ok(self.off_cpu.remove(&slot).unwrap_or_default())
     }
-    fn kernel_stack(&self, slot: u64, id: u64) -> Result<Option<Vec<u64>>, BpfError> {
+    fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
         Ok(self.stacks.get(&(slot, id)).cloned())
     }
     fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError> {
@@ -80,16 +80,11 @@ fn key(tgid: u32, user: i64, kernel: i32, slot: u16) -> SampleKey {
         Ok(id) => (id, STACK_OK),
         Err(_) => (0, user as i32),
     };
-    let (kernel_stack_id, kernel_stack_status) = match u64::try_from(kernel) {
-        Ok(id) => (id, STACK_OK),
-        Err(_) => (0, kernel),
-    };
     SampleKey {
         tgid,
         user_stack_id,
         user_stack_status,
-        kernel_stack_id,
-        kernel_stack_status,
+        kernel_stack_id: kernel,
         stack_slot: slot,
         weight: 1,
         comm: [0; 16],
