@@ -503,6 +503,14 @@ impl Background {
             .map(|l| l.join().unwrap())
             .unwrap_or_default();
         assert!(status.success(), "sonde failed ({status}):\n{log}");
+        // The harness shows a test's stderr only when it fails: sonde's warnings say why a figure the
+        // test asserts on fell short (a binary it could not open, a table it could not build).
+        for line in log
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        {
+            eprintln!("sonde: {line}");
+        }
         out
     }
 }

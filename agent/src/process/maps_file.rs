@@ -58,16 +58,39 @@ pub(crate) enum Unreadable {
     Denied(String, std::io::Error),
 }
 
+/// How long [`read`] waits for an `execve` in flight to finish mapping the new program.
+const EXEC_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The process's name (`comm`) and executable mappings.
+///
+/// A process inside `execve` has its new address space before the program is mapped in it (the
+/// kernel maps the segments one by one, then sets `start_code`): a maps file read then lacks
+/// mappings, and the capture built from it would name none of the program's frames. When
+/// `start_code` (stat field 26, 0 only for a process without one) was 0 before or after the read of
+/// a process with mappings, the read is taken again once the exec is through.
 pub(crate) fn read(pid: u32) -> Result<(String, Vec<MapsLine>), Unreadable> {
+    let began = std::time::Instant::now();
+    loop {
+        let (name, maps, settled) = read_once(pid)?;
+        if settled || maps.is_empty() || began.elapsed() >= EXEC_SETTLE {
+            return Ok((name, executable(maps)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// One read of [`read`]: also whether no exec was in flight around it.
+fn read_once(pid: u32) -> Result<(String, Vec<MemoryMap>, bool), Unreadable> {
     let process = Process::new_with_root(proc_dir(pid)).map_err(|_| Unreadable::Gone)?;
-    let name = process.stat().map_err(|_| Unreadable::Gone)?.comm;
+    let before = process.stat().map_err(|_| Unreadable::Gone)?;
     let mut maps = match read_maps(&proc_dir(pid)) {
         Ok(maps) => maps,
-        Err(err) if denied(&err) => return Err(Unreadable::Denied(name, err)),
+        Err(err) if denied(&err) => return Err(Unreadable::Denied(before.comm, err)),
         Err(_) => return Err(Unreadable::Gone),
     };
-    if maps.is_empty() {
+    // A leader that exited has no address space of its own (start_code 0) and cannot be in exec.
+    let from_leader = !maps.is_empty();
+    if !from_leader {
         // The leader exited: any live thread shares the address space.
         maps = process
             .tasks()
@@ -81,7 +104,9 @@ pub(crate) fn read(pid: u32) -> Result<(String, Vec<MapsLine>), Unreadable> {
             })
             .ok_or(Unreadable::Gone)?;
     }
-    Ok((name, executable(maps)))
+    let after = process.stat().map_err(|_| Unreadable::Gone)?;
+    let settled = !from_leader || (before.startcode != 0 && after.startcode != 0);
+    Ok((after.comm, maps, settled))
 }
 
 /// Whether `err` is a permission refusal (as opposed to the process being gone).
@@ -270,6 +295,30 @@ mod tests {
         assert!(
             is_gone(pid),
             "{pid} is not gone after being killed and reaped"
+        );
+    }
+
+    #[test]
+    fn a_process_read_as_it_execs_shows_its_whole_program() {
+        // `spawn` returns once the child's exec has let go of this process's memory (vfork), before
+        // the kernel has mapped the new program: the read lands inside the exec as often as not.
+        let sleep = std::fs::canonicalize("/usr/bin/sleep").unwrap();
+        let mut partial = Vec::new();
+        for _ in 0..200 {
+            let mut child = std::process::Command::new(&sleep).arg("5").spawn().unwrap();
+            let read_back = read(child.id());
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let (_, lines) = read_back.expect("the child runs");
+            let program = lines.iter().any(|l| Path::new(&l.path) == sleep);
+            let interpreter = lines.iter().any(|l| l.path.contains("/ld-linux"));
+            if !(program && interpreter) {
+                partial.push(lines);
+            }
+        }
+        assert!(
+            partial.is_empty(),
+            "reads without the program or ld.so: {partial:?}"
         );
     }
 

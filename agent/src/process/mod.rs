@@ -41,6 +41,10 @@ pub(crate) use maps_file::MapsLine;
 pub(crate) use maps_file::set_proc_root;
 pub(crate) use maps_file::{executable, has_live_threads, is_gone, parse_maps, proc_dir};
 
+/// Reads of a process's mappings before a file whose mapping changed under the read counts as
+/// unopenable.
+const OPEN_ATTEMPTS: u32 = 3;
+
 /// What sonde knows about one process.
 #[derive(Clone, Debug)]
 pub(crate) struct ProcessInfo {
@@ -373,12 +377,25 @@ impl ProcessTable {
     }
 
     fn read_process(&mut self, pid: u32) -> Result<ProcessInfo, maps_file::Unreadable> {
-        let (name, lines) = maps_file::read(pid)?;
-        let mut unopenable = None;
-        let mut mappings: Vec<Mapping> = lines
-            .into_iter()
-            .map(|line| self.mapping(pid, line, &mut unopenable))
-            .collect();
+        let mut attempts = 0;
+        let (name, mut mappings, unopenable) = loop {
+            attempts += 1;
+            let (name, lines) = maps_file::read(pid)?;
+            let mut unopenable = Vec::new();
+            let mappings: Vec<Mapping> = lines
+                .into_iter()
+                .map(|line| self.mapping(pid, line, &mut unopenable))
+                .collect();
+            // A mapping that changed between the read and the open (its map_files range is gone) is a
+            // race with the process, not a refusal: read again.
+            if attempts < OPEN_ATTEMPTS && unopenable.iter().any(|(_, why)| why.range_gone()) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
+            break (name, mappings, unopenable);
+        };
+        self.stats.unopenable_files += unopenable.len() as u64;
+        let unopenable = unopenable.into_iter().next();
         mappings.sort_by_key(|m| m.module.start);
         // A process that exited while it was read leaves nothing to open: that is no refusal.
         if let Some((path, why)) = unopenable.filter(|_| !maps_file::is_gone(pid)) {
@@ -469,12 +486,12 @@ impl ProcessTable {
         }
     }
 
-    /// The mapping of `line`; the first file that could not be opened is noted in `unopenable`.
+    /// The mapping of `line`; a file that could not be opened is noted in `unopenable`.
     fn mapping(
         &mut self,
         pid: u32,
         line: MapsLine,
-        unopenable: &mut Option<(String, open::Unopenable)>,
+        unopenable: &mut Vec<(String, open::Unopenable)>,
     ) -> Mapping {
         let binary = if line.path == vdso::VDSO_PATH {
             self.vdso()
@@ -483,8 +500,7 @@ impl ProcessTable {
                 Ok(file) => self.binary(pid, &line, file),
                 Err(why) => {
                     tracing::debug!(pid, path = %line.path, %why, "cannot open mapped file");
-                    self.stats.unopenable_files += 1;
-                    unopenable.get_or_insert_with(|| (line.path.clone(), why));
+                    unopenable.push((line.path.clone(), why));
                     None
                 }
             }

@@ -77,6 +77,14 @@ pub(crate) fn open(pid: u32, line: &MapsLine) -> Result<File, Unopenable> {
     Err(Unopenable { map_files, by_path })
 }
 
+impl Unopenable {
+    /// Whether the mapping's range was gone by the time its file was opened: the process changed
+    /// its mappings (or finished an exec) since they were read, and a new read sees what it has now.
+    pub(crate) fn range_gone(&self) -> bool {
+        self.map_files.kind() == io::ErrorKind::NotFound
+    }
+}
+
 enum ByPathError {
     Refused(untrusted::Reason),
     Io(io::Error),
