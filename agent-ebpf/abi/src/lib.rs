@@ -366,6 +366,22 @@ pub mod stat {
     pub const V8_FUNCTION_ONLY: u32 = V8_WALKS + 3;
     /// Walks of processes inside `execve` between two images (see `unwind::outcome::EXECING`).
     pub const WALK_EXECING: u32 = V8_WALKS + 4;
+
+    /// The counter of walks ending in `outcome` (`unwind::outcome`); every outcome has one.
+    pub const fn walk_counter(outcome: u32) -> u32 {
+        use crate::unwind::outcome;
+        match outcome {
+            outcome::ROOT => WALK_ROOT,
+            outcome::DEPTH => WALK_DEPTH,
+            outcome::READ_FAULT => WALK_READ_FAULT,
+            outcome::NO_TABLE => WALK_NO_TABLE,
+            outcome::UNSUPPORTED => WALK_UNSUPPORTED,
+            outcome::FP_END => WALK_FP_END,
+            outcome::EXITING => WALK_EXITING,
+            outcome::EXECING => WALK_EXECING,
+            _ => WALK_BAD_FRAME,
+        }
+    }
     /// Number of counters.
     pub const COUNT: u32 = V8_WALKS + 5;
 }

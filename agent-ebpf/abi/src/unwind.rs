@@ -169,6 +169,26 @@ pub mod outcome {
     /// yet (`mm->start_code` still 0) and the user registers point into the old one, which is gone.
     /// There is no user stack to walk (not a truncation).
     pub const EXECING: u32 = 9;
+
+    /// Every way a walk ends; each walk ends in exactly one.
+    pub const ALL: [u32; 9] = [
+        ROOT,
+        DEPTH,
+        READ_FAULT,
+        NO_TABLE,
+        UNSUPPORTED,
+        FP_END,
+        BAD_FRAME,
+        EXITING,
+        EXECING,
+    ];
+
+    /// Whether a walk ending in `outcome` had no user stack to walk (the process exiting without
+    /// its address space, or between two images): no truncation, and no part of the completeness
+    /// figures.
+    pub const fn has_no_stack(outcome: u32) -> bool {
+        outcome == EXITING || outcome == EXECING
+    }
 }
 
 /// How to find the caller of a frame: the part of a row that is not its address. 4 bytes.

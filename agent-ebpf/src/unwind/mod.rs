@@ -452,20 +452,9 @@ pub(crate) fn mix(x: u64, k: u64) -> u64 {
 #[inline(always)]
 fn finish(s: &mut Scratch, generation: u64) -> Stored {
     let why = s.stack.outcome;
-    let counter = match why {
-        outcome::ROOT => stat::WALK_ROOT,
-        outcome::DEPTH => stat::WALK_DEPTH,
-        outcome::READ_FAULT => stat::WALK_READ_FAULT,
-        outcome::NO_TABLE => stat::WALK_NO_TABLE,
-        outcome::UNSUPPORTED => stat::WALK_UNSUPPORTED,
-        outcome::FP_END => stat::WALK_FP_END,
-        outcome::EXITING => stat::WALK_EXITING,
-        outcome::EXECING => stat::WALK_EXECING,
-        _ => stat::WALK_BAD_FRAME,
-    };
-    bump(counter);
+    bump(stat::walk_counter(why));
     // By age, only stacks that exist: a process exiting or between two images has none to complete.
-    if why != outcome::EXITING && why != outcome::EXECING {
+    if !outcome::has_no_stack(why) {
         let age = crate::vmas::current_process_age_bucket();
         bump(stat::AGE_WALKS + age);
         if why == outcome::ROOT {

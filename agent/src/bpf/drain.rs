@@ -14,7 +14,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sonde_abi::{
     Control, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE, STACK_OK, STACK_STALE, SampleKey,
-    stat,
+    stat, unwind::outcome,
 };
 
 use super::{BpfError, maps::KernelMaps};
@@ -88,19 +88,6 @@ impl Default for WindowStats {
     }
 }
 
-/// Every way a user-stack walk ends (each walk ends in exactly one).
-const WALK_OUTCOMES: [u32; 9] = [
-    stat::WALK_ROOT,
-    stat::WALK_DEPTH,
-    stat::WALK_READ_FAULT,
-    stat::WALK_NO_TABLE,
-    stat::WALK_UNSUPPORTED,
-    stat::WALK_BAD_FRAME,
-    stat::WALK_FP_END,
-    stat::WALK_EXITING,
-    stat::WALK_EXECING,
-];
-
 /// The process-age buckets of `stat::AGE_WALKS`, as the figures label them (`crate::figures`).
 pub const AGE_BUCKETS: [&str; stat::AGE_BUCKETS as usize] =
     ["0-1ms", "1-10ms", "10-100ms", "100ms-1s", "1s+"];
@@ -113,15 +100,22 @@ impl WindowStats {
 
     /// User-stack walks (each ends in exactly one outcome).
     pub fn walks(&self) -> u64 {
-        WALK_OUTCOMES.iter().map(|i| self.kernel[*i as usize]).sum()
+        self.walks_ending(|_| true)
     }
 
     /// Walks of a user stack that exists: not of a process exiting without its address space or
     /// inside `execve` between two images, which have no stack to reach a root with.
     pub fn live_walks(&self) -> u64 {
-        self.walks()
-            - self.kernel[stat::WALK_EXITING as usize]
-            - self.kernel[stat::WALK_EXECING as usize]
+        self.walks_ending(|o| !outcome::has_no_stack(o))
+    }
+
+    /// Walks whose outcome passes `keep`.
+    fn walks_ending(&self, keep: impl Fn(u32) -> bool) -> u64 {
+        outcome::ALL
+            .into_iter()
+            .filter(|o| keep(*o))
+            .map(|o| self.kernel[stat::walk_counter(o) as usize])
+            .sum()
     }
 
     /// Share of the walks of processes userspace had not captured (walked with the mappings the

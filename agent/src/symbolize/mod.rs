@@ -426,12 +426,9 @@ impl Symbolizer {
         // when the outermost frame is a known thread entry point.
         let truncated = match &s.user {
             RawStack::Frames(_) => {
-                !matches!(
-                    s.user_outcome,
-                    sonde_abi::unwind::outcome::ROOT
-                        | sonde_abi::unwind::outcome::EXITING
-                        | sonde_abi::unwind::outcome::EXECING
-                ) && !roots::is_root(user.last())
+                s.user_outcome != sonde_abi::unwind::outcome::ROOT
+                    && !sonde_abi::unwind::outcome::has_no_stack(s.user_outcome)
+                    && !roots::is_root(user.last())
             }
             _ => false,
         };
