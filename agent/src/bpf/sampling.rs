@@ -43,9 +43,6 @@ const BUSIEST: f64 = 1.5;
 const CAP: f64 = 1.2;
 /// How much rarer the draw becomes past the cap.
 const OVERFLOW_FACTOR: u32 = 64;
-/// Inverse probability until the first step has measured the switch rate: a storm running at start
-/// must not be walked in full, and the weights keep the estimates unbiased whatever the start.
-const START_ONE_IN: u32 = 32;
 /// Delays between steps: fast at first, so the starting guess is corrected within milliseconds,
 /// then four times a second (a step reads every process slot; a storm that starts between steps is
 /// held by the kernel's per-step cap).
@@ -151,6 +148,12 @@ fn moved(written: u32, wanted: u32) -> bool {
     !(1.0 / HYSTERESIS..=HYSTERESIS).contains(&ratio)
 }
 
+/// The settings until the first step: track all, up to the first step's share of `budget`.
+fn start_settings(budget: u32) -> OffCpuSampling {
+    let first_cap = (f64::from(budget) * STEPS[0].as_secs_f64() * CAP).ceil() as u32;
+    with_one_in(1, LONG_NS_MIN, first_cap.max(1))
+}
+
 /// Settings for a fixed inverse probability and per-step cap.
 fn with_one_in(one_in: u32, long_ns: u64, cap: u32) -> OffCpuSampling {
     let one_in = one_in.clamp(1, MAX_ONE_IN);
@@ -203,7 +206,7 @@ impl Controller {
     /// Starts adjusting `maps` for `budget` walks per CPU per second (0: unlimited, nothing to do).
     pub fn start(maps: SamplingMaps, budget: u32) -> Result<Self, BpfError> {
         let window = Arc::new(Mutex::new(SamplingWindow {
-            one_in_min: if budget == 0 { 1 } else { START_ONE_IN },
+            one_in_min: 1,
             one_in_max: 1,
             long_ns: LONG_NS_MIN,
         }));
@@ -231,13 +234,15 @@ impl Controller {
             last: None,
             window: window.clone(),
         };
-        // The counters' starting point, and the conservative guess until the first step.
+        // The counters' starting point. Until the first step has measured the switch rate, every
+        // CPU tracks everything up to its cap for that step, then draws 1 in OVERFLOW_FACTOR: a storm
+        // running at start is not walked in full, and quiet processes are counted exactly. (A blind
+        // 1-in-32 start was unbiased too, but one 20 ms sleep drawn in it weighed 640 ms: a quarter
+        // of a 4 s recording's error from a single episode.)
         stepper.baseline()?;
-        let first_cap = (f64::from(budget) * STEPS[0].as_secs_f64() * CAP).ceil() as u32;
-        let start = with_one_in(START_ONE_IN, LONG_NS_MIN, first_cap.max(1));
+        let start = start_settings(budget);
         let cpus = stepper.cpus();
         stepper.write(&vec![start; cpus])?;
-        window.lock().expect("sampling window lock").one_in_max = START_ONE_IN;
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("sonde-offcpu".into())
@@ -521,6 +526,17 @@ mod tests {
         assert!(moved(50, 40));
         assert!(moved(2, 1), "back to exact counts");
         assert!(moved(1, 2), "from exact counts");
+    }
+
+    #[test]
+    fn the_start_tracks_everything_up_to_the_first_steps_cap() {
+        let s = start_settings(500);
+        // Exact counts until the cap: a 20 ms sleep at start weighs 20 ms, not a multiple of it.
+        assert_eq!((s.one_in, s.threshold), (1, u32::MAX));
+        // 500 walks a second, 10 ms to the first step, 20% to spare.
+        assert_eq!(s.cap, 6);
+        assert_eq!(s.overflow_one_in, OVERFLOW_FACTOR);
+        assert_eq!(start_settings(1).cap, 1, "at least one walk");
     }
 
     #[test]
