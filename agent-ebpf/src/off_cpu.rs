@@ -193,6 +193,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         true,
         SCRATCH_SLOT,
         false,
+        crate::go_labels::current(tgid),
     );
     captured.key.weight = weight.min(u32::from(u16::MAX)) as u16;
     if !captured.known_process {

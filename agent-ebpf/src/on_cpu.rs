@@ -33,6 +33,7 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
         return Ok(());
     }
     let generation = generation().ok_or(Failed::Control)?;
+    let labels = crate::go_labels::current(tgid);
     // SAFETY: perf_event programs may read their context's saved registers.
     let interrupted = unsafe { &(*ctx.ctx).regs };
     let in_user_mode = regs::is_user_mode(interrupted.cs);
@@ -49,6 +50,7 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
         !in_user_mode,
         SCRATCH_SLOT,
         true,
+        labels,
     );
     if !captured.known_process {
         process::announce(tgid);

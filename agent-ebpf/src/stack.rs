@@ -33,6 +33,7 @@ pub fn capture<C: StackIdContext>(
     with_kernel: bool,
     scratch_slot: u32,
     on_cpu: bool,
+    labels: u64,
 ) -> Captured {
     let slot = generation % SLOTS;
     let kernel_stack_id = if with_kernel {
@@ -56,7 +57,7 @@ pub fn capture<C: StackIdContext>(
             stack_slot: slot as u16,
             weight: 1,
             comm: bpf_get_current_comm().unwrap_or_default(),
-            labels: crate::go_labels::current(tgid),
+            labels,
         },
         known_process,
         path,

@@ -76,8 +76,8 @@ pub(crate) struct OffCpuSampling {
 pub(crate) struct KernelCost {
     /// Kernel memory of the maps, bytes.
     pub map_bytes: u64,
-    /// Runs and run time of each program, by name.
-    pub programs: Vec<(String, u64, Duration)>,
+    /// Runs, run time and verification of each program.
+    pub programs: Vec<crate::bpf::cost::ProgramCost>,
     /// Run time of on-CPU samples by path, since start.
     pub samples: crate::bpf::cost::SampleCost,
 }
@@ -85,11 +85,9 @@ pub(crate) struct KernelCost {
 impl KernelCost {
     /// Runs and run time of all programs.
     pub(crate) fn total(&self) -> (u64, Duration) {
-        self.programs
-            .iter()
-            .fold((0, Duration::ZERO), |(n, t), (_, runs, time)| {
-                (n + runs, t + *time)
-            })
+        self.programs.iter().fold((0, Duration::ZERO), |(n, t), p| {
+            (n + p.runs, t + p.run_time)
+        })
     }
 }
 
@@ -227,7 +225,7 @@ impl Sampler {
         }
         window.kernel_cost = KernelCost {
             map_bytes: crate::bpf::cost::map_memory_bytes(),
-            programs: crate::bpf::cost::program_run_stats_by_name(&self.ebpf),
+            programs: crate::bpf::cost::program_costs(&self.ebpf),
             samples: crate::bpf::cost::SampleCost::read(&self.ebpf),
         };
         Ok(window)

@@ -116,12 +116,30 @@ pub(crate) fn map_memory_bytes() -> u64 {
         .sum()
 }
 
-/// Run count and run time of each loaded program, by program name (non-zero only while run-time
-/// statistics are on: [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
-pub(crate) fn program_run_stats_by_name(ebpf: &Ebpf) -> Vec<(String, u64, Duration)> {
+/// What one loaded program has cost.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ProgramCost {
+    /// The program's name in the object.
+    pub(crate) name: String,
+    /// Runs and their run time (non-zero only while run-time statistics are on:
+    /// [`enable_run_stats`], or `kernel.bpf_stats_enabled=1`).
+    pub(crate) runs: u64,
+    pub(crate) run_time: Duration,
+    /// Instructions the verifier processed at load: what the agent's start costs in the kernel
+    /// grows with it (0 where the kernel does not say, before 5.16).
+    pub(crate) verified_instructions: u32,
+}
+
+/// The cost of each loaded program, by program name.
+pub(crate) fn program_costs(ebpf: &Ebpf) -> Vec<ProgramCost> {
     ebpf.programs()
         .filter_map(|(name, p)| p.info().ok().map(|info| (name, info)))
-        .map(|(name, info)| (name.to_owned(), info.run_count(), info.run_time()))
+        .map(|(name, info)| ProgramCost {
+            name: name.to_owned(),
+            runs: info.run_count(),
+            run_time: info.run_time(),
+            verified_instructions: info.verified_instruction_count().unwrap_or(0),
+        })
         .collect()
 }
 

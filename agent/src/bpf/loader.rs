@@ -403,8 +403,10 @@ fn attach_tracepoint_in(
         .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
         .and_then(TryInto::try_into)
         .map_err(program_err(program))?;
+    let began = std::time::Instant::now();
     prog.load()
         .map_err(step_err(program, Step::ProgramLoad(program)))?;
+    log_verified(program, prog.info().ok(), began);
     prog.attach(category, event).map_err(|source| {
         // aya reads the tracepoint's id from tracefs, then opens a perf event on it.
         let step = match source {
@@ -416,6 +418,20 @@ fn attach_tracepoint_in(
     Ok(())
 }
 
+/// What the verifier made of a program: the start-up cost an operator pays once per program.
+fn log_verified(
+    program: &str,
+    info: Option<aya::programs::ProgramInfo>,
+    began: std::time::Instant,
+) {
+    tracing::debug!(
+        program,
+        verified_instructions = info.and_then(|i| i.verified_instruction_count()),
+        seconds = began.elapsed().as_secs_f64(),
+        "program verified and loaded"
+    );
+}
+
 fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
     const PROGRAM: &str = "sonde_on_cpu";
     let prog: &mut PerfEvent = ebpf
@@ -423,8 +439,10 @@ fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
         .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
         .and_then(TryInto::try_into)
         .map_err(program_err(PROGRAM))?;
+    let began = std::time::Instant::now();
     prog.load()
         .map_err(step_err(PROGRAM, Step::ProgramLoad(PROGRAM)))?;
+    log_verified(PROGRAM, prog.info().ok(), began);
     let cpus =
         aya::util::online_cpus().map_err(|(path, _)| BpfError::OnlineCpus(path.to_owned()))?;
     for cpu in cpus {

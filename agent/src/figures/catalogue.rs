@@ -464,16 +464,23 @@ pub(crate) static WINDOW: &[Figure] = &[
         Kind::Counter,
         "Runs of each of the agent's BPF programs (run-time statistics on for the agent's lifetime).",
         &["program"],
-        |i| i.window.kernel_cost.programs.iter().map(|(name, runs, _)| (vec![name.clone()], *runs as f64)).collect(),
+        |i| i.window.kernel_cost.programs.iter().map(|p| (vec![p.name.clone()], p.runs as f64)).collect(),
     ),
     labelled(
         "bpf_program_run",
         Kind::Counter,
         "Run time of each of the agent's BPF programs.",
         &["program"],
-        |i| i.window.kernel_cost.programs.iter().map(|(name, _, t)| (vec![name.clone()], t.as_secs_f64())).collect(),
+        |i| i.window.kernel_cost.programs.iter().map(|p| (vec![p.name.clone()], p.run_time.as_secs_f64())).collect(),
     )
     .unit(Unit::Seconds),
+    labelled(
+        "bpf_program_verified_instructions",
+        Kind::Gauge,
+        "Instructions the kernel's verifier processed to load each of the agent's BPF programs: the start's kernel cost, paid once per program (runtimes that are off are pruned and cost none).",
+        &["program"],
+        |i| i.window.kernel_cost.programs.iter().map(|p| (vec![p.name.clone()], f64::from(p.verified_instructions))).collect(),
+    ),
     mean("bpf_run_nanoseconds", "Mean run time of one BPF program run, nanoseconds, over the agent's lifetime.", |i| {
         let (runs, time) = i.window.kernel_cost.total();
         (time.as_nanos() as f64, runs as f64)
