@@ -6,10 +6,12 @@
 //! `{"path": <path relative to DIR>, "kind": "cpu"|"offcpu", "start_unix_nanos": i64, "end_unix_nanos": i64,
 //! "tags": {"service.name": ..., ...}}`, appended only after the file is fully written and renamed into place.
 //!
-//! Crash safety: a profile is written under a temporary name, synced and renamed; its index line is one
-//! `write` on an `O_APPEND` descriptor, cut back on a short write (disk full), so a reader sees whole
-//! lines and only files that exist. A crash between the two leaves at worst a file without a line, or a
-//! torn last line, which [`LocalDirSink::open`] repairs at the next start, with the temporary files.
+//! Crash safety: a window's profiles are written under temporary names and renamed, then made durable
+//! together (one `syncfs`, not two `fsync`s a file: a thousand processes a window made those flushes
+//! most of the daemon's cost); their index lines follow in one `write` on an `O_APPEND` descriptor, cut
+//! back on a short write (disk full), so a reader sees whole lines and only files that are on disk. A
+//! crash before the lines leaves at worst files without a line, or a torn last line, which
+//! [`LocalDirSink::open`] repairs at the next start, with the temporary files.
 
 use std::{
     path::Path,
@@ -23,7 +25,7 @@ use crate::{
     metadata::Tags,
     profile::pprof,
     retention::{Policy, Retention},
-    storage::{DataMode, SafeDir, StorageError},
+    storage::{DataMode, Durability, SafeDir, StorageError},
 };
 
 /// The tail of the index read to find a torn last line; far longer than any line.
@@ -158,24 +160,43 @@ impl LocalDirSink {
         self.repairs
     }
 
-    /// Writes one profile and appends its index line. When the index line cannot be written, the file goes too, so the
-    /// directory never holds a profile `sonde diff` cannot find.
-    fn write_one(
+    /// Writes a window's profiles, makes them durable, then appends their index lines. When the
+    /// sync or the lines fail, the window's files go too, so the directory never holds a profile
+    /// `sonde diff` cannot find, nor a line whose file may not be on disk.
+    fn write_window(
         &self,
         window: &str,
-        bytes: &[u8],
-        entry: &mut IndexEntry,
-    ) -> Result<(), ExportError> {
+        files: Vec<(Vec<u8>, IndexEntry)>,
+    ) -> Result<ExportOutcome, ExportError> {
+        let mut outcome = ExportOutcome::default();
+        if files.is_empty() {
+            return Ok(outcome);
+        }
         let dir = self.profiles.subdir(window)?;
-        let name = dir.write_unique(&entry.path, ".pb.gz", bytes)?;
-        entry.path = format!("{PROFILES_DIR}/{window}/{name}");
-        let mut line = serde_json::to_string(entry).expect("index entries always serialize");
-        line.push('\n');
-        if let Err(e) = self.root.append(INDEX_FILE, line.as_bytes()) {
-            let _ = dir.remove(&name);
+        let mut written = Vec::with_capacity(files.len());
+        let mut lines = String::new();
+        let result = (|| {
+            for (bytes, mut entry) in files {
+                let name = dir.write_unique(&entry.path, ".pb.gz", &bytes, Durability::Batch)?;
+                entry.path = format!("{PROFILES_DIR}/{window}/{name}");
+                written.push(name);
+                lines.push_str(
+                    &serde_json::to_string(&entry).expect("index entries always serialize"),
+                );
+                lines.push('\n');
+                outcome.requests += 1;
+                outcome.bytes += bytes.len() as u64;
+            }
+            dir.sync_filesystem()?;
+            self.root.append(INDEX_FILE, lines.as_bytes())
+        })();
+        if let Err(e) = result {
+            for name in &written {
+                let _ = dir.remove(name);
+            }
             return Err(e.into());
         }
-        Ok(())
+        Ok(outcome)
     }
 }
 
@@ -266,12 +287,7 @@ impl Sink for LocalDirSink {
         }
         let sink = self.clone();
         let write = tokio::task::spawn_blocking(move || {
-            let mut outcome = ExportOutcome::default();
-            for (bytes, mut entry) in files {
-                sink.write_one(&window, &bytes, &mut entry)?;
-                outcome.requests += 1;
-                outcome.bytes += bytes.len() as u64;
-            }
+            let outcome = sink.write_window(&window, files)?;
             sink.apply_retention(outcome.bytes);
             Ok(outcome)
         });

@@ -12,7 +12,7 @@ use super::{Policy, RetentionError, merge::Merger, plan};
 use crate::{
     datadir::{HOURLY_DIR, INDEX_FILE, IndexEntry, PROFILES_DIR},
     profile::pprof::proto,
-    storage::{SafeDir, StorageError},
+    storage::{Durability, SafeDir, StorageError},
 };
 
 /// The index and a profile are read up to this; far above what sonde writes.
@@ -298,7 +298,7 @@ fn merge_one(
     let dir = root
         .subdir(HOURLY_DIR)?
         .subdir(&m.hour_start_secs.to_string())?;
-    let name = dir.write_unique(&stem, ".pb.gz", bytes)?;
+    let name = dir.write_unique(&stem, ".pb.gz", bytes, Durability::Now)?;
     let members = m.members.iter().map(|&i| &entries[i]);
     let entry = IndexEntry {
         path: format!("{HOURLY_DIR}/{}/{name}", m.hour_start_secs),

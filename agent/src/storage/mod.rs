@@ -16,4 +16,4 @@ pub(crate) use error::StorageError;
 /// Lock file of a data directory: held by the `sonde run` using it, and by `sonde prune`.
 pub(crate) const DATA_LOCK: &str = "sonde.lock";
 pub(crate) use mode::DataMode;
-pub(crate) use safe_dir::SafeDir;
+pub(crate) use safe_dir::{Durability, SafeDir};
