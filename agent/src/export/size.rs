@@ -1,10 +1,6 @@
 //! Wire size of a batch two ways, for the benchmarks: OTLP (one request per window with a shared dictionary,
 //! gzip) against one gzip pprof per profile (the Pyroscope style of ingestion).
 
-use std::io::Write as _;
-
-use flate2::{Compression, write::GzEncoder};
-
 use super::{Batch, otlp::encode};
 use crate::profile::pprof;
 
@@ -58,9 +54,7 @@ pub fn wire_sizes(batch: &Batch) -> WireSizes {
 }
 
 fn gzip_len(bytes: &[u8]) -> usize {
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(bytes).expect("gzip into memory");
-    gz.finish().expect("gzip into memory").len()
+    crate::profile::gzip::compress(bytes).len()
 }
 
 #[cfg(test)]

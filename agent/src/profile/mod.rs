@@ -2,6 +2,7 @@
 
 pub mod folded;
 pub mod group;
+pub(crate) mod gzip;
 pub mod model;
 pub mod otlp_proto;
 pub mod pprof;

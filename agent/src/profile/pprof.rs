@@ -4,9 +4,8 @@
 //! strings through one table. Each sample carries the labels `pid` (numeric) and `comm`. Workload tags go
 //! into the profile's `comment` strings as `key=value` ([`encode_gzip_tagged`]).
 
-use std::{collections::HashMap, io::Write as _, sync::Arc};
+use std::{collections::HashMap, sync::Arc};
 
-use flate2::{Compression, write::GzEncoder};
 use prost::Message as _;
 
 use super::model::{Frame, FrameKind, Module, Profile};
@@ -198,9 +197,5 @@ pub fn encode_gzip_tagged<'a>(
         builder.comment(&format!("{key}={value}"));
     }
     let message = builder.build(profile);
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    // Writing into a Vec cannot fail.
-    gz.write_all(&message.encode_to_vec())
-        .expect("gzip into memory");
-    gz.finish().expect("gzip into memory")
+    super::gzip::compress(&message.encode_to_vec())
 }

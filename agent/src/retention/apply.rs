@@ -2,10 +2,10 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    io::{Read as _, Write as _},
+    io::Read as _,
 };
 
-use flate2::{Compression, read::GzDecoder, write::GzEncoder};
+use flate2::read::GzDecoder;
 use prost::Message as _;
 
 use super::{Policy, RetentionError, merge::Merger, plan};
@@ -285,16 +285,8 @@ fn merge_one(
         .map_or(first.path.as_str(), |(_, n)| n)
         .trim_end_matches(".pb.gz")
         .to_owned();
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&merger.finish().encode_to_vec())
-        .and_then(|()| gz.try_finish())
-        .map_err(|e| {
-            MergeFailure::Storage(StorageError::Io {
-                path: root.path().join(HOURLY_DIR),
-                source: e,
-            })
-        })?;
-    let bytes = gz.get_ref();
+    let compressed = crate::profile::gzip::compress(&merger.finish().encode_to_vec());
+    let bytes = &compressed;
     let dir = root
         .subdir(HOURLY_DIR)?
         .subdir(&m.hour_start_secs.to_string())?;
