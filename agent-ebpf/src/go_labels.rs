@@ -52,10 +52,21 @@ struct Copying {
     fault: u32,
 }
 
+/// The labels of a sample of `tgid` walked by `WALKER`'s program: read by the native program only
+/// (a JVM or Node.js process runs no Go, so their programs hold no label copy to verify).
+#[inline(always)]
+pub fn of_sample<const WALKER: u32>(tgid: u32) -> u64 {
+    if WALKER == crate::runtime::walker::NATIVE {
+        current(tgid)
+    } else {
+        0
+    }
+}
+
 /// The `GO_LABELS` key of the current goroutine's labels; 0 when the process is not a Go process
 /// described in `GO_PROCS`, the thread runs no goroutine, or the goroutine has no labels.
 #[inline(always)]
-pub fn current(tgid: u32) -> u64 {
+fn current(tgid: u32) -> u64 {
     if globals::go_labels() == 0 {
         return 0;
     }

@@ -14,6 +14,7 @@ mod maps;
 mod off_cpu;
 mod on_cpu;
 mod process;
+mod runtime;
 mod stack;
 mod unwind;
 mod vmas;
@@ -23,21 +24,74 @@ use aya_ebpf::{
     programs::{PerfEventContext, TracePointContext},
 };
 pub use diag::Failed;
+use runtime::walker;
 
-/// Fires on every cpu-clock tick of every CPU (one perf event per CPU, at the sampling frequency).
+/// Fires on every cpu-clock tick of every CPU (one perf event per CPU, at the sampling frequency):
+/// hands the sample to the program that walks it (see `runtime`).
 #[perf_event]
 pub fn sonde_on_cpu(ctx: PerfEventContext) -> u32 {
-    if let Err(failed) = on_cpu::sample(&ctx) {
-        diag::report(&ctx, "sonde_on_cpu", failed);
+    runtime::dispatch(&ctx, &maps::ONCPU_RUNTIMES);
+    0
+}
+
+/// Tail-called by `sonde_on_cpu` for a sample of any process but a JVM's or Node.js's.
+#[perf_event]
+pub fn sonde_on_cpu_native(ctx: PerfEventContext) -> u32 {
+    if let Err(failed) = on_cpu::sample::<{ walker::NATIVE }>(&ctx) {
+        diag::report(&ctx, "sonde_on_cpu_native", failed);
     }
     0
 }
 
-/// Fires on every context switch (`sched:sched_switch`).
+/// Tail-called by `sonde_on_cpu` for a sample of a JVM.
+#[perf_event]
+pub fn sonde_on_cpu_java(ctx: PerfEventContext) -> u32 {
+    if let Err(failed) = on_cpu::sample::<{ walker::JAVA }>(&ctx) {
+        diag::report(&ctx, "sonde_on_cpu_java", failed);
+    }
+    0
+}
+
+/// Tail-called by `sonde_on_cpu` for a sample of a Node.js process.
+#[perf_event]
+pub fn sonde_on_cpu_v8(ctx: PerfEventContext) -> u32 {
+    if let Err(failed) = on_cpu::sample::<{ walker::V8 }>(&ctx) {
+        diag::report(&ctx, "sonde_on_cpu_v8", failed);
+    }
+    0
+}
+
+/// Fires on every context switch (`sched:sched_switch`), in the context of the task leaving the
+/// CPU: hands the switch to the program that walks that task's stacks.
 #[tracepoint]
 pub fn sonde_off_cpu(ctx: TracePointContext) -> u32 {
-    if let Err(failed) = off_cpu::switch(&ctx) {
-        diag::report(&ctx, "sonde_off_cpu", failed);
+    runtime::dispatch(&ctx, &maps::OFFCPU_RUNTIMES);
+    0
+}
+
+/// Tail-called by `sonde_off_cpu` for a thread of any process but a JVM's or Node.js's.
+#[tracepoint]
+pub fn sonde_off_cpu_native(ctx: TracePointContext) -> u32 {
+    if let Err(failed) = off_cpu::switch::<{ walker::NATIVE }>(&ctx) {
+        diag::report(&ctx, "sonde_off_cpu_native", failed);
+    }
+    0
+}
+
+/// Tail-called by `sonde_off_cpu` when a JVM's thread leaves the CPU.
+#[tracepoint]
+pub fn sonde_off_cpu_java(ctx: TracePointContext) -> u32 {
+    if let Err(failed) = off_cpu::switch::<{ walker::JAVA }>(&ctx) {
+        diag::report(&ctx, "sonde_off_cpu_java", failed);
+    }
+    0
+}
+
+/// Tail-called by `sonde_off_cpu` when a Node.js thread leaves the CPU.
+#[tracepoint]
+pub fn sonde_off_cpu_v8(ctx: TracePointContext) -> u32 {
+    if let Err(failed) = off_cpu::switch::<{ walker::V8 }>(&ctx) {
+        diag::report(&ctx, "sonde_off_cpu_v8", failed);
     }
     0
 }

@@ -10,7 +10,7 @@ use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     btf_maps::{Array as BtfArray, ArrayOfMaps},
     macros::{btf_map, map},
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf, StackTrace},
 };
 use sonde_abi::{
     Control, FileKey, FileTable, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS,
@@ -18,6 +18,7 @@ use sonde_abi::{
     THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, cost_path,
     go::{GoProc, LabelSet},
     hotspot::HsProc,
+    names::runtime_programs,
     python::PyProc,
     stat,
     unwind::ROW_CHUNK_BLOCKS,
@@ -109,6 +110,17 @@ pub static GO_LABELS: LruHashMap<u64, LabelSet> = LruHashMap::with_max_entries(1
 #[map]
 static SAMPLE_COST: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(cost_path::COUNT * cost_path::BUCKETS, 0);
+
+/// The runtimes' on-CPU programs (`sonde_abi::names::runtime_programs`), loaded by userspace when
+/// a process of the runtime is first found.
+#[map]
+pub static ONCPU_RUNTIMES: ProgramArray =
+    ProgramArray::with_max_entries(runtime_programs::COUNT, 0);
+
+/// The runtimes' off-CPU programs, likewise (a program array holds programs of one type).
+#[map]
+pub static OFFCPU_RUNTIMES: ProgramArray =
+    ProgramArray::with_max_entries(runtime_programs::COUNT, 0);
 
 #[map]
 static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);

@@ -43,16 +43,17 @@ const STATE_SLEEPING: u64 = 0x1 | 0x2; // S, D
 const STATE_EXITING: u64 = 0x10 | 0x20; // X, Z
 const STATE_KNOWN: u64 = 0xff; // every reported state bit, below the "preempted" bit
 
-/// Handles one context switch.
+/// Handles one context switch, walking the leaving thread's native frames and those of `WALKER`'s
+/// runtime (`runtime::walker`).
 #[inline(always)]
-pub fn switch(ctx: &TracePointContext) -> Result<(), Failed> {
+pub fn switch<const WALKER: u32>(ctx: &TracePointContext) -> Result<(), Failed> {
     let (prev_pid, prev_state, next_pid) = if globals::standard_layout() != 0 {
         standard_fields(ctx)
     } else {
         read_fields(ctx)?
     };
     if prev_pid > 0 && counted(prev_state) {
-        switch_out(ctx, prev_pid as u32)?;
+        switch_out::<WALKER>(ctx, prev_pid as u32)?;
     }
     if next_pid > 0 {
         switch_in(next_pid as u32)?;
@@ -131,7 +132,7 @@ fn thread_slot(tid: u32) -> Result<*mut ThreadSlot, Failed> {
 }
 
 #[inline(always)]
-fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
+fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
     // The tracepoint runs in the context of the task leaving the CPU, so current == prev.
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if globals::filter_pids() != 0 && !pid_listed(tgid) {
@@ -185,7 +186,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
     let generation = generation().ok_or(Failed::Control)?;
     // sched_switch runs in the kernel: the kernel stack is here, the user registers were saved when
     // the task entered the kernel.
-    let mut captured = stack::capture(
+    let mut captured = stack::capture::<WALKER, _>(
         ctx,
         tgid,
         generation,
@@ -193,7 +194,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
         true,
         SCRATCH_SLOT,
         false,
-        crate::go_labels::current(tgid),
+        crate::go_labels::of_sample::<WALKER>(tgid),
     );
     captured.key.weight = weight.min(u32::from(u16::MAX)) as u16;
     if !captured.known_process {

@@ -17,10 +17,10 @@ use crate::{
 /// This program's entry in `UNWIND_SCRATCH`.
 const SCRATCH_SLOT: u32 = 0;
 
-/// Handles one cpu-clock sample.
+/// Handles one cpu-clock sample, walking native frames and those of `WALKER`'s runtime
+/// (`runtime::walker`).
 #[inline(always)]
-pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
-    let began = timed_start();
+pub fn sample<const WALKER: u32>(ctx: &PerfEventContext) -> Result<(), Failed> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
@@ -32,8 +32,10 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
     if globals::filter_pids() != 0 && !pid_listed(tgid) {
         return Ok(());
     }
+    // Timed from here, in the walking program (the dispatch before it is a few lookups).
+    let began = timed_start();
     let generation = generation().ok_or(Failed::Control)?;
-    let labels = crate::go_labels::current(tgid);
+    let labels = crate::go_labels::of_sample::<WALKER>(tgid);
     // SAFETY: perf_event programs may read their context's saved registers.
     let interrupted = unsafe { &(*ctx.ctx).regs };
     let in_user_mode = regs::is_user_mode(interrupted.cs);
@@ -42,7 +44,7 @@ pub fn sample(ctx: &PerfEventContext) -> Result<(), Failed> {
     } else {
         regs::current_task_user_regs()
     };
-    let captured = stack::capture(
+    let captured = stack::capture::<WALKER, _>(
         ctx,
         tgid,
         generation,

@@ -25,7 +25,7 @@ pub struct Captured {
 /// walk saves most of the program's run time on CPU-bound processes). `on_cpu`: the task was
 /// interrupted running, not switched out.
 #[inline(always)]
-pub fn capture<C: StackIdContext>(
+pub fn capture<const WALKER: u32, C: StackIdContext>(
     ctx: &C,
     tgid: u32,
     generation: u64,
@@ -43,7 +43,8 @@ pub fn capture<C: StackIdContext>(
     };
     let (user_stack_id, user_stack_status, known_process, path) = match user {
         Some(regs) => {
-            let stored = unwind::walk_and_store(tgid, regs, generation, scratch_slot, on_cpu);
+            let stored =
+                unwind::walk_and_store::<WALKER>(tgid, regs, generation, scratch_slot, on_cpu);
             (stored.id, stored.status, stored.known_process, stored.path)
         }
         None => (0, STACK_NONE, false, cost_path::KERNEL),

@@ -15,6 +15,7 @@ use crate::{
         drain::{Drainer, RawWindow, WindowStats},
         loader::{self, LoadOptions, Loaded},
         maps::AyaMaps,
+        runtime_programs::RuntimePrograms,
         sampling::Controller,
     },
     process::{
@@ -99,7 +100,8 @@ const TOP_OFFENDERS: usize = 5;
 
 /// A running sampling session.
 pub(crate) struct Sampler {
-    ebpf: aya::Ebpf,
+    /// Shared with the event thread, which loads the runtimes' programs into it on demand.
+    ebpf: Arc<Mutex<aya::Ebpf>>,
     drainer: Drainer<AyaMaps>,
     options: LoadOptions,
     procs: Arc<Mutex<ProcessTable>>,
@@ -132,7 +134,12 @@ impl Sampler {
             go,
             java,
             node,
+            runtime_arrays,
         } = loader::load(&options)?;
+        let ebpf = Arc::new(Mutex::new(ebpf));
+        // Held by the event thread for the programs' lifetime: the arrays must stay open.
+        let (on_cpu, off_cpu) = runtime_arrays;
+        let programs = RuntimePrograms::new(ebpf.clone(), on_cpu, off_cpu);
         let offcpu_sampling = match (sampling, options.off_cpu) {
             (Some(maps), Some(off)) => Some(Controller::start(maps, off.budget)?),
             _ => None,
@@ -161,6 +168,7 @@ impl Sampler {
                 java: symbolizer.java_cache(),
                 v8: symbolizer.v8_cache(),
             },
+            programs,
         ));
         let sampler = Self {
             ebpf,
@@ -229,11 +237,13 @@ impl Sampler {
             window.capture = procs.stats;
             window.processes_held = procs.len();
         }
+        let ebpf = self.ebpf.lock().expect("BPF object lock");
         window.kernel_cost = KernelCost {
             map_bytes: crate::bpf::cost::map_memory_bytes(),
-            programs: crate::bpf::cost::program_costs(&self.ebpf),
-            samples: crate::bpf::cost::SampleCost::read(&self.ebpf),
+            programs: crate::bpf::cost::program_costs(&ebpf),
+            samples: crate::bpf::cost::SampleCost::read(&ebpf),
         };
+        drop(ebpf);
         Ok(window)
     }
 

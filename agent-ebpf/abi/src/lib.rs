@@ -366,6 +366,9 @@ pub mod stat {
     pub const V8_FUNCTION_ONLY: u32 = V8_WALKS + 3;
     /// Walks of processes inside `execve` between two images (see `unwind::outcome::EXECING`).
     pub const WALK_EXECING: u32 = V8_WALKS + 4;
+    /// Samples (and off-CPU episodes) of JVM or Node.js processes walked with native steps only,
+    /// because their runtime's program was not loaded yet ([`crate::names::runtime_programs`]).
+    pub const RUNTIME_PROGRAM_PENDING: u32 = V8_WALKS + 5;
 
     /// The counter of walks ending in `outcome` (`unwind::outcome`); every outcome has one.
     pub const fn walk_counter(outcome: u32) -> u32 {
@@ -383,7 +386,7 @@ pub mod stat {
         }
     }
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 5;
+    pub const COUNT: u32 = V8_WALKS + 6;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most

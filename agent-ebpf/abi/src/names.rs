@@ -60,6 +60,39 @@ pub const HS_PROCS: &str = "HS_PROCS";
 pub const V8_PROCS: &str = "V8_PROCS";
 /// Per-CPU run-time histogram of on-CPU samples by path (see [`crate::cost_path`]).
 pub const SAMPLE_COST: &str = "SAMPLE_COST";
+/// The on-CPU programs that walk a sample, by [`runtime_programs`] index: `sonde_on_cpu` only
+/// picks one and tail-calls it.
+pub const ONCPU_RUNTIMES: &str = "ONCPU_RUNTIMES";
+/// The off-CPU programs, likewise for `sonde_off_cpu`.
+pub const OFFCPU_RUNTIMES: &str = "OFFCPU_RUNTIMES";
+
+/// The programs that walk a sample: native frames, or a runtime's frames beside native ones. The
+/// attached programs (`sonde_on_cpu`, `sonde_off_cpu`) only dispatch to one of these by a tail call,
+/// so each is verified on its own, and a runtime's program is loaded (by userspace, into
+/// [`ONCPU_RUNTIMES`] and [`OFFCPU_RUNTIMES`]) only once a process of its runtime is found: a host
+/// without JVMs pays nothing at start for the Java walker.
+pub mod runtime_programs {
+    /// Native frames (and Python's, and Go's labels): loaded at start.
+    pub const NATIVE: u32 = 0;
+    /// Java frames (HotSpot).
+    pub const JAVA: u32 = 1;
+    /// JavaScript frames (V8).
+    pub const V8: u32 = 2;
+    /// Entries of each program array.
+    pub const COUNT: u32 = 3;
+    /// The on-CPU programs, by index.
+    pub const ON_CPU: [&str; COUNT as usize] = [
+        "sonde_on_cpu_native",
+        "sonde_on_cpu_java",
+        "sonde_on_cpu_v8",
+    ];
+    /// The off-CPU programs, by index.
+    pub const OFF_CPU: [&str; COUNT as usize] = [
+        "sonde_off_cpu_native",
+        "sonde_off_cpu_java",
+        "sonde_off_cpu_v8",
+    ];
+}
 
 /// Kernel stack-trace maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
@@ -71,7 +104,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 38] = [
+pub const ALL_MAPS: [&str; 40] = [
     CONTROL,
     PIDS,
     STATS,
@@ -98,6 +131,8 @@ pub const ALL_MAPS: [&str; 38] = [
     HS_PROCS,
     V8_PROCS,
     SAMPLE_COST,
+    ONCPU_RUNTIMES,
+    OFFCPU_RUNTIMES,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],
     KERNEL_STACKS[2],

@@ -35,6 +35,7 @@ use crate::vmas::AddressSpace;
 use crate::{
     globals,
     maps::{HS_PROCS, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, user_stacks},
+    runtime::walker,
 };
 use regs::UserRegs;
 use step::Flow;
@@ -129,7 +130,7 @@ pub struct Stored {
 /// slot. `scratch_slot` is the caller's own scratch entry (see `sonde_abi::unwind::SCRATCH_SLOTS`).
 /// `on_cpu`: the thread was interrupted running (see `python::walk`).
 #[inline(always)]
-pub fn walk_and_store(
+pub fn walk_and_store<const WALKER: u32>(
     tgid: u32,
     regs: UserRegs,
     generation: u64,
@@ -171,14 +172,16 @@ pub fn walk_and_store(
             .unwrap_or(core::ptr::null_mut())
     };
     let known_process = !procs.is_null();
-    // A JVM is captured (and its settings written) before its frames can be walked as Java.
-    let hs: *const HsProc = if known_process && globals::java_frames() != 0 {
-        HS_PROCS.get_ptr(tgid).unwrap_or(core::ptr::null())
-    } else {
-        core::ptr::null()
-    };
+    // A JVM is captured (and its settings written) before its frames can be walked as Java; only
+    // the Java program walks them (`runtime`), so the others hold no Java step.
+    let hs: *const HsProc =
+        if WALKER == walker::JAVA && known_process && globals::java_frames() != 0 {
+            HS_PROCS.get_ptr(tgid).unwrap_or(core::ptr::null())
+        } else {
+            core::ptr::null()
+        };
     // Likewise Node.js: one lookup per walk.
-    let v8: *const V8Proc = if known_process && globals::v8_frames() != 0 {
+    let v8: *const V8Proc = if WALKER == walker::V8 && known_process && globals::v8_frames() != 0 {
         V8_PROCS.get_ptr(tgid).unwrap_or(core::ptr::null())
     } else {
         core::ptr::null()
@@ -273,10 +276,13 @@ pub fn walk_and_store(
             path = cost_path::V8;
         }
     }
-    if globals::python() != 0 && python::walk(s, tgid, on_cpu) > 0 {
-        path = cost_path::PYTHON;
+    // A JVM or Node.js process runs no CPython nor Go: their programs hold neither step.
+    if WALKER == walker::NATIVE {
+        if globals::python() != 0 && python::walk(s, tgid, on_cpu) > 0 {
+            path = cost_path::PYTHON;
+        }
+        go_roots::mark_root(s, tgid);
     }
-    go_roots::mark_root(s, tgid);
     let mut stored = finish(s, generation);
     stored.known_process = known_process;
     stored.path = path;

@@ -79,16 +79,36 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         let task = bpf_get_current_task_btf();
         let regs = bpf_task_pt_regs(task) as *const pt_regs;
         (
-            bpf_probe_read_kernel((&raw const (*regs).rdi).cast::<Tail>()).ok()?,
-            bpf_probe_read_kernel((&raw const (*regs).r13).cast::<Middle>()).ok()?,
+            bpf_probe_read_kernel((&raw const (*regs).rdi).cast::<Tail>()),
+            bpf_probe_read_kernel((&raw const (*regs).r13).cast::<Middle>()),
         )
     };
-    is_user_mode(tail.cs).then_some(UserRegs {
+    // Every register defined on every path, a failed read's as zero: with `?` on each read, the
+    // compiler carried the undefined payload of the `None` in a register and spilled it, which the
+    // verifier refuses ("!read_ok").
+    let zero_tail = Tail {
+        rdi: 0,
+        _orig_rax: 0,
+        rip: 0,
+        cs: 0,
+        _eflags: 0,
+        rsp: 0,
+    };
+    let zero_middle = Middle {
+        r13: 0,
+        _r12: 0,
+        rbp: 0,
+        rbx: 0,
+    };
+    let read = tail.is_ok() && middle.is_ok();
+    let (tail, middle) = (tail.unwrap_or(zero_tail), middle.unwrap_or(zero_middle));
+    let regs = UserRegs {
         pc: tail.rip,
         sp: tail.rsp,
         bp: middle.rbp,
         r13: middle.r13,
         rbx: middle.rbx,
         rdi: tail.rdi,
-    })
+    };
+    (read && is_user_mode(tail.cs)).then_some(regs)
 }

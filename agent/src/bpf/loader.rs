@@ -5,13 +5,18 @@ use std::time::Duration;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, RingBuf},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, ProgramArray, RingBuf},
     programs::{
         PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use sonde_abi::{Control, OffCpuKind, OffCpuSampling, names, python::PyProc, unwind::MAX_RULES};
+use sonde_abi::{
+    Control, OffCpuKind, OffCpuSampling,
+    names::{self, runtime_programs},
+    python::PyProc,
+    unwind::MAX_RULES,
+};
 
 use super::unwind_maps::{
     PAGES_PER_BLOCK, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget, chunks_for_blocks,
@@ -140,6 +145,10 @@ pub struct Loaded {
     pub(crate) java: Option<HashMap<MapData, u32, sonde_abi::hotspot::HsProc>>,
     /// `V8_PROCS`, when JavaScript frames are walked.
     pub(crate) node: Option<HashMap<MapData, u32, sonde_abi::v8::V8Proc>>,
+    /// `ONCPU_RUNTIMES` and `OFFCPU_RUNTIMES`, for the programs enabled, holding the native
+    /// walking programs; the runtimes' are loaded later, on demand ([`super::runtime_programs`]).
+    /// Closing an array empties it, so they are held open for the programs' lifetime.
+    pub(crate) runtime_arrays: (Option<ProgramArray<MapData>>, Option<ProgramArray<MapData>>),
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -277,6 +286,25 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         true => Some(take_map(&mut ebpf, names::V8_PROCS)?),
         false => None,
     };
+    // The attached programs dispatch to the walking programs through these arrays; the native
+    // ones go in now, before anything is attached, the runtimes' on demand.
+    let mut on_cpu_programs: Option<ProgramArray<MapData>> = match options.frequency_hz {
+        Some(_) => Some(take_map(&mut ebpf, names::ONCPU_RUNTIMES)?),
+        None => None,
+    };
+    let mut off_cpu_programs: Option<ProgramArray<MapData>> = match options.off_cpu {
+        Some(_) => Some(take_map(&mut ebpf, names::OFFCPU_RUNTIMES)?),
+        None => None,
+    };
+    for (array, names) in [
+        (&mut on_cpu_programs, &runtime_programs::ON_CPU),
+        (&mut off_cpu_programs, &runtime_programs::OFF_CPU),
+    ] {
+        if let Some(array) = array {
+            let native = runtime_programs::NATIVE;
+            super::runtime_programs::load_into(&mut ebpf, array, native, names[native as usize])?;
+        }
+    }
     let maps = AyaMaps::new(&mut ebpf)?;
     // The control block and the sampling settings are written before any program is attached.
     let drainer = Drainer::new(maps, Control::default())?;
@@ -307,6 +335,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         go,
         java,
         node,
+        runtime_arrays: (on_cpu_programs, off_cpu_programs),
     })
 }
 
@@ -419,7 +448,7 @@ fn attach_tracepoint_in(
 }
 
 /// What the verifier made of a program: the start-up cost an operator pays once per program.
-fn log_verified(
+pub(super) fn log_verified(
     program: &str,
     info: Option<aya::programs::ProgramInfo>,
     began: std::time::Instant,

@@ -11,6 +11,7 @@ mod load_globals;
 pub mod loader;
 pub mod maps;
 pub mod privileges;
+pub(crate) mod runtime_programs;
 pub mod sampling;
 pub mod tracefs;
 pub(crate) mod unwind_maps;

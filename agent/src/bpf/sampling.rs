@@ -187,6 +187,9 @@ pub struct Controller {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     window: Arc<Mutex<SamplingWindow>>,
+    /// The maps, held open when no thread holds them (an unlimited budget): programs loaded later
+    /// carry their descriptors' numbers (`runtime_programs`).
+    _idle_maps: Option<SamplingMaps>,
 }
 
 /// What the controller needs from the loaded programs.
@@ -216,6 +219,7 @@ impl Controller {
                 stop,
                 thread: None,
                 window,
+                _idle_maps: Some(maps),
             });
         }
         let stats: PerCpuArray<MapData, u64> =
@@ -268,6 +272,7 @@ impl Controller {
             stop,
             thread: Some(thread),
             window,
+            _idle_maps: None,
         })
     }
 

@@ -420,4 +420,9 @@ pub(crate) static KERNEL: [Figure; stat::COUNT as usize] = [
         "User-stack walks of processes inside execve between two images (no user stack to walk).",
     )
     .at(walk!("execing")),
+    kernel(
+        "runtime_program_pending",
+        stat::RUNTIME_PROGRAM_PENDING,
+        "Samples and off-CPU episodes of JVM or Node.js processes walked with native frames only: their runtime's program was not loaded yet (it loads when the first process of the runtime is found).",
+    ),
 ];

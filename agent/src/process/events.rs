@@ -21,6 +21,7 @@ use sonde_abi::{ProcEvent, proc_event};
 
 use super::{ProcessTable, has_live_threads};
 use crate::{
+    bpf::runtime_programs::RuntimePrograms,
     runtimes::{hotspot::JavaNames, python::PythonNames, v8::V8Names},
     unwind::UnwindHandle,
 };
@@ -39,6 +40,7 @@ impl EventThread {
         table: Arc<Mutex<ProcessTable>>,
         unwinder: Option<UnwindHandle>,
         names: Announced,
+        mut programs: RuntimePrograms,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -50,8 +52,15 @@ impl EventThread {
                     drain(&mut ring, &table, unwinder.as_ref(), &names);
                     // JVMs captured while starting get their code cache within the next seconds.
                     // Never wait for the table here: the symbolizer may hold it for a while.
+                    let mut wanted = Vec::new();
                     if let Ok(mut table) = table.try_lock() {
                         table.retry_java();
+                        wanted.extend(table.runtimes_published());
+                    }
+                    // A runtime's kernel program, the first time one of its processes is
+                    // published: loaded here, outside the table's lock (verifying takes ~0.1 s).
+                    for index in wanted {
+                        programs.ensure(index);
                     }
                 }
                 drain(&mut ring, &table, unwinder.as_ref(), &names);

@@ -67,6 +67,11 @@ impl JavaCapture {
         self.publisher = Some(publisher);
     }
 
+    /// Whether a JVM's settings are in `HS_PROCS`.
+    pub(crate) fn published_any(&self) -> bool {
+        self.publisher.as_ref().is_some_and(Publisher::holds_any)
+    }
+
     /// The JVM of `pid` (named `name`), if it runs one sonde can walk; one it cannot is counted and
     /// warned about once per binary; one that is starting is retried later.
     pub(crate) fn detect(

@@ -189,6 +189,20 @@ impl ProcessTable {
         self.node.publish(publisher);
     }
 
+    /// The runtimes whose kernel program a published process needs, by
+    /// `sonde_abi::names::runtime_programs` index.
+    pub(crate) fn runtimes_published(&self) -> impl Iterator<Item = u32> + use<> {
+        use sonde_abi::names::runtime_programs::{JAVA, V8};
+        let found = [
+            (JAVA, self.java.published_any()),
+            (V8, self.node.published_any()),
+        ];
+        found
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(index, _)| index)
+    }
+
     /// Looks again at JVMs that had no code cache when captured (they were starting), those whose
     /// delay is over: cheap when none is waited for. Call often (the event thread does, every 50 ms).
     pub(crate) fn retry_java(&mut self) {

@@ -38,6 +38,11 @@ impl NodeCapture {
         self.publisher = Some(publisher);
     }
 
+    /// Whether a Node.js process's settings are in `V8_PROCS`.
+    pub(crate) fn published_any(&self) -> bool {
+        self.publisher.as_ref().is_some_and(Publisher::holds_any)
+    }
+
     /// The V8 of `pid` (named `name`), if it runs one sonde can walk; one it cannot is counted and
     /// warned about once per binary. Its kernel settings are written (again) either way.
     pub(crate) fn detect(

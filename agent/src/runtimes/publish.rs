@@ -53,6 +53,11 @@ impl<V: aya::Pod> Publisher<V> {
         }
     }
 
+    /// Whether the kernel holds settings of any process: a runtime's kernel program is needed.
+    pub(crate) fn holds_any(&self) -> bool {
+        !self.published.is_empty()
+    }
+
     /// `pid` is gone: its settings must not outlive it (a new process may reuse the id).
     pub(crate) fn exited(&mut self, pid: u32) {
         if self.published.remove(&pid) {
