@@ -8,14 +8,14 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    btf_maps::{Array as BtfArray, ArrayOfMaps},
+    btf_maps::{Array as BtfArray, ArrayOfMaps, StackTrace},
     macros::{btf_map, map},
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use sonde_abi::{
-    Control, FileKey, FileTable, OffCpuSampling, OffCpuStart, OffCpuValue, PROCESS_SLOTS,
-    PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock, SampleKey,
-    THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, cost_path,
+    Control, FileKey, FileTable, KERNEL_STACK_DEPTH, OffCpuSampling, OffCpuStart, OffCpuValue,
+    PROCESS_SLOTS, PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock,
+    SampleKey, THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, cost_path,
     go::{GoProc, LabelSet},
     hotspot::HsProc,
     names::runtime_programs,
@@ -34,9 +34,11 @@ static PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
 /// Per-CPU counters, indexed by `sonde_abi::stat`.
 #[map]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
-/// Processes already announced to userspace through `PROC_EVENTS`.
+/// Processes already announced to userspace through `PROC_EVENTS`. LRU maps are preallocated
+/// (16384 entries held 1.3 MB); an entry evicted only makes a process not yet captured be
+/// announced twice, which userspace takes as once.
 #[map]
-pub static SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(16384, 0);
+pub static SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(4096, 0);
 /// Process lifecycle events for userspace.
 #[map]
 static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
@@ -91,8 +93,9 @@ pub static VMA_MAPPINGS: HashMap<u32, VmaMappings> =
 #[map]
 pub static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
 /// The thread state found for each Python thread, by tid; checked against the thread's id at every use.
+/// Preallocated (LRU): 4096 threads, 0.3 MB; an evicted thread's state is searched for again.
 #[map]
-pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(4096, 0);
 /// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
 #[map]
 pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
@@ -122,12 +125,15 @@ pub static ONCPU_RUNTIMES: ProgramArray =
 pub static OFFCPU_RUNTIMES: ProgramArray =
     ProgramArray::with_max_entries(runtime_programs::COUNT, 0);
 
-#[map]
-static KSTACKS_0: StackTrace = StackTrace::with_max_entries(8192, 0);
-#[map]
-static KSTACKS_1: StackTrace = StackTrace::with_max_entries(8192, 0);
-#[map]
-static KSTACKS_2: StackTrace = StackTrace::with_max_entries(8192, 0);
+/// A slot's kernel stacks. A BTF map, whose definition carries its depth: the legacy stack-trace
+/// map is fixed at 127 frames.
+type KernelStacks = StackTrace<8192, 0, KERNEL_STACK_DEPTH>;
+#[btf_map]
+static KSTACKS_0: KernelStacks = KernelStacks::new();
+#[btf_map]
+static KSTACKS_1: KernelStacks = KernelStacks::new();
+#[btf_map]
+static KSTACKS_2: KernelStacks = KernelStacks::new();
 
 // Stacks and aggregations are not preallocated: a preallocated hash holds its every possible entry
 // from load (9 MiB of user stacks per slot at 8192), while a window of one process uses a few hundred
@@ -206,7 +212,7 @@ pub fn pid_listed(tgid: u32) -> bool {
 
 /// The kernel stack-trace map of `slot`.
 #[inline(always)]
-pub fn kernel_stacks(slot: u64) -> &'static StackTrace {
+pub fn kernel_stacks(slot: u64) -> &'static KernelStacks {
     match slot {
         0 => &KSTACKS_0,
         1 => &KSTACKS_1,

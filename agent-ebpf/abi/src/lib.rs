@@ -20,8 +20,14 @@ pub use unwind::{
 
 /// Length of a task's `comm` as the kernel stores it.
 pub const TASK_COMM_LEN: usize = 16;
-/// Frames per stack, user or kernel (`perf_event_max_stack` default).
+/// Frames per user stack (`perf_event_max_stack` default).
 pub const MAX_STACK_DEPTH: usize = 127;
+/// Frames per kernel stack: the depth of the kernel stack-trace maps, which the kernel preallocates
+/// in full (entries x depth x 8 bytes, per slot). Kernel stacks seen on busy hosts (syscalls, page
+/// faults, exec, exit, the scheduler) hold 10 to 25 frames, an interrupt on top of them some 20 more;
+/// 127 doubled the maps' memory (8.5 MB a slot) for depths never reached. A stack that fills all 64 may
+/// have been cut: userspace counts it (`kernel_stacks_full`).
+pub const KERNEL_STACK_DEPTH: usize = 64;
 /// Number of map sets the kernel writes in turn; see [`Control::generation`].
 pub const SLOTS: u64 = 3;
 

@@ -13,8 +13,8 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sonde_abi::{
-    Control, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE, STACK_OK, STACK_STALE, SampleKey,
-    stat, unwind::outcome,
+    Control, KERNEL_STACK_DEPTH, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE, STACK_OK,
+    STACK_STALE, SampleKey, stat, unwind::outcome,
 };
 
 use super::{BpfError, maps::KernelMaps};
@@ -74,6 +74,9 @@ pub struct WindowStats {
     /// Samples whose goroutine label set was gone from `GO_LABELS` when read (evicted): kept
     /// without labels.
     pub labels_missing: u64,
+    /// Samples (on-CPU) and episodes (off-CPU) whose kernel stack filled the stack map's depth
+    /// (`sonde_abi::KERNEL_STACK_DEPTH`): its outermost frames may have been cut.
+    pub kernel_stacks_full: u64,
 }
 
 // By hand: arrays longer than 32 have no `Default`.
@@ -84,6 +87,7 @@ impl Default for WindowStats {
             stacks_missing: 0,
             off_cpu_pending: 0,
             labels_missing: 0,
+            kernel_stacks_full: 0,
         }
     }
 }
@@ -221,6 +225,7 @@ impl<M: KernelMaps> Drainer<M> {
             labels: HashMap::new(),
             missing: 0,
             labels_missing: 0,
+            kernel_full: 0,
         };
         let on_cpu = on_cpu
             .into_iter()
@@ -230,7 +235,11 @@ impl<M: KernelMaps> Drainer<M> {
             .into_iter()
             .map(|(key, v)| resolver.sample(key, v.count, v.total_ns))
             .collect::<Result<Vec<_>, _>>()?;
-        let (stacks_missing, labels_missing) = (resolver.missing, resolver.labels_missing);
+        let (stacks_missing, labels_missing, kernel_stacks_full) = (
+            resolver.missing,
+            resolver.labels_missing,
+            resolver.kernel_full,
+        );
 
         let now = self.maps.stats()?;
         let mut kernel = [0u64; stat::COUNT as usize];
@@ -243,6 +252,7 @@ impl<M: KernelMaps> Drainer<M> {
             stacks_missing,
             off_cpu_pending: self.maps.off_cpu_pending()?,
             labels_missing,
+            kernel_stacks_full,
         };
         Ok(RawWindow {
             generation: old,
@@ -277,16 +287,22 @@ struct StackResolver<'a, M> {
     labels: HashMap<u64, Option<Labels>>,
     missing: u64,
     labels_missing: u64,
+    /// Weighted count of samples whose kernel stack filled the map's depth.
+    kernel_full: u64,
 }
 
 impl<M: KernelMaps> StackResolver<'_, M> {
     fn sample(&mut self, key: SampleKey, count: u64, total_ns: u64) -> Result<RawSample, BpfError> {
         let slot = u64::from(key.stack_slot) % SLOTS;
         let (user, user_outcome) = self.user_stack(slot, &key)?;
+        let kernel = self.kernel_stack(slot, key.kernel_stack_id)?;
+        if matches!(&kernel, RawStack::Frames(f) if f.len() >= KERNEL_STACK_DEPTH) {
+            self.kernel_full += count;
+        }
         Ok(RawSample {
             user,
             user_outcome,
-            kernel: self.kernel_stack(slot, key.kernel_stack_id)?,
+            kernel,
             labels: self.labels(key.labels)?,
             key,
             count,

@@ -231,6 +231,11 @@ pub(crate) static WINDOW: &[Figure] = &[
     })
     .at(series!("sonde_dropped", "reason", "stack_missing"))
     .logged(),
+    count("kernel_stacks_full", "Samples (off-CPU: episodes) whose kernel stack filled the stack map's 64 frames, so its outermost frames may have been cut.", |i| {
+        i.window.stats.kernel_stacks_full as f64
+    })
+    .at(series!("sonde_dropped", "reason", "kernel_stack_cut"))
+    .logged(),
     // Unwind tables.
     so_far("unwind_tables_built", "Unwind tables built from .eh_frame and loaded.", |i| unwind(i).tables_built as f64)
         .at(series!("sonde_unwind_tables", "event", "built"))

@@ -246,3 +246,25 @@ fn failures_are_kept_as_markers_and_missing_ids_counted() {
     // Counters are per window: nothing new in the next one.
     assert_eq!(d.next_window().unwrap().stats.lost_samples(), 0);
 }
+
+#[test]
+fn kernel_stacks_that_fill_the_map_depth_are_counted_by_weight() {
+    let mut maps = FakeMaps::default();
+    let frame = 0xffff_ffff_8100_0000u64;
+    maps.on_cpu.insert(
+        0,
+        vec![
+            (key(7, STACK_NONE.into(), 4, 0), 3),
+            (key(7, STACK_NONE.into(), 5, 0), 2),
+            (key(8, STACK_NONE.into(), 4, 0), 1),
+        ],
+    );
+    // Stack 4 filled every frame of the map (its outer frames may be cut), stack 5 one fewer.
+    maps.stacks.insert((0, 4), vec![frame; KERNEL_STACK_DEPTH]);
+    maps.stacks
+        .insert((0, 5), vec![frame; KERNEL_STACK_DEPTH - 1]);
+    let mut d = drainer(maps);
+    let w = d.next_window().unwrap();
+    assert_eq!(w.stats.kernel_stacks_full, 4);
+    assert_eq!(d.next_window().unwrap().stats.kernel_stacks_full, 0);
+}
