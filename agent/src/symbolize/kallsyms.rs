@@ -1,73 +1,121 @@
-//! Kernel function names from `/proc/kallsyms`, kept compact: one string of names and a sorted array
-//! of (address, name range). blazesym's kernel resolver holds each of the ~120,000 names in its own
-//! `String` beside a wider record, 7.8 MiB here against 4.9 for this, for the same answer: the text
-//! symbol at or before an address. Only text symbols (`t`, `T`, `w`, `W`) are kept, the functions a
-//! stack holds.
+//! Kernel function names from `/proc/kallsyms`, kept compact: ~120,000 text symbols (`t`, `T`, `w`,
+//! `W`: the functions a stack holds) as a sorted array of 32-bit address offsets, and their 3 MB of
+//! names deflated in blocks of [`BLOCK`] (0.6 MB). A lookup inflates one block (3 KiB, microseconds)
+//! and keeps it for the next: a window's kernel addresses are named in one batch, most of them in a
+//! few hot blocks. blazesym's kernel resolver held each name in its own `String` (7.8 MiB here), and
+//! the plain arrays before these 4.9 MiB, for the agent's lifetime, for names read once per address
+//! (the symbolizer caches what it found).
+//!
+//! x86_64's kernel text and modules lie in the top 2 GiB of the address space, so offsets from the
+//! lowest symbol fit 32 bits; a symbol beyond 4 GiB of it (no x86_64 kernel has one) stays unnamed.
 
-use std::io::BufRead;
+use std::io::{BufRead, Read as _, Write as _};
+
+use flate2::{Compression, read::DeflateDecoder, write::DeflateEncoder};
 
 /// Where the running kernel lists its symbols.
 const PATH: &str = "/proc/kallsyms";
 
+/// Names per deflated block: 128 compress 3 MB of names to 0.6 MB and inflate in a few microseconds.
+const BLOCK: usize = 128;
+
 /// Text symbols by address.
 #[derive(Default)]
 pub(super) struct Kallsyms {
-    /// (address, start and end of its name in `names`), sorted by address.
-    symbols: Vec<(u64, u32, u32)>,
-    names: String,
+    /// Lowest symbol address.
+    base: u64,
+    /// Per symbol, sorted by address: its offset from `base` and its index in kallsyms' order (the
+    /// order of the names in `packed`).
+    symbols: Vec<(u32, u32)>,
+    /// Where each block of names ends in `packed`.
+    block_ends: Vec<u32>,
+    /// The names, newline-separated, deflated block by block in kallsyms' order.
+    packed: Vec<u8>,
+    /// The block inflated last: its index, its names and where each ends.
+    open: Option<(usize, String, Vec<u32>)>,
 }
 
 impl Kallsyms {
     /// Reads the running kernel's symbols. Empty (every lookup fails) when they are hidden: without
-    /// root, or with `kernel.kptr_restrict` set, kallsyms shows every address as 0. Read twice, to
-    /// size the arrays exactly first: growing them by doubling would hold about twice the memory
-    /// while they fill, which is the agent's peak.
+    /// root, or with `kernel.kptr_restrict` set, kallsyms shows every address as 0.
     pub(super) fn load() -> std::io::Result<Self> {
-        let open = || std::fs::File::open(PATH).map(std::io::BufReader::new);
-        let (count, bytes) = Self::size(open()?)?;
-        Self::parse_into(open()?, count, bytes)
+        Self::parse(std::io::BufReader::new(std::fs::File::open(PATH)?))
     }
 
-    #[cfg(test)]
-    fn parse(input: impl BufRead + Clone) -> std::io::Result<Self> {
-        let (count, bytes) = Self::size(input.clone())?;
-        Self::parse_into(input, count, bytes)
-    }
-
-    /// Text symbols and the bytes of their names.
-    fn size(input: impl BufRead) -> std::io::Result<(usize, usize)> {
-        let (mut count, mut bytes) = (0, 0);
-        each_text_symbol(input, |_, name| {
-            count += 1;
-            bytes += name.len();
-        })?;
-        Ok((count, bytes))
-    }
-
-    /// Parses kallsyms lines (`ADDRESS TYPE NAME [MODULE]`) into arrays of the given sizes.
-    fn parse_into(input: impl BufRead, count: usize, bytes: usize) -> std::io::Result<Self> {
-        let mut out = Self {
-            symbols: Vec::with_capacity(count),
-            names: String::with_capacity(bytes),
-        };
+    /// Parses kallsyms lines (`ADDRESS TYPE NAME [MODULE]`), in one pass: names are deflated a block
+    /// at a time as they come, so no more than one block of them is ever held uncompressed.
+    fn parse(input: impl BufRead) -> std::io::Result<Self> {
+        let mut addresses: Vec<(u64, u32)> = Vec::with_capacity(1 << 17);
+        let mut out = Self::default();
+        let mut block = String::new();
+        let mut in_block = 0;
         each_text_symbol(input, |address, name| {
-            let start = out.names.len();
-            // Past 4 GiB of names (never on Linux), the rest stays unnamed.
-            if let (Ok(s), Ok(e)) = (u32::try_from(start), u32::try_from(start + name.len())) {
-                out.names.push_str(name);
-                out.symbols.push((address, s, e));
+            addresses.push((address, addresses.len() as u32));
+            block.push_str(name);
+            block.push('\n');
+            in_block += 1;
+            if in_block == BLOCK {
+                out.seal(&block)?;
+                block.clear();
+                in_block = 0;
             }
+            Ok(())
         })?;
-        // In place (no scratch); of aliases at one address, the last listed wins a lookup.
-        out.symbols.sort_unstable_by_key(|s| (s.0, s.1));
+        if in_block > 0 {
+            out.seal(&block)?;
+        }
+        out.packed.shrink_to_fit();
+        // Of aliases at one address, the last listed wins a lookup.
+        addresses.sort_unstable();
+        out.base = addresses.first().map_or(0, |a| a.0);
+        out.symbols = addresses
+            .iter()
+            .filter_map(|&(address, index)| Some((u32::try_from(address - out.base).ok()?, index)))
+            .collect();
         Ok(out)
     }
 
+    /// Deflates one block of names onto `packed`.
+    fn seal(&mut self, names: &str) -> std::io::Result<()> {
+        let mut encoder =
+            DeflateEncoder::new(std::mem::take(&mut self.packed), Compression::default());
+        encoder.write_all(names.as_bytes())?;
+        self.packed = encoder.finish()?;
+        let end = u32::try_from(self.packed.len()).map_err(std::io::Error::other)?;
+        self.block_ends.push(end);
+        Ok(())
+    }
+
     /// The function holding `address`: the last text symbol at or before it.
-    pub(super) fn name(&self, address: u64) -> Option<&str> {
-        let after = self.symbols.partition_point(|s| s.0 <= address);
-        let (_, start, end) = *self.symbols.get(after.checked_sub(1)?)?;
-        self.names.get(start as usize..end as usize)
+    pub(super) fn name(&mut self, address: u64) -> Option<&str> {
+        let offset = u32::try_from(address.checked_sub(self.base)?).ok()?;
+        let after = self.symbols.partition_point(|s| s.0 <= offset);
+        let index = self.symbols.get(after.checked_sub(1)?)?.1 as usize;
+        let (block, at) = (index / BLOCK, index % BLOCK);
+        if self.open.as_ref().is_none_or(|(open, _, _)| *open != block) {
+            self.open = Some(self.inflate(block)?);
+        }
+        let (_, names, ends) = self.open.as_ref()?;
+        let start = match at {
+            0 => 0,
+            _ => *ends.get(at - 1)? as usize + 1,
+        };
+        names.get(start..*ends.get(at)? as usize)
+    }
+
+    /// Block `block`'s names and where each ends.
+    fn inflate(&self, block: usize) -> Option<(usize, String, Vec<u32>)> {
+        let start = match block {
+            0 => 0,
+            _ => *self.block_ends.get(block - 1)? as usize,
+        };
+        let end = *self.block_ends.get(block)? as usize;
+        let mut names = String::new();
+        DeflateDecoder::new(self.packed.get(start..end)?)
+            .read_to_string(&mut names)
+            .ok()?;
+        let ends = names.match_indices('\n').map(|(i, _)| i as u32).collect();
+        Some((block, names, ends))
     }
 
     /// Whether any symbol was read.
@@ -77,7 +125,10 @@ impl Kallsyms {
 }
 
 /// Calls `f` with the address and name of each text symbol with an address in kallsyms `input`.
-fn each_text_symbol(mut input: impl BufRead, mut f: impl FnMut(u64, &str)) -> std::io::Result<()> {
+fn each_text_symbol(
+    mut input: impl BufRead,
+    mut f: impl FnMut(u64, &str) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let mut line = String::new();
     loop {
         line.clear();
@@ -93,7 +144,7 @@ fn each_text_symbol(mut input: impl BufRead, mut f: impl FnMut(u64, &str)) -> st
             continue;
         }
         match u64::from_str_radix(address, 16) {
-            Ok(address) if address != 0 => f(address, name),
+            Ok(address) if address != 0 => f(address, name)?,
             _ => {}
         }
     }
@@ -111,7 +162,7 @@ mod tests {
                     ffffffff81003000 T do_two\n\
                     ffffffffc0001000 t mod_fn\t[some_module]\n\
                     0000000000000000 T hidden\n";
-        let k = Kallsyms::parse(text.as_bytes()).unwrap();
+        let mut k = Kallsyms::parse(text.as_bytes()).unwrap();
         assert_eq!(k.name(0xffffffff81001010), Some("do_one"));
         // Data is not a function: the text symbol before it still holds the address.
         assert_eq!(k.name(0xffffffff81002010), Some("do_one"));
@@ -121,8 +172,38 @@ mod tests {
     }
 
     #[test]
+    fn names_in_many_blocks_out_of_order_match_a_plain_search() {
+        // Five blocks' worth, listed out of address order (as modules come after the core kernel),
+        // with aliases: one address listed twice, the later name winning.
+        let mut text = String::new();
+        let mut plain: Vec<(u64, String)> = Vec::new();
+        for i in 0..(BLOCK * 5 + 7) as u64 {
+            let address = 0xffff_ffff_8100_0000 + ((i * 7919) % 4096) * 0x40;
+            let name = format!("fn_{i}_{}", "x".repeat((i % 13) as usize));
+            text.push_str(&format!("{address:x} t {name}\n"));
+            plain.retain(|(a, _)| *a != address);
+            plain.push((address, name));
+        }
+        plain.sort();
+        let mut k = Kallsyms::parse(text.as_bytes()).unwrap();
+        for (address, name) in &plain {
+            assert_eq!(k.name(*address + 3), Some(name.as_str()), "{address:x}");
+        }
+        // Lookups jumping between blocks give the same answers.
+        for (address, name) in plain.iter().rev().step_by(17) {
+            assert_eq!(k.name(*address), Some(name.as_str()));
+        }
+        assert!(
+            k.packed.len() < text.len() / 2,
+            "{} of {}",
+            k.packed.len(),
+            text.len()
+        );
+    }
+
+    #[test]
     fn hidden_addresses_give_no_symbols() {
-        let k =
+        let mut k =
             Kallsyms::parse("0000000000000000 T _text\n0000000000000000 t f\n".as_bytes()).unwrap();
         assert!(k.is_empty());
         assert_eq!(k.name(0xffffffff81000000), None);
@@ -130,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_running_kernel_names_its_own_functions() {
-        let k = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
+        let mut k = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
         assert!(
             !k.is_empty(),
             "kallsyms shows no addresses: the tests run as root"
