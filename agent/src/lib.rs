@@ -27,7 +27,7 @@ pub mod export;
 pub(crate) mod figures;
 #[doc(hidden)]
 pub mod fuzzing;
-pub(crate) mod heap;
+pub mod heap;
 pub mod metadata;
 pub(crate) mod metrics;
 pub(crate) mod process;

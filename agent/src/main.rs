@@ -4,6 +4,7 @@ use clap::Parser as _;
 use sonde::cli::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
+    sonde::heap::one_arena();
     let cli = Cli::parse();
     sonde::telemetry::init(&cli.log);
     let result = match cli.command {

@@ -238,6 +238,8 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     let mut ebpf = loader.load(OBJECT).map_err(|source| {
         privileges::refused(Step::Load, &source).unwrap_or(BpfError::Load { source })
     })?;
+    // Parsed now: the runtimes' programs, loaded later, come from `ebpf`, not from these bytes.
+    crate::heap::drop_resident(OBJECT);
 
     if !options.pids.is_empty() {
         // Borrowed, not taken: a taken map is closed when dropped, and the programs reference it.
