@@ -4,6 +4,7 @@ use std::{
     collections::{HashMap, HashSet},
     path::PathBuf,
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use crate::profile::Symbol;
@@ -20,6 +21,8 @@ pub(crate) struct SymbolCache {
     kernel: HashMap<u64, Arc<[Symbol]>>,
     /// The paths blazesym read each binary's symbols from (the binary, its debug file).
     paths: HashMap<BinaryId, Vec<PathBuf>>,
+    /// Binaries blazesym holds a parsed copy of, with when a lookup last needed it.
+    parsed: HashMap<BinaryId, Instant>,
 }
 
 impl SymbolCache {
@@ -63,6 +66,30 @@ impl SymbolCache {
             paths.push(path);
         }
     }
+    /// Records that blazesym parsed (or used its copy of) `binary`'s files at `at`.
+    pub(crate) fn note_lookup(&mut self, binary: BinaryId, at: Instant) {
+        self.parsed.insert(binary, at);
+    }
+    /// The blazesym paths of binaries whose parsed copy no lookup needed for `idle`: their hot
+    /// addresses are cached here already, and the copy (a debug file's decompressed DWARF: 10 MB for
+    /// libc's) would otherwise stay for the process's lifetime. A later miss parses them again.
+    pub(crate) fn take_idle(&mut self, now: Instant, idle: Duration) -> Vec<PathBuf> {
+        let stale: Vec<BinaryId> = self
+            .parsed
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) >= idle)
+            .map(|(id, _)| *id)
+            .collect();
+        stale
+            .iter()
+            .inspect(|id| {
+                self.parsed.remove(id);
+            })
+            .filter_map(|id| self.paths.get(id))
+            .flatten()
+            .cloned()
+            .collect()
+    }
     /// Drops the results of `binary` (it gained a debug file: they are asked again).
     pub(crate) fn forget_binary(&mut self, binary: BinaryId) {
         self.user.remove(&binary);
@@ -70,6 +97,7 @@ impl SymbolCache {
     /// Keeps only the binaries in `live`; returns the blazesym paths of the others.
     pub(crate) fn retain_binaries(&mut self, live: &HashSet<BinaryId>) -> Vec<PathBuf> {
         self.user.retain(|id, _| live.contains(id));
+        self.parsed.retain(|id, _| live.contains(id));
         let dead: Vec<BinaryId> = self
             .paths
             .keys()
@@ -102,6 +130,29 @@ impl SymbolCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_parsed_copies_idle_for_the_whole_period_are_released() {
+        let mut c = SymbolCache::default();
+        let t0 = Instant::now();
+        c.note_path((1, 1), PathBuf::from("/a"));
+        c.note_path((1, 1), PathBuf::from("/a.debug"));
+        c.note_path((2, 2), PathBuf::from("/b"));
+        c.note_lookup((1, 1), t0);
+        c.note_lookup((2, 2), t0 + Duration::from_secs(20));
+        let idle = Duration::from_secs(30);
+        assert!(c.take_idle(t0 + Duration::from_secs(29), idle).is_empty());
+        assert_eq!(
+            c.take_idle(t0 + Duration::from_secs(30), idle),
+            vec![PathBuf::from("/a"), PathBuf::from("/a.debug")]
+        );
+        // Released once: a second pass finds nothing until a lookup parses it again.
+        assert!(c.take_idle(t0 + Duration::from_secs(45), idle).is_empty());
+        c.note_lookup((1, 1), t0 + Duration::from_secs(46));
+        let mut both = c.take_idle(t0 + Duration::from_secs(80), idle);
+        both.sort();
+        assert_eq!(both, ["/a", "/a.debug", "/b"].map(PathBuf::from).to_vec());
+    }
 
     #[test]
     fn trim_bounds_each_side_and_keeps_small_ones() {

@@ -32,7 +32,7 @@ mod words;
 use std::{
     collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 pub(crate) use cache::SymbolCache;
@@ -97,6 +97,11 @@ pub(crate) struct SymbolizeStats {
 
 /// Cached addresses per side (user, kernel) before that side starts over: a few tens of MiB at most.
 const MAX_CACHED_ADDRESSES: usize = 200_000;
+/// How long blazesym keeps a binary's parsed copy after the last lookup that needed it. A re-parse
+/// costs tens of milliseconds (libc's debug file: its DWARF decompressed, 10 MB), so at most one a
+/// minute per binary whose misses keep coming, while a binary whose hot addresses are all cached
+/// gives its memory back.
+const PARSED_IDLE: Duration = Duration::from_secs(60);
 
 /// The symbolizer with its caches.
 pub(crate) struct Symbolizer {
@@ -240,6 +245,7 @@ impl Symbolizer {
         self.v8_names().trim();
         self.refresh_sources(samples, &infos);
         self.resolve_missing(samples, &infos);
+        self.release_idle_parses();
         samples
             .iter()
             .map(|s| {
@@ -295,6 +301,17 @@ impl Symbolizer {
         for pid in jit_pids {
             self.perf_maps.refresh(pid);
         }
+    }
+
+    fn release_idle_parses(&mut self) {
+        let idle = self.cache.take_idle(Instant::now(), PARSED_IDLE);
+        if idle.is_empty() {
+            return;
+        }
+        for path in idle {
+            self.lookup.evict(path);
+        }
+        crate::heap::release_freed();
     }
 
     /// Fills the caches for every frame of `samples` not cached yet, one blazesym call per binary.
@@ -359,10 +376,12 @@ impl Symbolizer {
                 );
             }
         }
+        let now = Instant::now();
         for (id, (binary, mut offsets)) in per_binary {
             offsets.sort_unstable();
             offsets.dedup();
             let source = self.sources.get(id);
+            self.cache.note_lookup(id, now);
             self.cache.note_path(id, binary.open_path());
             if let Some(Resolved::Debug(debug)) = source {
                 self.cache.note_path(id, debug.open_path());
