@@ -77,6 +77,8 @@ pub(crate) struct OffCpuSampling {
 pub(crate) struct KernelCost {
     /// Kernel memory of the maps, bytes.
     pub map_bytes: u64,
+    /// The same by map name, largest first.
+    pub maps: Vec<(String, u64)>,
     /// Runs, run time and verification of each program.
     pub programs: Vec<crate::bpf::cost::ProgramCost>,
     /// Run time of on-CPU samples by path, since start.
@@ -238,8 +240,10 @@ impl Sampler {
             window.processes_held = procs.len();
         }
         let ebpf = self.ebpf.lock().expect("BPF object lock");
+        let maps = crate::bpf::cost::map_memory();
         window.kernel_cost = KernelCost {
-            map_bytes: crate::bpf::cost::map_memory_bytes(),
+            map_bytes: maps.iter().map(|(_, bytes)| bytes).sum(),
+            maps,
             programs: crate::bpf::cost::program_costs(&ebpf),
             samples: crate::bpf::cost::SampleCost::read(&ebpf),
         };

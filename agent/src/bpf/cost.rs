@@ -98,22 +98,51 @@ impl SampleCost {
     }
 }
 
-/// Kernel memory held by this process's BPF maps, from `/proc/self/fdinfo` (`memlock` of each map fd).
-pub(crate) fn map_memory_bytes() -> u64 {
-    // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` a BPF map's
-    // fdinfo adds.
+/// Kernel memory held by this process's BPF maps, by map name (`memlock` of each map fd in
+/// `/proc/self/fdinfo`), largest first. The unwind rows' chunks, the one kind of map userspace
+/// creates (aya names them all `standalone_array`), are summed into the outer map's name; a map
+/// without a name is `unnamed`.
+pub(crate) fn map_memory() -> Vec<(String, u64)> {
+    // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` and `map_id` a
+    // BPF map's fdinfo adds.
     let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
-        return 0;
+        return Vec::new();
     };
-    dir.flatten()
+    let mut by_name: std::collections::BTreeMap<String, u64> = Default::default();
+    for info in dir
+        .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter(|info| info.contains("map_type:"))
-        .filter_map(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("memlock:"))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        })
-        .sum()
+    {
+        let Some((memlock, id)) = map_fdinfo(&info) else {
+            continue;
+        };
+        let name = aya::maps::MapInfo::from_id(id)
+            .ok()
+            .and_then(|m| m.name_as_str().filter(|n| !n.is_empty()).map(str::to_owned))
+            .map(|n| match n.starts_with("standalone_") {
+                true => names::UNWIND_ROWS.to_owned(),
+                false => n,
+            })
+            .unwrap_or_else(|| "unnamed".to_owned());
+        *by_name.entry(name).or_default() += memlock;
+    }
+    let mut maps: Vec<(String, u64)> = by_name.into_iter().collect();
+    maps.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    maps
+}
+
+/// `memlock` and `map_id` of a BPF map's fdinfo; `None` for any other file descriptor.
+fn map_fdinfo(info: &str) -> Option<(u64, u32)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    field("map_type:")?;
+    Some((
+        field("memlock:")?.parse().ok()?,
+        field("map_id:")?.parse().ok()?,
+    ))
 }
 
 /// What one loaded program has cost.
@@ -190,6 +219,19 @@ mod tests {
             Some((BUCKETS - 1) as f64 * 250.0)
         );
         assert_eq!(cost.quantile(cost_path::V8, 0.5), None);
+    }
+
+    #[test]
+    fn only_map_fdinfo_gives_memory_and_id() {
+        // As /proc/PID/fdinfo shows a BPF map (6.x) and a plain file.
+        let map = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t2087\nmap_type:\t1\n\
+                   key_size:\t4\nvalue_size:\t8\nmax_entries:\t4096\nmap_flags:\t0x1\n\
+                   map_extra:\t0x0\nmemlock:\t73728\nmap_id:\t812\nfrozen:\t0\n";
+        assert_eq!(map_fdinfo(map), Some((73728, 812)));
+        assert_eq!(
+            map_fdinfo("pos:\t0\nflags:\t0100002\nmnt_id:\t25\nino:\t1\n"),
+            None
+        );
     }
 
     #[test]

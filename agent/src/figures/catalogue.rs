@@ -458,6 +458,14 @@ pub(crate) static WINDOW: &[Figure] = &[
         .unit(Unit::Bytes),
     now("bpf_map_memory", "Kernel memory of the agent's BPF maps.", |i| i.window.kernel_cost.map_bytes as f64)
         .unit(Unit::Bytes),
+    labelled(
+        "bpf_map_size",
+        Kind::Gauge,
+        "Kernel memory of each of the agent's BPF maps, by name (the unwind rows' chunks summed).",
+        &["map"],
+        |i| i.window.kernel_cost.maps.iter().map(|(name, bytes)| (vec![name.clone()], *bytes as f64)).collect(),
+    )
+    .unit(Unit::Bytes),
     now("agent_footprint", "Memory the agent costs its host: its resident memory plus its BPF maps' kernel memory.", |i| {
         (i.usage.rss_bytes + i.window.kernel_cost.map_bytes) as f64
     })
