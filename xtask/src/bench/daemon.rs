@@ -68,15 +68,27 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         sum(&wires, "samples"),
     );
     let n = wires.len() as f64;
-    let rss: Vec<f64> = windows
-        .iter()
-        .filter_map(|l| figure(l, "agent_resident_memory_bytes"))
-        .map(|b| b / 1048576.0)
-        .collect();
+    let mib = |key: &str| -> Vec<f64> {
+        windows
+            .iter()
+            .filter_map(|l| figure(l, key))
+            .map(|b| b / 1048576.0)
+            .collect()
+    };
+    let (rss, footprint) = (
+        mib("agent_resident_memory_bytes"),
+        mib("agent_footprint_bytes"),
+    );
     // CPU seconds per second, in percent of one CPU.
     let cpu: Vec<f64> = windows
         .iter()
         .filter_map(|l| figure(l, "agent_cpu_usage"))
+        .map(|c| 100.0 * c)
+        .collect();
+    // The agent's CPU plus its BPF programs' run time, as a share of the machine (the self-report's).
+    let overhead: Vec<f64> = windows
+        .iter()
+        .filter_map(|l| figure(l, "overhead_cpu_ratio"))
         .map(|c| 100.0 * c)
         .collect();
     let total_samples: f64 = windows.iter().filter_map(|l| figure(l, "samples")).sum();
@@ -103,15 +115,34 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         pprof / total_samples
     );
     let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    // The first window's CPU is 0 by definition (no earlier reading): left out of the means.
+    let (cpu, overhead) = (&cpu[1.min(cpu.len())..], &overhead[1.min(overhead.len())..]);
     println!(
-        "agent CPU: mean {:.2}% of one CPU = {:.3}% of the machine (max window {:.2}%); RSS first {:.1} MiB, last {:.1} MiB, max {:.1} MiB",
-        avg(&cpu),
-        avg(&cpu) / cpus() as f64,
-        cpu.iter().cloned().fold(0.0, f64::max),
+        "agent CPU: mean {:.2}% of one CPU = {:.3}% of the machine (max window {:.2}%); with BPF run time {:.3}% of the machine",
+        avg(cpu),
+        avg(cpu) / cpus() as f64,
+        max(cpu),
+        avg(overhead),
+    );
+    println!(
+        "RSS first {:.1} MiB, last {:.1} MiB, max {:.1} MiB; footprint (RSS + BPF maps) first {:.1} MiB, last {:.1} MiB, max {:.1} MiB",
         rss.first().copied().unwrap_or(0.0),
         rss.last().copied().unwrap_or(0.0),
-        rss.iter().cloned().fold(0.0, f64::max),
+        max(&rss),
+        footprint.first().copied().unwrap_or(0.0),
+        footprint.last().copied().unwrap_or(0.0),
+        max(&footprint),
     );
+    // One reading a minute (six 10 s windows), to show whether memory settles.
+    let curve: Vec<String> = rss
+        .iter()
+        .zip(&footprint)
+        .enumerate()
+        .filter(|(i, _)| (i + 1) % 6 == 0)
+        .map(|(i, (r, f))| format!("{}:{r:.1}/{f:.1}", (i + 1) / 6))
+        .collect();
+    println!("RSS/footprint MiB by minute: {}", curve.join(" "));
     println!("(CPU includes encoding every window a second time for this size report.)");
     Ok(())
 }
