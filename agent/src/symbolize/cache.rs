@@ -74,17 +74,16 @@ impl SymbolCache {
     /// addresses are cached here already, and the copy (a debug file's decompressed DWARF: 10 MB for
     /// libc's) would otherwise stay for the process's lifetime. A later miss parses them again.
     pub(crate) fn take_idle(&mut self, now: Instant, idle: Duration) -> Vec<PathBuf> {
-        let stale: Vec<BinaryId> = self
-            .parsed
-            .iter()
-            .filter(|(_, at)| now.saturating_duration_since(**at) >= idle)
-            .map(|(id, _)| *id)
-            .collect();
+        let mut stale = Vec::new();
+        self.parsed.retain(|id, at| {
+            let idle = now.saturating_duration_since(*at) >= idle;
+            if idle {
+                stale.push(*id);
+            }
+            !idle
+        });
         stale
             .iter()
-            .inspect(|id| {
-                self.parsed.remove(id);
-            })
             .filter_map(|id| self.paths.get(id))
             .flatten()
             .cloned()
