@@ -17,6 +17,7 @@ mod process;
 mod runtime;
 mod stack;
 mod unwind;
+mod verifier;
 mod vmas;
 
 use aya_ebpf::{

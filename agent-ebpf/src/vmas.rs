@@ -15,7 +15,7 @@ use aya_ebpf::{
     bindings::BPF_ANY,
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        generated::{bpf_find_vma, bpf_get_current_task_btf},
+        generated::{self, bpf_find_vma, bpf_get_current_task_btf},
     },
     programs::TracePointContext,
 };
@@ -314,17 +314,27 @@ fn find(addr: u64) -> Option<Found> {
 extern "C" fn on_vma(_task: *mut c_void, vma: *mut c_void, ctx: *mut c_void) -> i64 {
     let layout = globals::vma_layout();
     let base = vma as *const u8;
-    let read = |offset: u32| {
-        // SAFETY: a kernel read that tolerates a bad address.
-        unsafe { bpf_probe_read_kernel(base.add(offset as usize).cast::<u64>()).unwrap_or(0) }
-    };
     // SAFETY: `ctx` is the `Found` passed by `find`.
     let out = unsafe { &mut *ctx.cast::<Found>() };
-    out.start = read(layout.vm_start);
-    out.end = read(layout.vm_end);
-    out.pgoff = read(layout.vm_pgoff);
-    out.flags = read(layout.vm_flags);
-    out.file = read(layout.vm_file);
+    // Straight into `out`, without looking at the helper's result: a failed read leaves 0 there
+    // (the helper clears its destination), as `unwrap_or(0)` would, but a branch per field gave the
+    // verifier 2^5 distinct states of the caller's `Found` to carry through the rest of `sonde_exec`,
+    // twice over (518k instructions verified, 2.6 s of CPU at every start on Linux 6.18).
+    let read = |dst: &mut u64, offset: u32| {
+        // SAFETY: a kernel read that tolerates a bad address, into 8 bytes of `out`.
+        unsafe {
+            generated::bpf_probe_read_kernel(
+                (dst as *mut u64).cast(),
+                8,
+                base.add(offset as usize).cast(),
+            )
+        };
+    };
+    read(&mut out.start, layout.vm_start);
+    read(&mut out.end, layout.vm_end);
+    read(&mut out.pgoff, layout.vm_pgoff);
+    read(&mut out.flags, layout.vm_flags);
+    read(&mut out.file, layout.vm_file);
     0
 }
 

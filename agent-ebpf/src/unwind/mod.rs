@@ -60,6 +60,8 @@ pub struct Scratch {
     mapping_hint: u32,
     /// Non-zero once the frame-pointer chain has crossed to another stack (see `step::frame_pointer`).
     stack_switched: u32,
+    /// Where values pass through to be forgotten by the verifier (`crate::verifier::forget`).
+    opaque: u64,
     /// Running hashes of the frames: the map key, and an independent check of it.
     hash: u64,
     check: u64,

@@ -6,6 +6,8 @@
 
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 
+use crate::verifier::forget;
+
 /// Words in the window (512 bytes).
 const WORDS: usize = 64;
 const WORD_MASK: usize = WORDS - 1;
@@ -16,6 +18,8 @@ const PAGE: u64 = 4096;
 pub struct Window {
     base: u64,
     len: u64,
+    /// Where values pass through to be forgotten by the verifier (`forget`).
+    opaque: u64,
     words: [u64; WORDS],
 }
 
@@ -33,7 +37,7 @@ impl Window {
             // SAFETY: a user address; a fault makes the helper fail, which is handled.
             return unsafe { bpf_probe_read_user(addr as *const [u64; 2]).ok() };
         }
-        let i = ((addr - self.base) >> 3) as usize;
+        let i = self.index(addr);
         Some([self.words[i & WORD_MASK], self.words[(i + 1) & WORD_MASK]])
     }
 
@@ -44,8 +48,18 @@ impl Window {
             // SAFETY: as in `pair`.
             return unsafe { bpf_probe_read_user(addr as *const u64).ok() };
         }
-        let i = ((addr - self.base) >> 3) as usize;
+        let i = self.index(addr);
         Some(self.words[i & WORD_MASK])
+    }
+
+    /// The index of the word at `addr`, which the window covers. Passed through memory: an index
+    /// into the window is precise to the verifier, and so, back through the arithmetic, would be
+    /// `addr` and `base`, whose ranges differ on every path through `covers` and `fill`; states that
+    /// differ in precise registers are never pruned, and each frame's step would be verified once per
+    /// path through the reads before it.
+    #[inline(always)]
+    fn index(&mut self, addr: u64) -> usize {
+        forget(&mut self.opaque, (addr - self.base) >> 3) as usize
     }
 
     /// Whether `size` bytes at `addr` are in the window, word aligned.
@@ -60,6 +74,12 @@ impl Window {
     fn fill(&mut self, addr: u64, size: u64) -> bool {
         let len = (PAGE - (addr & (PAGE - 1))).min((WORDS * 8) as u64);
         if addr & 7 != 0 || len < size {
+            return false;
+        }
+        // The helper's size must be bounded, so it is precise; forgotten and bounded again here, so
+        // that precision stops at this load rather than reaching `addr` (see `index`).
+        let len = forget(&mut self.opaque, len);
+        if len > (WORDS * 8) as u64 {
             return false;
         }
         // SAFETY: `len` bytes fit in `words`; a fault makes the helper fail, which is handled.
