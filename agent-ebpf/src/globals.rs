@@ -14,8 +14,6 @@ static MIN_BLOCK_NS: u64 = 0;
 #[unsafe(no_mangle)]
 static STANDARD_LAYOUT: u32 = 0;
 #[unsafe(no_mangle)]
-static RECORD_BASE: u32 = 0;
-#[unsafe(no_mangle)]
 static PREV_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static PREV_STATE_OFFSET: u32 = 0;
@@ -86,10 +84,6 @@ getter!(
 getter!(
     /// `sched_switch` has the layout of every kernel since 4.x (fields read at constant offsets).
     standard_layout, STANDARD_LAYOUT, u32
-);
-getter!(
-    /// Offset of the first of the `sched_switch` fields read; all lie within `RECORD_SPAN` of it.
-    record_base, RECORD_BASE, u32
 );
 getter!(
     /// Offset of `prev_pid` in the `sched_switch` record.

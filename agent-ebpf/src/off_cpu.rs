@@ -20,8 +20,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use sonde_abi::{
-    OffCpuKind, OffCpuStart, PROCESS_SLOTS, RECORD_SPAN, SLOTS, STACK_STALE, THREAD_SLOTS,
-    ThreadSlot, stat,
+    OffCpuKind, OffCpuStart, PROCESS_SLOTS, SLOTS, STACK_STALE, THREAD_SLOTS, ThreadSlot, stat,
 };
 
 use crate::{
@@ -77,39 +76,22 @@ fn standard_fields(ctx: &TracePointContext) -> (i32, u64, i32) {
     }
 }
 
-/// The three fields at the offsets the format file gave, in one read of the span holding them
-/// (checked at load to lie within `RECORD_SPAN` bytes).
+/// The three fields at the offsets the format file gave (checked at load to lie within the record),
+/// one read each: a single read of the span holding them put 64 more bytes on a stack that the
+/// verifier caps at 512 for the whole call chain (see `switch_in`).
 #[inline(always)]
 fn read_fields(ctx: &TracePointContext) -> Result<(i32, u64, i32), Failed> {
-    // SAFETY: the span lies within the tracepoint record.
-    let span: [u8; RECORD_SPAN] = unsafe {
-        ctx.read_at(globals::record_base() as usize)
-            .map_err(Failed::ContextRead)?
-    };
-    let field = |offset: u32, size: usize| {
-        let at = offset.wrapping_sub(globals::record_base()) as usize;
-        span.get(at..at + size)
-    };
-    Ok((
-        i32::from_ne_bytes(
-            field(globals::prev_pid_offset(), 4)
-                .ok_or(Failed::RecordLayout)?
-                .try_into()
-                .map_err(|_| Failed::RecordLayout)?,
-        ),
-        u64::from_ne_bytes(
-            field(globals::prev_state_offset(), 8)
-                .ok_or(Failed::RecordLayout)?
-                .try_into()
-                .map_err(|_| Failed::RecordLayout)?,
-        ),
-        i32::from_ne_bytes(
-            field(globals::next_pid_offset(), 4)
-                .ok_or(Failed::RecordLayout)?
-                .try_into()
-                .map_err(|_| Failed::RecordLayout)?,
-        ),
-    ))
+    // SAFETY (each read): the offsets lie within the tracepoint record; a failed read is returned.
+    unsafe {
+        Ok((
+            ctx.read_at::<i32>(globals::prev_pid_offset() as usize)
+                .map_err(Failed::ContextRead)?,
+            ctx.read_at::<u64>(globals::prev_state_offset() as usize)
+                .map_err(Failed::ContextRead)?,
+            ctx.read_at::<i32>(globals::next_pid_offset() as usize)
+                .map_err(Failed::ContextRead)?,
+        ))
+    }
 }
 
 /// Whether a thread leaving in `state` starts an episode of the configured kind.
@@ -220,7 +202,11 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
     Ok(())
 }
 
-#[inline(always)]
+/// Its own BPF function, not inlined into `switch`: the verifier caps a program's stack at 512 bytes
+/// summed over a call chain, the walk's `bpf_loop` callback included, and with this function's
+/// copies of the episode (its start and key) in the same frame as the walk's caller, the chain
+/// reached 576 on Linux 6.18 and the program was refused.
+#[inline(never)]
 fn switch_in(tid: u32) -> Result<(), Failed> {
     let slot = thread_slot(tid)?;
     // SAFETY: a pointer into the live array; a stale read only costs a lookup or skips one that a

@@ -124,10 +124,6 @@ pub struct OffCpuSampling {
 }
 const _: () = assert!(core::mem::size_of::<OffCpuSampling>() == 32);
 
-/// Bytes of the `sched_switch` record read at once, from the first field the off-CPU program needs
-/// (`prev_pid`, `prev_state`, `next_pid` lie within 40 bytes on every layout seen).
-pub const RECORD_SPAN: usize = 64;
-
 /// Slots of the per-process off-CPU arrays (`OFFCPU_PROCESS_SWITCHES`, `OFFCPU_PROCESS_SAMPLING`,
 /// indexed by `tgid % PROCESS_SLOTS`; processes sharing a slot share a budget). Small enough to sit in
 /// the kernel's direct map and to be read whole four times a second for little.

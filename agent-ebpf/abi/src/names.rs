@@ -159,9 +159,6 @@ pub mod globals {
     /// `u32`: non-zero when `sched_switch` has `prev_pid`, `prev_state` and `next_pid` at offsets 24,
     /// 32 and 56 (every kernel since 4.x): the program loads them at those constant offsets.
     pub const STANDARD_LAYOUT: &str = "STANDARD_LAYOUT";
-    /// `u32`: byte offset of the first `sched_switch` field read; the others lie within
-    /// [`crate::RECORD_SPAN`] bytes of it.
-    pub const RECORD_BASE: &str = "RECORD_BASE";
     /// `u32`: byte offset of `prev_pid` in the `sched_switch` record (from tracefs).
     pub const PREV_PID_OFFSET: &str = "PREV_PID_OFFSET";
     /// `u32`: byte offset of `prev_state`.
@@ -199,12 +196,11 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 18] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
         STANDARD_LAYOUT,
-        RECORD_BASE,
         PREV_PID_OFFSET,
         PREV_STATE_OFFSET,
         NEXT_PID_OFFSET,

@@ -24,7 +24,6 @@ pub(super) struct Globals {
     min_block_ns: u64,
     offcpu_kind: u32,
     standard_layout: u32,
-    record_base: u32,
     prev_pid_offset: u32,
     prev_state_offset: u32,
     next_pid_offset: u32,
@@ -52,7 +51,6 @@ impl Globals {
             refresh_interval_ns: REFRESH_INTERVAL.as_nanos() as u64,
             min_block_ns: off.map_or(0, |(o, _)| o.min_block.as_nanos() as u64),
             offcpu_kind: off.map_or(0, |(o, _)| o.kind as u32),
-            record_base: off.map_or(0, |(_, l)| l.read_base),
             standard_layout: off.map_or(0, |(_, l)| {
                 u32::from((l.prev_pid, l.prev_state, l.next_pid) == (24, 32, 56))
             }),
@@ -91,7 +89,6 @@ impl Globals {
             .override_global(globals::MIN_BLOCK_NS, &self.min_block_ns, true)
             .override_global(globals::OFFCPU_KIND, &self.offcpu_kind, true)
             .override_global(globals::STANDARD_LAYOUT, &self.standard_layout, true)
-            .override_global(globals::RECORD_BASE, &self.record_base, true)
             .override_global(globals::PREV_PID_OFFSET, &self.prev_pid_offset, true)
             .override_global(globals::PREV_STATE_OFFSET, &self.prev_state_offset, true)
             .override_global(globals::NEXT_PID_OFFSET, &self.next_pid_offset, true)

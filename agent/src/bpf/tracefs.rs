@@ -94,9 +94,6 @@ pub struct SchedSwitchLayout {
     pub next_pid: u32,
     /// The `prev_state` bit that means "preempted while runnable".
     pub preempt_bit: u32,
-    /// Where the one read of the record starts: [`sonde_abi::RECORD_SPAN`] bytes from here hold the
-    /// three fields and stay within the record.
-    pub read_base: u32,
 }
 
 /// Reads the layout of `sched:sched_switch` from tracefs.
@@ -159,27 +156,11 @@ fn parse_sched_switch(text: &str) -> Result<SchedSwitchLayout, String> {
         get("prev_state", 8)?,
         get("next_pid", 4)?,
     );
-    let span = sonde_abi::RECORD_SPAN as u32;
-    let record_end = fields
-        .values()
-        .map(|f| f.offset + f.size)
-        .max()
-        .unwrap_or(0);
-    let first = prev_pid.min(prev_state).min(next_pid);
-    let last_end = (prev_pid + 4).max(prev_state + 8).max(next_pid + 4);
-    // Read up to the record's end when it is shorter than the span past the first field.
-    let read_base = first.min(record_end.saturating_sub(span));
-    if last_end > read_base + span {
-        return Err(format!(
-            "prev_pid, prev_state and next_pid span {first}..{last_end}, more than the {span} bytes read at once"
-        ));
-    }
     Ok(SchedSwitchLayout {
         prev_pid,
         prev_state,
         next_pid,
         preempt_bit: preempt_bit(text)?,
-        read_base,
     })
 }
 
@@ -264,8 +245,6 @@ print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=
                 prev_state: 32,
                 next_pid: 56,
                 preempt_bit: 0x100,
-                // The record is 64 bytes: one read of all of it.
-                read_base: 0,
             }
         );
     }
