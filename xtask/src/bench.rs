@@ -372,7 +372,12 @@ fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy, rounds: usize) -> anyhow::Re
             "{}: % of machine per round: {}",
             p.name,
             runs.iter()
-                .map(|m| format!("{:.3}%", 100.0 * total_cost(m) / cpus() as f64))
+                .map(|m| format!(
+                    "{:.3}% (while profiling {})",
+                    m.machine_percent(),
+                    m.profiling_percent()
+                        .map_or("-".into(), |p| format!("{p:.3}%"))
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -393,23 +398,52 @@ struct Measured {
     /// Context switches of the whole machine (`/proc/stat`) from the profiler's start to the read of
     /// its BPF run time: the switches its sched_switch programs had to handle, if it has any.
     switches: u64,
+    /// What the profiler used while the workload ran (None when its /proc entry could not be read).
+    during: Option<Span>,
 }
 
-/// A run's profiler cost per second of its window: user + system CPU plus its BPF programs' run time.
-fn total_cost(m: &Measured) -> f64 {
-    let window = m.window.as_secs_f64();
-    let bpf = m
-        .usage
-        .bpf
-        .filter(|b| b.runs > 0)
-        .map_or(0.0, |b| b.run_ns as f64 / 1e9 / window);
-    m.usage.cpu.as_secs_f64() / window + bpf
+/// A profiler's use over the workload's run: from 3 s after its start (every profiler here has
+/// attached by then) to the workload's end, so its start (for sonde, mostly the kernel verifying its
+/// programs) and its shutdown (writing and symbolizing its output) are left out, for every profiler
+/// alike. What an always-on profiler costs a host is this; the whole run's figure is printed beside.
+pub(crate) struct Span {
+    wall: Duration,
+    /// User + system CPU (clock ticks, 10 ms).
+    cpu: Duration,
+    bpf: BpfUsage,
+    /// CPU the profiler had used before the span: its start.
+    cpu_before: Duration,
+}
+
+impl Measured {
+    /// User + system CPU plus its BPF programs' run time over the profiler's lifetime, in percent of
+    /// all CPUs: the cost of the whole run, start and shutdown included.
+    pub(crate) fn machine_percent(&self) -> f64 {
+        let bpf_s = self
+            .usage
+            .bpf
+            .filter(|b| b.runs > 0)
+            .map_or(0.0, |b| b.run_ns as f64 / 1e9);
+        100.0 * (self.usage.cpu.as_secs_f64() + bpf_s) / self.window.as_secs_f64() / cpus() as f64
+    }
+
+    /// The same over the workload's run only ([`Span`]), in percent of all CPUs.
+    pub(crate) fn profiling_percent(&self) -> Option<f64> {
+        let d = self.during.as_ref()?;
+        let bpf_s = d.bpf.run_ns as f64 / 1e9;
+        Some(100.0 * (d.cpu.as_secs_f64() + bpf_s) / d.wall.as_secs_f64() / cpus() as f64)
+    }
+
+    /// CPU seconds the profiler used before the workload started: its start.
+    pub(crate) fn start_cpu(&self) -> Option<f64> {
+        self.during.as_ref().map(|d| d.cpu_before.as_secs_f64())
+    }
 }
 
 /// The run of median total cost (the lower middle one of an even count): a real run, so the row's
 /// columns stay consistent with each other.
 fn median_run(mut runs: Vec<Measured>) -> Measured {
-    runs.sort_by(|a, b| total_cost(a).total_cmp(&total_cost(b)));
+    runs.sort_by(|a, b| a.machine_percent().total_cmp(&b.machine_percent()));
     let middle = (runs.len() - 1) / 2;
     runs.swap_remove(middle)
 }
@@ -417,30 +451,34 @@ fn median_run(mut runs: Vec<Measured>) -> Measured {
 /// Prints one table row per profiler: workload time against `alone`, the profiler's CPU, BPF and memory.
 fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
     println!(
-        "| profiler | workload s | slowdown | profiler CPU s/s | % of machine | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB |"
+        "| profiler | workload s | slowdown | profiler CPU s/s | % of machine, whole run | % of machine while profiling | start CPU s | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB | footprint MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, m) in rows {
         let cpu_per_s = m.usage.cpu.as_secs_f64() / m.window.as_secs_f64();
         let bpf = m.usage.bpf.filter(|b| b.runs > 0);
         let ns_per_run = bpf.map(|b| b.run_ns as f64 / b.runs as f64);
         let runs = bpf.map(|b| b.runs as f64);
         let map_mib = m.usage.bpf.map(|b| b.map_bytes as f64 / 1048576.0);
-        let total = total_cost(m);
-        let bpf_cpu_per_s = total - cpu_per_s;
+        let bpf_cpu_per_s = bpf.map_or(0.0, |b| b.run_ns as f64 / 1e9 / m.window.as_secs_f64());
+        let rss_mib = m.usage.max_rss_kib as f64 / 1024.0;
         let opt =
             |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
         println!(
-            "| {name} | {:.2} | {:+.2}% | {:.4} (+{:.4} BPF) | {:.3}% | {:.1} | {} | {} | {} |",
+            "| {name} | {:.2} | {:+.2}% | {:.4} (+{:.4} BPF) | {:.3}% | {} | {} | {:.1} | {} | {} | {} | {:.1} |",
             m.wall.as_secs_f64(),
             100.0 * (m.wall.as_secs_f64() / alone.as_secs_f64() - 1.0),
             cpu_per_s,
             bpf_cpu_per_s,
-            100.0 * total / cpus() as f64,
-            m.usage.max_rss_kib as f64 / 1024.0,
+            m.machine_percent(),
+            m.profiling_percent()
+                .map_or("-".into(), |p| format!("{p:.3}%")),
+            opt(m.start_cpu(), 2),
+            rss_mib,
             opt(ns_per_run, 0),
             opt(runs.map(|r| r / m.window.as_secs_f64()), 0),
             opt(map_mib, 1),
+            rss_mib + map_mib.unwrap_or(0.0),
         );
     }
 }
@@ -494,6 +532,7 @@ fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
         .spawn()
         .with_context(|| format!("starting {}", p.name))?;
     std::thread::sleep(Duration::from_secs(3));
+    let (cpu_before, bpf_before) = (cpu_of(child.id()), bpf_usage(child.id()));
     let wall = match time_workload(workload) {
         Ok(wall) => wall,
         Err(e) => {
@@ -503,7 +542,17 @@ fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
         }
     };
     let bpf = bpf_usage(child.id());
+    let cpu_after = cpu_of(child.id());
     let switches = context_switches()?.saturating_sub(switches_before);
+    let during = match (cpu_before, cpu_after, bpf_before.is_some() == bpf.is_some()) {
+        (Some(before), Some(after), true) => Some(Span {
+            wall,
+            cpu: after.saturating_sub(before),
+            bpf: BpfUsage::between(bpf_before, bpf),
+            cpu_before: before,
+        }),
+        _ => None,
+    };
     let mut usage = stop(child)?;
     usage.bpf = bpf;
     let window = started.elapsed();
@@ -513,6 +562,7 @@ fn measure(p: &Profiler, workload: &mut Command) -> anyhow::Result<Measured> {
         window,
         usage,
         switches,
+        during,
     })
 }
 
