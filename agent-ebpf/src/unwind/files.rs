@@ -12,10 +12,24 @@ use crate::{
 
 const MAPPING_MASK: u32 = MAX_VMA_MAPPINGS as u32 - 1;
 
-/// The mapping of `addr` with its table, and the file's id; None (counted) when no recorded mapping
-/// contains it or its file has no table.
+/// What [`locate`] returns when no recorded mapping holds the address or its file has no table.
+pub const NONE: (ExecMapping, u32) = (
+    ExecMapping {
+        start: 0,
+        end: 0,
+        bias: 0,
+        table_id: 0,
+        flags: 0,
+    },
+    0,
+);
+
+/// The mapping of `addr` with its table, and the file's id; [`NONE`] (table id 0, counted) when no
+/// recorded mapping contains it or its file has no table. A plain value rather than an `Option`:
+/// the compiler left a `None`'s payload undefined and copied it from a register a helper call had
+/// just clobbered, which the verifier refuses ("!read_ok") in the global frame steps.
 #[inline(always)]
-pub fn locate(s: &mut Scratch, vmas: &VmaMappings, addr: u64) -> Option<(ExecMapping, u32)> {
+pub fn locate(s: &mut Scratch, vmas: &VmaMappings, addr: u64) -> (ExecMapping, u32) {
     let count = vmas.count.min(MAX_VMA_MAPPINGS as u32);
     let mut index = MAX_VMA_MAPPINGS as u32;
     for i in 0..MAX_VMA_MAPPINGS as u32 {
@@ -35,10 +49,12 @@ pub fn locate(s: &mut Scratch, vmas: &VmaMappings, addr: u64) -> Option<(ExecMap
     let index = forget(&mut s.opaque, u64::from(index)) as u32;
     let Some(m) = vmas.mappings.get(index as usize) else {
         bump(stat::VMA_MISSED);
-        return None;
+        return NONE;
     };
     let bit = 1u32 << (index & MAPPING_MASK);
-    let slot = s.vma_tables.get_mut((index & MAPPING_MASK) as usize)?;
+    let Some(slot) = s.vma_tables.get_mut((index & MAPPING_MASK) as usize) else {
+        return NONE;
+    };
     if s.vma_known & bit == 0 {
         s.vma_known |= bit;
         // SAFETY: the entry is copied out at once.
@@ -48,9 +64,9 @@ pub fn locate(s: &mut Scratch, vmas: &VmaMappings, addr: u64) -> Option<(ExecMap
     }
     if slot.table_id == 0 {
         bump(stat::VMA_NO_TABLE);
-        return None;
+        return NONE;
     }
-    Some((
+    (
         ExecMapping {
             start: m.start,
             end: m.end,
@@ -59,5 +75,5 @@ pub fn locate(s: &mut Scratch, vmas: &VmaMappings, addr: u64) -> Option<(ExecMap
             flags: 0,
         },
         slot.file_id,
-    ))
+    )
 }

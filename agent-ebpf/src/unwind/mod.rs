@@ -296,41 +296,119 @@ pub fn walk_and_store<const WALKER: u32>(
 /// while sonde ran; such frames are stored file-relative, as in [`with_vmas`].
 #[inline(never)]
 extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
-    table_step(ctx, false, false)
+    // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with `procs` set.
+    let walk = unsafe { &*ctx.cast::<Walk>() };
+    loop_flow(
+        walk,
+        sonde_step_native(walk.scratch, walk.procs, u64::from(walk.tgid)),
+    )
 }
 
 /// `bpf_loop` callback: as [`with_tables`], for a JVM (`Walk::hs` set).
 #[inline(never)]
 extern "C" fn with_tables_java(_index: u64, ctx: *mut c_void) -> i64 {
-    table_step(ctx, true, false)
+    // SAFETY: as `with_tables`.
+    let walk = unsafe { &*ctx.cast::<Walk>() };
+    loop_flow(
+        walk,
+        sonde_step_java(walk.scratch, walk.procs, walk.hs, u64::from(walk.tgid)),
+    )
 }
 
 /// `bpf_loop` callback: as [`with_tables`], for Node.js (`Walk::v8` set).
 #[inline(never)]
 extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
-    table_step(ctx, false, true)
+    // SAFETY: as `with_tables`.
+    let walk = unsafe { &*ctx.cast::<Walk>() };
+    loop_flow(
+        walk,
+        sonde_step_v8(walk.scratch, walk.procs, walk.v8, u64::from(walk.tgid)),
+    )
 }
 
-/// One frame with the process's tables, stepping Java frames when `java` and JavaScript frames when
-/// `js` (constants in each callback, so the other runtime's code is not there to verify).
+/// A global step's result as a callback's: 0 or 1, which the verifier must see. The compiler knows
+/// the step returns only those and would hand its result back as is, which to the verifier is any
+/// scalar (a global function's result is unknown to it): through memory, the test stays.
 #[inline(always)]
-fn table_step(ctx: *mut c_void, java: bool, js: bool) -> i64 {
-    // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with both pointers set.
-    let (s, procs, tgid, hs, v8) = unsafe {
-        let walk = &*ctx.cast::<Walk>();
-        (
-            &mut *walk.scratch,
-            &mut *walk.procs,
-            walk.tgid,
-            walk.hs,
-            walk.v8,
-        )
-    };
+fn loop_flow(walk: &Walk, step: i64) -> i64 {
+    // SAFETY: the walk's scratch, valid while the walk runs.
+    let opaque = unsafe { &mut (*walk.scratch).opaque };
+    i64::from(crate::verifier::forget(opaque, step as u64) != 0)
+}
+
+// The frame steps are global BPF functions (exported, so their BTF says "global"): the verifier
+// checks a global function once, on its own, from its arguments' types, where it checks a static
+// one again at every call with the caller's state. Inside a `bpf_loop` callback that mattered: since
+// Linux 6.7 the verifier treats a callback's body as a loop and, until the loop converges, prunes a
+// path only when its values lie within those of a path already checked (not merely where they
+// matter), so the step's paths multiplied, once per distinct caller state and iteration. On Linux
+// 6.18 the native step took 430k instructions to verify (1-4 s of CPU at every start), the Java one
+// 731k (5-13 s before the first Java frame) and the V8 one passed the verifier's limit of 1M, so
+// Node.js frames were never walked. Their arguments are pointers to their types (the verifier gives
+// the function memory of that size, possibly null) and scalars: no pointer held in memory survives
+// into a global function.
+
+/// The native frame step (see above).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_step_native(
+    scratch: *mut Scratch,
+    procs: *mut ProcMappings,
+    tgid: u64,
+) -> i64 {
+    // SAFETY: null or the walk's scratch and process mappings, valid while the walk runs.
+    match unsafe { (scratch.as_mut(), procs.as_mut()) } {
+        (Some(s), Some(procs)) => table_step(s, procs, tgid as u32, None, None),
+        _ => 1,
+    }
+}
+
+/// The frame step of a JVM (see above).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_step_java(
+    scratch: *mut Scratch,
+    procs: *mut ProcMappings,
+    hs: *const HsProc,
+    tgid: u64,
+) -> i64 {
+    // SAFETY: as `sonde_step_native`; `hs` null or the JVM's settings.
+    match unsafe { (scratch.as_mut(), procs.as_mut(), hs.as_ref()) } {
+        (Some(s), Some(procs), Some(hs)) => table_step(s, procs, tgid as u32, Some(hs), None),
+        _ => 1,
+    }
+}
+
+/// The frame step of a Node.js process (see above).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_step_v8(
+    scratch: *mut Scratch,
+    procs: *mut ProcMappings,
+    v8: *const V8Proc,
+    tgid: u64,
+) -> i64 {
+    // SAFETY: as `sonde_step_native`; `v8` null or the process's V8 settings.
+    match unsafe { (scratch.as_mut(), procs.as_mut(), v8.as_ref()) } {
+        (Some(s), Some(procs), Some(v8)) => table_step(s, procs, tgid as u32, None, Some(v8)),
+        _ => 1,
+    }
+}
+
+/// One frame with the process's tables, stepping Java frames with `hs` and JavaScript frames with
+/// `v8` (each step passes one or neither, so the other runtime's code is not there to verify).
+#[inline(always)]
+fn table_step(
+    s: &mut Scratch,
+    procs: &mut ProcMappings,
+    tgid: u32,
+    hs: Option<&HsProc>,
+    v8: Option<&V8Proc>,
+) -> i64 {
     let pc = s.regs.pc;
     let addr = step::lookup_address(s);
-    if java && !hs.is_null() {
-        // SAFETY: a pointer from a successful map lookup in this program run.
-        if let hotspot::Java::Stepped(flow) = hotspot::step(s, unsafe { &*hs }, addr) {
+    if let Some(hs) = hs {
+        if let hotspot::Java::Stepped(flow) = hotspot::step(s, hs, addr) {
             return match flow {
                 Flow::Continue => 0,
                 Flow::Stop => 1,
@@ -338,31 +416,32 @@ fn table_step(ctx: *mut c_void, java: bool, js: bool) -> i64 {
         }
     }
     let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
-    let (found, word) = match lookup::mapping(procs, addr, &mut s.mapping_hint) {
-        Some(m) => (Some(m), raw),
+    // The mapping as a value and whether there is one, not an `Option` (see `files::locate`).
+    let (found, mapped, word) = match lookup::mapping(procs, addr, &mut s.mapping_hint) {
+        Some(m) => (m, true, raw),
         None => {
             // Userspace's view is behind either way: it re-reads the mappings (and finds what they
             // hold, a shared libpython for instance).
             step::request_refresh(procs, tgid);
-            // SAFETY: a pointer from a successful lookup, read for this frame only.
-            let recorded = VMA_MAPPINGS
-                .get_ptr(tgid)
-                .and_then(|vmas| files::locate(s, unsafe { &*vmas }, addr));
-            match recorded {
-                Some((m, file_id)) => (
-                    Some(m),
-                    file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw),
-                ),
-                None => (None, raw),
-            }
+            let (m, file_id) = match VMA_MAPPINGS.get_ptr(tgid) {
+                // SAFETY: a pointer from a successful lookup, read for this frame only.
+                Some(vmas) => files::locate(s, unsafe { &*vmas }, addr),
+                None => files::NONE,
+            };
+            let mapped = m.table_id != 0;
+            let word = if mapped {
+                file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
+            } else {
+                raw
+            };
+            (m, mapped, word)
         }
     };
-    if js && !v8.is_null() {
+    if let Some(v8) = v8 {
         // Where the native step would fall back to frame pointers (V8's builtins and JIT code have
         // no unwind table), V8's own frame layout says more.
-        let no_table = found.is_none_or(|m| m.table_id == 0);
-        // SAFETY: a pointer from a successful map lookup in this program run.
-        if let v8::V8::Stepped(flow) = v8::step(s, unsafe { &*v8 }, addr, no_table) {
+        let no_table = !mapped || found.table_id == 0;
+        if let v8::V8::Stepped(flow) = v8::step(s, v8, addr, no_table) {
             return match flow {
                 Flow::Continue => 0,
                 Flow::Stop => 1,
@@ -372,9 +451,10 @@ fn table_step(ctx: *mut c_void, java: bool, js: bool) -> i64 {
     if !push_word(s, word) {
         return 1;
     }
-    let flow = match found {
-        Some(m) => step::with_mapping(s, &m, addr),
-        None => step::no_info(s, stat::FALLBACK_NO_INFO),
+    let flow = if mapped {
+        step::with_mapping(s, &found, addr)
+    } else {
+        step::no_info(s, stat::FALLBACK_NO_INFO)
     };
     match flow {
         Flow::Continue => 0,
@@ -394,16 +474,21 @@ extern "C" fn with_vmas(_index: u64, ctx: *mut c_void) -> i64 {
     };
     let pc = s.regs.pc;
     let addr = step::lookup_address(s);
-    let found = files::locate(s, vmas, addr);
-    let word = found
-        .and_then(|(m, file_id)| file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0))
-        .unwrap_or(if s.exact != 0 { pc | FRAME_EXACT } else { pc });
+    let (m, file_id) = files::locate(s, vmas, addr);
+    let found = m.table_id != 0;
+    let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
+    let word = if found {
+        file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
+    } else {
+        raw
+    };
     if !push_word(s, word) {
         return 1;
     }
-    let flow = match found {
-        Some((m, _)) => step::with_mapping(s, &m, addr),
-        None => step::no_info(s, stat::FALLBACK_NO_TABLE),
+    let flow = if found {
+        step::with_mapping(s, &m, addr)
+    } else {
+        step::no_info(s, stat::FALLBACK_NO_TABLE)
     };
     match flow {
         Flow::Continue => 0,
