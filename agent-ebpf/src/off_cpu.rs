@@ -17,6 +17,8 @@
 use aya_ebpf::{
     EbpfContext as _,
     helpers::{bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_ktime_get_ns},
+    macros::map,
+    maps::PerCpuArray,
     programs::TracePointContext,
 };
 use sonde_abi::{
@@ -36,6 +38,11 @@ use crate::{
 
 /// This program's entry in `UNWIND_SCRATCH`.
 const SCRATCH_SLOT: u32 = 1;
+
+/// Where an episode's start is built before it goes into `OFFCPU_START` (see `switch_out`). Here
+/// rather than in `maps.rs`: no other program nor userspace uses it.
+#[map]
+static START_STAGING: PerCpuArray<OffCpuStart> = PerCpuArray::with_max_entries(1, 0);
 
 /// `prev_state` bits as the tracepoint reports them (`__trace_sched_switch_state`).
 const STATE_SLEEPING: u64 = 0x1 | 0x2; // S, D
@@ -182,12 +189,16 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
     if !captured.known_process {
         process::announce(tgid);
     }
-    let start = OffCpuStart {
-        start_ns,
-        generation,
-        key: captured.key,
-    };
-    match OFFCPU_START.insert(tid, start, 0) {
+    // Staged in this CPU's map memory rather than on the stack: the verifier caps a call chain's
+    // stack at 512 bytes, and this frame sits under the walk's callback and the Java frame step
+    // (320 bytes) on Linux 6.18, which counts the callback's chain.
+    let staged = START_STAGING.get_ptr_mut(0).ok_or(Failed::Sampling)?;
+    // SAFETY: this CPU's entry, used only by this program until the insert below copies it.
+    let start = unsafe { &mut *staged };
+    start.start_ns = start_ns;
+    start.generation = generation;
+    start.key = captured.key;
+    match OFFCPU_START.insert(tid, &*start, 0) {
         Ok(()) => {
             // SAFETY: a pointer into the live array.
             unsafe { atomic_add_u32(&raw mut (*slot).pending, 1) };

@@ -48,6 +48,10 @@ pub struct JavaWalk {
     tgid: u32,
     /// Code blobs this CPU found lately, by the pc they hold (direct-mapped by hash).
     blobs: [CachedBlob; BLOB_CACHE_SLOTS],
+    /// The interpreter frame's words around its frame pointer. Read here, not onto the BPF stack:
+    /// on Linux 6.18 the verifier counts the frame step's stack in the chain under the sampling
+    /// program's (512 bytes in all), and 96 bytes here kept the off-CPU Java program from loading.
+    interp: [u64; INTERP_WORDS],
 }
 
 /// Code blobs remembered per CPU: most Java frames are return addresses seen again and again (the
@@ -374,16 +378,23 @@ fn interpreted(s: &mut Scratch, hs: &HsProc, blob: &Blob) -> Flow {
     if s.bp_lost != 0 || fp < sp || fp >= sp + INTERPRETER_FRAME_MAX {
         return unknown_interpreter(s, blob);
     }
-    // SAFETY: a user address; a fault makes the helper fail, which is handled.
-    let Ok(words) =
-        (unsafe { bpf_probe_read_user((fp - 8 * INTERP_FP as u64) as *const [u64; INTERP_WORDS]) })
-    else {
-        return unknown_interpreter(s, blob);
+    // SAFETY: a user address into the scratch's array; a fault makes the helper fail, handled.
+    let read = unsafe {
+        generated::bpf_probe_read_user(
+            s.java.interp.as_mut_ptr().cast(),
+            (8 * INTERP_WORDS) as u32,
+            (fp - 8 * INTERP_FP as u64) as *const core::ffi::c_void,
+        )
     };
+    if read != 0 {
+        return unknown_interpreter(s, blob);
+    }
+    let words = &s.java.interp;
     let slot = |below: u16| {
         let i = INTERP_FP.wrapping_sub(usize::from(below));
         words.get(i).copied()
     };
+    let (sender_sp, saved_fp, return_address) = (words[9], words[INTERP_FP], words[11]);
     let (Some(method), Some(saved_bcp)) = (slot(hs.interp_method_slot), slot(hs.interp_bcp_slot))
     else {
         return unknown_interpreter(s, blob);
@@ -412,7 +423,6 @@ fn interpreted(s: &mut Scratch, hs: &HsProc, blob: &Blob) -> Flow {
     if !push_pair(s, head, data) {
         return Flow::Stop;
     }
-    let (sender_sp, saved_fp, return_address) = (words[9], words[INTERP_FP], words[11]);
     if sender_sp <= sp {
         bump(stat::JAVA_BAD_FRAME);
         return stop(s, outcome::BAD_FRAME);
