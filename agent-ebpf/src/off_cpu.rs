@@ -40,9 +40,9 @@ use crate::{
 const SCRATCH_SLOT: u32 = 1;
 
 /// Where an episode's start is built before it goes into `OFFCPU_START` (see `switch_out`). Here
-/// rather than in `maps.rs`: no other program nor userspace uses it.
+/// rather than in `maps.rs`: only this program uses it (its name is in `sonde_abi::names`).
 #[map]
-static START_STAGING: PerCpuArray<OffCpuStart> = PerCpuArray::with_max_entries(1, 0);
+static OFFCPU_START_STAGING: PerCpuArray<OffCpuStart> = PerCpuArray::with_max_entries(1, 0);
 
 /// `prev_state` bits as the tracepoint reports them (`__trace_sched_switch_state`).
 const STATE_SLEEPING: u64 = 0x1 | 0x2; // S, D
@@ -192,7 +192,9 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
     // Staged in this CPU's map memory rather than on the stack: the verifier caps a call chain's
     // stack at 512 bytes, and this frame sits under the walk's callback and the Java frame step
     // (320 bytes) on Linux 6.18, which counts the callback's chain.
-    let staged = START_STAGING.get_ptr_mut(0).ok_or(Failed::Sampling)?;
+    let staged = OFFCPU_START_STAGING
+        .get_ptr_mut(0)
+        .ok_or(Failed::Sampling)?;
     // SAFETY: this CPU's entry, used only by this program until the insert below copies it.
     let start = unsafe { &mut *staged };
     start.start_ns = start_ns;

@@ -22,6 +22,9 @@ pub const OFFCPU_THREADS: &str = "OFFCPU_THREADS";
 pub const OFFCPU_PROCESS_SWITCHES: &str = "OFFCPU_PROCESS_SWITCHES";
 /// Sampling probability per process slot ([`crate::ProcessSampling`], written by userspace).
 pub const OFFCPU_PROCESS_SAMPLING: &str = "OFFCPU_PROCESS_SAMPLING";
+/// Per-CPU staging of an off-CPU episode's start ([`crate::OffCpuStart`]) before its insert into
+/// `OFFCPU_START`.
+pub const OFFCPU_START_STAGING: &str = "OFFCPU_START_STAGING";
 /// Per-CPU scratch space of the user-stack walk.
 pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
 /// Unwind rows, in blocks ([`crate::RowBlock`]).
@@ -104,7 +107,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 40] = [
+pub const ALL_MAPS: [&str; 41] = [
     CONTROL,
     PIDS,
     STATS,
@@ -115,6 +118,7 @@ pub const ALL_MAPS: [&str; 40] = [
     OFFCPU_THREADS,
     OFFCPU_PROCESS_SWITCHES,
     OFFCPU_PROCESS_SAMPLING,
+    OFFCPU_START_STAGING,
     UNWIND_SCRATCH,
     UNWIND_ROWS,
     UNWIND_PAGES,
