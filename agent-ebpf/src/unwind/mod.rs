@@ -14,6 +14,7 @@ mod lookup;
 mod python;
 pub mod regs;
 mod step;
+mod table_step;
 mod v8;
 mod window;
 
@@ -300,7 +301,7 @@ extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
     let walk = unsafe { &*ctx.cast::<Walk>() };
     loop_flow(
         walk,
-        sonde_step_native(walk.scratch, walk.procs, u64::from(walk.tgid)),
+        table_step::sonde_step_native(walk.scratch, walk.procs, u64::from(walk.tgid)),
     )
 }
 
@@ -311,7 +312,7 @@ extern "C" fn with_tables_java(_index: u64, ctx: *mut c_void) -> i64 {
     let walk = unsafe { &*ctx.cast::<Walk>() };
     loop_flow(
         walk,
-        sonde_step_java(walk.scratch, walk.procs, walk.hs, u64::from(walk.tgid)),
+        table_step::sonde_step_java(walk.scratch, walk.procs, walk.hs, u64::from(walk.tgid)),
     )
 }
 
@@ -322,7 +323,7 @@ extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
     let walk = unsafe { &*ctx.cast::<Walk>() };
     loop_flow(
         walk,
-        sonde_step_v8(walk.scratch, walk.procs, walk.v8, u64::from(walk.tgid)),
+        table_step::sonde_step_v8(walk.scratch, walk.procs, walk.v8, u64::from(walk.tgid)),
     )
 }
 
@@ -334,132 +335,6 @@ fn loop_flow(walk: &Walk, step: i64) -> i64 {
     // SAFETY: the walk's scratch, valid while the walk runs.
     let opaque = unsafe { &mut (*walk.scratch).opaque };
     i64::from(crate::verifier::forget(opaque, step as u64) != 0)
-}
-
-// The frame steps are global BPF functions (exported, so their BTF says "global"): the verifier
-// checks a global function once, on its own, from its arguments' types, where it checks a static
-// one again at every call with the caller's state. Inside a `bpf_loop` callback that mattered: since
-// Linux 6.7 the verifier treats a callback's body as a loop and, until the loop converges, prunes a
-// path only when its values lie within those of a path already checked (not merely where they
-// matter), so the step's paths multiplied, once per distinct caller state and iteration. On Linux
-// 6.18 the native step took 430k instructions to verify (1-4 s of CPU at every start), the Java one
-// 731k (5-13 s before the first Java frame) and the V8 one passed the verifier's limit of 1M, so
-// Node.js frames were never walked. Their arguments are pointers to their types (the verifier gives
-// the function memory of that size, possibly null) and scalars: no pointer held in memory survives
-// into a global function.
-
-/// The native frame step (see above).
-#[unsafe(no_mangle)]
-#[inline(never)]
-pub extern "C" fn sonde_step_native(
-    scratch: *mut Scratch,
-    procs: *mut ProcMappings,
-    tgid: u64,
-) -> i64 {
-    // SAFETY: null or the walk's scratch and process mappings, valid while the walk runs.
-    match unsafe { (scratch.as_mut(), procs.as_mut()) } {
-        (Some(s), Some(procs)) => table_step(s, procs, tgid as u32, None, None),
-        _ => 1,
-    }
-}
-
-/// The frame step of a JVM (see above).
-#[unsafe(no_mangle)]
-#[inline(never)]
-pub extern "C" fn sonde_step_java(
-    scratch: *mut Scratch,
-    procs: *mut ProcMappings,
-    hs: *const HsProc,
-    tgid: u64,
-) -> i64 {
-    // SAFETY: as `sonde_step_native`; `hs` null or the JVM's settings.
-    match unsafe { (scratch.as_mut(), procs.as_mut(), hs.as_ref()) } {
-        (Some(s), Some(procs), Some(hs)) => table_step(s, procs, tgid as u32, Some(hs), None),
-        _ => 1,
-    }
-}
-
-/// The frame step of a Node.js process (see above).
-#[unsafe(no_mangle)]
-#[inline(never)]
-pub extern "C" fn sonde_step_v8(
-    scratch: *mut Scratch,
-    procs: *mut ProcMappings,
-    v8: *const V8Proc,
-    tgid: u64,
-) -> i64 {
-    // SAFETY: as `sonde_step_native`; `v8` null or the process's V8 settings.
-    match unsafe { (scratch.as_mut(), procs.as_mut(), v8.as_ref()) } {
-        (Some(s), Some(procs), Some(v8)) => table_step(s, procs, tgid as u32, None, Some(v8)),
-        _ => 1,
-    }
-}
-
-/// One frame with the process's tables, stepping Java frames with `hs` and JavaScript frames with
-/// `v8` (each step passes one or neither, so the other runtime's code is not there to verify).
-#[inline(always)]
-fn table_step(
-    s: &mut Scratch,
-    procs: &mut ProcMappings,
-    tgid: u32,
-    hs: Option<&HsProc>,
-    v8: Option<&V8Proc>,
-) -> i64 {
-    let pc = s.regs.pc;
-    let addr = step::lookup_address(s);
-    if let Some(hs) = hs {
-        if let hotspot::Java::Stepped(flow) = hotspot::step(s, hs, addr) {
-            return match flow {
-                Flow::Continue => 0,
-                Flow::Stop => 1,
-            };
-        }
-    }
-    let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
-    // The mapping as a value and whether there is one, not an `Option` (see `files::locate`).
-    let (found, mapped, word) = match lookup::mapping(procs, addr, &mut s.mapping_hint) {
-        Some(m) => (m, true, raw),
-        None => {
-            // Userspace's view is behind either way: it re-reads the mappings (and finds what they
-            // hold, a shared libpython for instance).
-            step::request_refresh(procs, tgid);
-            let (m, file_id) = match VMA_MAPPINGS.get_ptr(tgid) {
-                // SAFETY: a pointer from a successful lookup, read for this frame only.
-                Some(vmas) => files::locate(s, unsafe { &*vmas }, addr),
-                None => files::NONE,
-            };
-            let mapped = m.table_id != 0;
-            let word = if mapped {
-                file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
-            } else {
-                raw
-            };
-            (m, mapped, word)
-        }
-    };
-    if let Some(v8) = v8 {
-        // Where the native step would fall back to frame pointers (V8's builtins and JIT code have
-        // no unwind table), V8's own frame layout says more.
-        let no_table = !mapped || found.table_id == 0;
-        if let v8::V8::Stepped(flow) = v8::step(s, v8, addr, no_table) {
-            return match flow {
-                Flow::Continue => 0,
-                Flow::Stop => 1,
-            };
-        }
-    }
-    if !push_word(s, word) {
-        return 1;
-    }
-    let flow = if mapped {
-        step::with_mapping(s, &found, addr)
-    } else {
-        step::no_info(s, stat::FALLBACK_NO_INFO)
-    };
-    match flow {
-        Flow::Continue => 0,
-        Flow::Stop => 1,
-    }
 }
 
 /// `bpf_loop` callback: one frame of a process userspace has not captured, with the mappings the
