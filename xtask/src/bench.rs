@@ -34,7 +34,9 @@ use anyhow::Context as _;
 
 use crate::util::{self, build_release_sonde, root};
 pub(crate) use summary::{sample_cost_p50, sonde_summary, summary_number};
-pub(crate) use usage::{BpfUsage, Usage, bpf_usage, cpu_of, has_exited, stop, wait_usage};
+pub(crate) use usage::{
+    BpfUsage, Measured, Span, Usage, bpf_usage, cpu_of, has_exited, stop, wait_usage,
+};
 
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args)]
@@ -386,58 +388,6 @@ fn cpu_bound(sonde: &Path, dir: &Path, busy: &Busy, rounds: usize) -> anyhow::Re
     let rows: Vec<(&str, &Measured)> = profilers.iter().map(|p| p.name).zip(&measured).collect();
     print_rows(&rows, alone);
     Ok(alone)
-}
-
-/// One profiler run around one workload run.
-struct Measured {
-    /// The workload's wall time.
-    wall: Duration,
-    /// The profiler's lifetime, from its start to its exit.
-    window: Duration,
-    usage: Usage,
-    /// Context switches of the whole machine (`/proc/stat`) from the profiler's start to the read of
-    /// its BPF run time: the switches its sched_switch programs had to handle, if it has any.
-    switches: u64,
-    /// What the profiler used while the workload ran (None when its /proc entry could not be read).
-    during: Option<Span>,
-}
-
-/// A profiler's use over the workload's run: from 3 s after its start (every profiler here has
-/// attached by then) to the workload's end, so its start (for sonde, mostly the kernel verifying its
-/// programs) and its shutdown (writing and symbolizing its output) are left out, for every profiler
-/// alike. What an always-on profiler costs a host is this; the whole run's figure is printed beside.
-pub(crate) struct Span {
-    wall: Duration,
-    /// User + system CPU (clock ticks, 10 ms).
-    cpu: Duration,
-    bpf: BpfUsage,
-    /// CPU the profiler had used before the span: its start.
-    cpu_before: Duration,
-}
-
-impl Measured {
-    /// User + system CPU plus its BPF programs' run time over the profiler's lifetime, in percent of
-    /// all CPUs: the cost of the whole run, start and shutdown included.
-    pub(crate) fn machine_percent(&self) -> f64 {
-        let bpf_s = self
-            .usage
-            .bpf
-            .filter(|b| b.runs > 0)
-            .map_or(0.0, |b| b.run_ns as f64 / 1e9);
-        100.0 * (self.usage.cpu.as_secs_f64() + bpf_s) / self.window.as_secs_f64() / cpus() as f64
-    }
-
-    /// The same over the workload's run only ([`Span`]), in percent of all CPUs.
-    pub(crate) fn profiling_percent(&self) -> Option<f64> {
-        let d = self.during.as_ref()?;
-        let bpf_s = d.bpf.run_ns as f64 / 1e9;
-        Some(100.0 * (d.cpu.as_secs_f64() + bpf_s) / d.wall.as_secs_f64() / cpus() as f64)
-    }
-
-    /// CPU seconds the profiler used before the workload started: its start.
-    pub(crate) fn start_cpu(&self) -> Option<f64> {
-        self.during.as_ref().map(|d| d.cpu_before.as_secs_f64())
-    }
 }
 
 /// The run of median total cost (the lower middle one of an even count): a real run, so the row's

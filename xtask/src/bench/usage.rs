@@ -1,7 +1,10 @@
 //! What a profiler process used: CPU and peak RSS from wait4, its BPF programs' runs and maps from
-//! its fdinfo, and its output.
+//! its fdinfo, and its output; and one profiler run around one workload run (`Measured`), whole and
+//! while the workload ran.
 
 use std::{process::Child, time::Duration};
+
+use super::cpus;
 
 use anyhow::{Context as _, bail};
 
@@ -146,4 +149,56 @@ pub(crate) fn wait_usage(child: Child) -> anyhow::Result<Usage> {
         stdout,
         status: std::os::unix::process::ExitStatusExt::from_raw(status),
     })
+}
+
+/// One profiler run around one workload run.
+pub(crate) struct Measured {
+    /// The workload's wall time.
+    pub(crate) wall: Duration,
+    /// The profiler's lifetime, from its start to its exit.
+    pub(crate) window: Duration,
+    pub(crate) usage: Usage,
+    /// Context switches of the whole machine (`/proc/stat`) from the profiler's start to the read of
+    /// its BPF run time: the switches its sched_switch programs had to handle, if it has any.
+    pub(crate) switches: u64,
+    /// What the profiler used while the workload ran (None when its /proc entry could not be read).
+    pub(crate) during: Option<Span>,
+}
+
+/// A profiler's use over the workload's run: from 3 s after its start (every profiler here has
+/// attached by then) to the workload's end, so its start (for sonde, mostly the kernel verifying its
+/// programs) and its shutdown (writing and symbolizing its output) are left out, for every profiler
+/// alike. What an always-on profiler costs a host is this; the whole run's figure is printed beside.
+pub(crate) struct Span {
+    pub(crate) wall: Duration,
+    /// User + system CPU (clock ticks, 10 ms).
+    pub(crate) cpu: Duration,
+    pub(crate) bpf: BpfUsage,
+    /// CPU the profiler had used before the span: its start.
+    pub(crate) cpu_before: Duration,
+}
+
+impl Measured {
+    /// User + system CPU plus its BPF programs' run time over the profiler's lifetime, in percent of
+    /// all CPUs: the cost of the whole run, start and shutdown included.
+    pub(crate) fn machine_percent(&self) -> f64 {
+        let bpf_s = self
+            .usage
+            .bpf
+            .filter(|b| b.runs > 0)
+            .map_or(0.0, |b| b.run_ns as f64 / 1e9);
+        100.0 * (self.usage.cpu.as_secs_f64() + bpf_s) / self.window.as_secs_f64() / cpus() as f64
+    }
+
+    /// The same over the workload's run only ([`Span`]), in percent of all CPUs.
+    pub(crate) fn profiling_percent(&self) -> Option<f64> {
+        let d = self.during.as_ref()?;
+        let bpf_s = d.bpf.run_ns as f64 / 1e9;
+        Some(100.0 * (d.cpu.as_secs_f64() + bpf_s) / d.wall.as_secs_f64() / cpus() as f64)
+    }
+
+    /// CPU seconds the profiler used before the workload started: its start.
+    pub(crate) fn start_cpu(&self) -> Option<f64> {
+        self.during.as_ref().map(|d| d.cpu_before.as_secs_f64())
+    }
 }
