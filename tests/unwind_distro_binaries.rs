@@ -2,6 +2,8 @@
 //! `xz -9` and the system `python3` running a loop.
 //! - At least 95% of each process's samples reach `__libc_start_call_main` or `start_thread` (libc's
 //!   names come from its debug file in /usr/lib/debug, package libc6-dbg).
+//! - Their tables need more page entries than the kernel's first page hash holds: the walks go
+//!   through the larger hash that replaced it.
 //! - Agreement with `perf record --call-graph dwarf` on the same processes in the same seconds: at
 //!   least 90% of sonde's samples (weighted) have a user stack that perf also sampled.
 //!
@@ -169,9 +171,19 @@ fn debian_xz_and_python3_stacks_are_complete_and_agree_with_perf_dwarf() {
         "off",
         "--output",
         out.to_str().unwrap(),
+        "--summary-json",
+        "-",
     ]);
     assert!(perf.wait().unwrap().success(), "perf record failed");
     eprintln!("{summary}");
+    // python3's, libc's and liblzma's tables need more page entries than the kernel's first page
+    // hash holds (1,024): the stacks below were walked through the larger hash that replaced it.
+    let pages = summary_field(&summary, "unwind_table_pages");
+    let capacity = summary_field(&summary, "unwind_page_hash_capacity");
+    assert!(
+        pages > 1024.0 && capacity >= pages,
+        "{pages} page entries in a hash of {capacity}: the hash should have grown past 1,024"
+    );
 
     let profile = read_pprof(&out);
     let samples = resolve(&profile);

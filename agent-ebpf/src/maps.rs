@@ -8,7 +8,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    btf_maps::{Array as BtfArray, ArrayOfMaps, StackTrace},
+    btf_maps::{Array as BtfArray, ArrayOfMaps, HashMap as BtfHashMap, StackTrace},
     macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
@@ -71,10 +71,16 @@ pub static UNWIND_ROWS: ArrayOfMaps<BtfArray<RowBlock, { ROW_CHUNK_BLOCKS as usi
 /// The distinct rules of all loaded tables, indexed by the packed rows.
 #[map]
 pub static UNWIND_RULES: Array<UnwindRule> = Array::with_max_entries(1, 0);
-/// Where each page of each loaded table is. Not preallocated: memory follows the tables loaded.
-#[map]
-pub static UNWIND_PAGES: HashMap<PageKey, PageEntry> =
-    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+/// Where each page of each loaded table is: one hash behind a one-slot array, which userspace
+/// replaces with a larger copy as tables need more entries. A hash's buckets are allocated for every
+/// entry it may hold (16 bytes each, 4 MiB at the `--max-unwind-table-mib` budget), while one
+/// process's tables use a few hundred; the copy is complete before the swap, so a walk sees either.
+/// Not preallocated: the entries themselves follow the tables loaded.
+#[btf_map]
+pub static UNWIND_PAGES: ArrayOfMaps<
+    BtfHashMap<PageKey, PageEntry, 1, { BPF_F_NO_PREALLOC as usize }>,
+    1,
+> = ArrayOfMaps::new();
 /// Executable mappings of each process with tables, by tgid. Not preallocated (8 KiB per process).
 #[map]
 pub static PROC_MAPPINGS: HashMap<u32, ProcMappings> =

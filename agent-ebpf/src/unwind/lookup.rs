@@ -109,8 +109,8 @@ fn rule(table_id: u32, pc: u32) -> Option<UnwindRule> {
         table_id,
         page: pc >> PAGE_SHIFT,
     };
-    // SAFETY: the entry is copied out at once.
-    let entry = unsafe { *UNWIND_PAGES.get(key)? };
+    // SAFETY: the entry is copied out at once (a hash value may be removed after the lookup).
+    let entry = unsafe { *UNWIND_PAGES.get_value_ptr_mut(0, &key)? };
     let block = UNWIND_ROWS.get_value(
         entry.block / ROW_CHUNK_BLOCKS,
         &(entry.block % ROW_CHUNK_BLOCKS),

@@ -99,9 +99,9 @@ impl SampleCost {
 }
 
 /// Kernel memory held by this process's BPF maps, by map name (`memlock` of each map fd in
-/// `/proc/self/fdinfo`), largest first. The unwind rows' chunks, the one kind of map userspace
-/// creates (aya names them all `standalone_array`), are summed into the outer map's name; a map
-/// without a name is `unnamed`.
+/// `/proc/self/fdinfo`), largest first. The maps userspace creates, the unwind rows' chunks (aya
+/// names them `standalone_array`) and the unwind page hash (`standalone_hash`), are summed into
+/// their outer map's name; a map without a name is `unnamed`.
 pub(crate) fn map_memory() -> Vec<(String, u64)> {
     // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` and `map_id` a
     // BPF map's fdinfo adds.
@@ -119,9 +119,10 @@ pub(crate) fn map_memory() -> Vec<(String, u64)> {
         let name = aya::maps::MapInfo::from_id(id)
             .ok()
             .and_then(|m| m.name_as_str().filter(|n| !n.is_empty()).map(str::to_owned))
-            .map(|n| match n.starts_with("standalone_") {
-                true => names::UNWIND_ROWS.to_owned(),
-                false => n,
+            .map(|n| match n.as_str() {
+                "standalone_array" => names::UNWIND_ROWS.to_owned(),
+                "standalone_hash" => names::UNWIND_PAGES.to_owned(),
+                _ => n,
             })
             .unwrap_or_else(|| "unnamed".to_owned());
         *by_name.entry(name).or_default() += memlock;

@@ -19,7 +19,7 @@ use sonde_abi::{
 };
 
 use super::unwind_maps::{
-    PAGES_PER_BLOCK, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget, chunks_for_blocks,
+    PAGES_PER_BLOCK, PageHash, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget, chunks_for_blocks,
 };
 use super::{
     BpfError,
@@ -198,7 +198,6 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             MAX_RULES as u32
         },
     );
-    loader.map_max_entries(names::UNWIND_PAGES, blocks * PAGES_PER_BLOCK);
     if globals.kernel_log == 0 {
         // Never written: the smallest ring buffer the kernel takes.
         loader.map_max_entries(names::AYA_LOGS, page_size());
@@ -261,7 +260,11 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         _ => Some(UnwindMaps {
             rows: RowChunks::new(take_map(&mut ebpf, names::UNWIND_ROWS)?),
             rules: take_map(&mut ebpf, names::UNWIND_RULES)?,
-            pages: take_map(&mut ebpf, names::UNWIND_PAGES)?,
+            pages: PageHash::new(
+                take_map(&mut ebpf, names::UNWIND_PAGES)?,
+                blocks * PAGES_PER_BLOCK,
+            )
+            .map_err(map_err(names::UNWIND_PAGES))?,
             procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
             files: take_map(&mut ebpf, names::FILE_TABLES)?,
             capacity: blocks,

@@ -36,11 +36,16 @@ pub(crate) const BLOCK_BYTES: u64 = (ROWS_PER_BLOCK * size_of::<PackedRow>()) as
 /// Kernel bytes of one page entry: a non-preallocated hash element with an 8-byte key and value is
 /// a 64-byte slab object.
 pub(crate) const PAGE_ENTRY_BYTES: u64 = 64;
-/// Kernel bytes of one hash bucket of `UNWIND_PAGES`, allocated for every possible entry at load.
+/// Kernel bytes of one hash bucket of `UNWIND_PAGES`, allocated for every entry the hash may hold.
 pub(crate) const PAGE_BUCKET_BYTES: u64 = 16;
 /// Page entries allowed per block of rows: 4 KiB of code holds about 80 rows on average, so about 100
 /// pages fill an 8192-row block (libc 98, python3 88, libLLVM 103); 128 leaves room for sparse tables.
 pub(crate) const PAGES_PER_BLOCK: u32 = 128;
+/// Linux's `BPF_F_NO_PREALLOC` (uapi `bpf.h`): the flag the page hash's template carries in the
+/// kernel object, which every hash put in its place must carry too.
+const BPF_F_NO_PREALLOC: u32 = 1;
+/// Page entries the first page hash holds (16 KiB of buckets): the tables of a few processes.
+pub(crate) const FIRST_PAGE_ENTRIES: u32 = 1024;
 /// Bytes of the rule array, allocated in full at load.
 pub(crate) const RULES_BYTES: u64 = (MAX_RULES * size_of::<UnwindRule>()) as u64;
 
@@ -93,6 +98,79 @@ impl RowChunks {
     }
 }
 
+/// `UNWIND_PAGES`: the page hash behind a one-slot outer array. A hash's buckets are allocated for
+/// every entry it may hold, so it starts at [`FIRST_PAGE_ENTRIES`] and, when full, is replaced by a
+/// copy four times larger (up to `limit`, what the budget's blocks may use), written in full before
+/// the outer slot points at it: a walk reads the old hash or the new, both complete.
+pub(crate) struct PageHash {
+    outer: ArrayOfMaps<MapData, BpfHashMap<MapData, PageKey, PageEntry>>,
+    inner: BpfHashMap<MapData, PageKey, PageEntry>,
+    capacity: u32,
+    limit: u32,
+    len: u32,
+}
+
+impl PageHash {
+    /// Creates the first hash and puts it in `outer`; later ones are never larger than `limit`.
+    pub(crate) fn new(
+        mut outer: ArrayOfMaps<MapData, BpfHashMap<MapData, PageKey, PageEntry>>,
+        limit: u32,
+    ) -> Result<Self, MapError> {
+        let capacity = FIRST_PAGE_ENTRIES.min(limit).max(1);
+        let inner = BpfHashMap::create(capacity, BPF_F_NO_PREALLOC)?;
+        outer.set(0, &inner, 0)?;
+        Ok(Self {
+            outer,
+            inner,
+            capacity,
+            limit,
+            len: 0,
+        })
+    }
+
+    /// Adds the entry of a page not in the hash yet (a table's ids are never reused), growing the
+    /// hash first when it is full.
+    pub(crate) fn insert(&mut self, key: PageKey, entry: PageEntry) -> Result<(), MapError> {
+        if self.len >= self.capacity && self.capacity < self.limit {
+            self.grow(self.capacity.saturating_mul(4).min(self.limit))?;
+        }
+        self.inner.insert(key, entry, 0)?;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes a page's entry; one already gone is not an error.
+    pub(crate) fn remove(&mut self, key: &PageKey) -> Result<(), MapError> {
+        match self.inner.remove(key) {
+            Ok(()) => {
+                self.len = self.len.saturating_sub(1);
+                Ok(())
+            }
+            Err(MapError::KeyNotFound) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Entries the current hash holds before it is replaced.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    fn grow(&mut self, capacity: u32) -> Result<(), MapError> {
+        let mut bigger = BpfHashMap::create(capacity, BPF_F_NO_PREALLOC)?;
+        for item in self.inner.iter() {
+            let (key, entry) = item?;
+            bigger.insert(key, entry, 0)?;
+        }
+        self.outer.set(0, &bigger, 0)?;
+        // The old hash is freed once the last walk holding it returns.
+        self.inner = bigger;
+        self.capacity = capacity;
+        tracing::debug!(capacity, len = self.len, "unwind page hash grown");
+        Ok(())
+    }
+}
+
 /// The kernel maps the unwinder owns.
 pub(crate) struct UnwindMaps {
     /// `UNWIND_ROWS`.
@@ -100,7 +178,7 @@ pub(crate) struct UnwindMaps {
     /// `UNWIND_RULES`.
     pub(crate) rules: Array<MapData, UnwindRule>,
     /// `UNWIND_PAGES`.
-    pub(crate) pages: BpfHashMap<MapData, PageKey, PageEntry>,
+    pub(crate) pages: PageHash,
     /// `PROC_MAPPINGS`.
     pub(crate) procs: BpfHashMap<MapData, u32, ProcMappings>,
     /// `FILE_TABLES`.

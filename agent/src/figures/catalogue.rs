@@ -260,6 +260,9 @@ pub(crate) static WINDOW: &[Figure] = &[
     })
     .unit(Unit::Bytes),
     now("unwind_table_pages", "Unwind table page entries in the kernel now.", |i| unwind(i).pages as f64),
+    now("unwind_page_hash_capacity", "Page entries the kernel's page hash holds before it is replaced by a larger one.", |i| {
+        unwind(i).page_capacity as f64
+    }),
     now("unwind_processes", "Processes with mapping entries in the kernel now.", |i| unwind(i).processes as f64),
     so_far("unwind_mappings_dropped", "Executable mappings beyond the kernel's per-process limit (left to frame pointers).", |i| {
         unwind(i).mappings_dropped as f64

@@ -31,10 +31,12 @@ pub struct UnwindStats {
     pub build_seconds: f64,
     /// Tables evicted to stay within the budget.
     pub evictions: u64,
-    /// Kernel bytes of the tables loaded now: their rows and page entries.
+    /// Kernel bytes of the tables loaded now: their rows, page entries and the page hash's buckets.
     pub table_bytes: u64,
     /// Page entries in the kernel now.
     pub pages: u64,
+    /// Page entries the kernel's page hash holds before it is replaced by a larger one.
+    pub page_capacity: u64,
     /// Distinct rules in the kernel now (shared by all tables).
     pub rules: u64,
     /// The budget (`--max-unwind-table-mib`), bytes.

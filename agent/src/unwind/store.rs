@@ -128,6 +128,11 @@ impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
         self.stats
     }
 
+    /// The kernel maps behind it.
+    pub(crate) fn maps(&self) -> &M {
+        &self.maps
+    }
+
     /// The id of the loaded table `key`, marking it used.
     pub(crate) fn get(&mut self, key: &K) -> Option<u32> {
         self.clock += 1;

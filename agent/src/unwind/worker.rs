@@ -29,7 +29,7 @@ use crate::{
     bpf::{
         BpfError,
         maps::map_err,
-        unwind_maps::{BLOCK_BYTES, PAGE_ENTRY_BYTES, RowChunks, UnwindMaps},
+        unwind_maps::{BLOCK_BYTES, PAGE_BUCKET_BYTES, PAGE_ENTRY_BYTES, PageHash, RowChunks, UnwindMaps},
     },
     process::{
         Mapping, ProcessInfo,
@@ -63,7 +63,7 @@ enum Request {
 struct AyaTableMaps {
     rows: RowChunks,
     rules: Array<MapData, UnwindRule>,
-    pages: BpfHashMap<MapData, PageKey, PageEntry>,
+    pages: PageHash,
 }
 
 impl TableMaps for AyaTableMaps {
@@ -79,14 +79,13 @@ impl TableMaps for AyaTableMaps {
     }
     fn insert_page(&mut self, key: PageKey, entry: PageEntry) -> Result<(), BpfError> {
         self.pages
-            .insert(key, entry, 0)
+            .insert(key, entry)
             .map_err(map_err(names::UNWIND_PAGES))
     }
     fn remove_page(&mut self, key: PageKey) -> Result<(), BpfError> {
-        match self.pages.remove(&key) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(err) => Err(map_err(names::UNWIND_PAGES)(err)),
-        }
+        self.pages
+            .remove(&key)
+            .map_err(map_err(names::UNWIND_PAGES))
     }
 }
 
@@ -283,7 +282,10 @@ impl Worker {
             }
             let store = self.store.stats();
             let mut stats = self.stats.lock().expect("unwind stats lock");
-            stats.table_bytes = store.blocks_used * BLOCK_BYTES + store.pages * PAGE_ENTRY_BYTES;
+            stats.page_capacity = u64::from(self.store.maps().pages.capacity());
+            stats.table_bytes = store.blocks_used * BLOCK_BYTES
+                + store.pages * PAGE_ENTRY_BYTES
+                + stats.page_capacity * PAGE_BUCKET_BYTES;
             stats.pages = store.pages;
             stats.rules = store.rules;
             stats.evictions = store.evictions;
