@@ -100,7 +100,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if crate::stop_signal::sleep(Duration::from_secs(args.duration)) {
         tracing::info!("stopped by signal; writing what was recorded");
     }
-    let window = sampler.window().context("draining the kernel maps")?;
+    let window = sampler.last_window().context("draining the kernel maps")?;
     let profile = match args.profile {
         ProfileChoice::Cpu => window.on_cpu.as_ref(),
         ProfileChoice::Offcpu => window.off_cpu.as_ref(),

@@ -251,6 +251,17 @@ impl Sampler {
         Ok(window)
     }
 
+    /// Ends the last window of a recording. The unwinder stops first: the agent's own work at the
+    /// end, which this window's drain and symbolization cause, would otherwise set it building
+    /// tables no later window uses (the agent's own binary's: 340k rows, 70 ms and 7 MB of heap at
+    /// the recording's peak of memory).
+    pub(crate) fn last_window(&mut self) -> Result<Window, BpfError> {
+        let unwind = self.unwinder.take().map(Unwinder::stop);
+        let mut window = self.window()?;
+        window.unwind = unwind;
+        Ok(window)
+    }
+
     fn symbolize(&mut self, raw: RawWindow, start: SystemTime, duration: Duration) -> Window {
         let time_nanos = crate::clock::unix_nanos(start);
         let mut procs = self.procs.lock().expect("process table lock");

@@ -186,12 +186,13 @@ impl Unwinder {
         rx.recv_timeout(timeout).is_ok()
     }
 
-    /// Stops the thread.
-    pub(crate) fn stop(mut self) {
+    /// Stops the thread once the requests sent so far are handled; its final counters.
+    pub(crate) fn stop(mut self) -> UnwindStats {
         let _ = self.handle.tx.send(Request::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.stats()
     }
 }
 
