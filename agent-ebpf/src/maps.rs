@@ -8,12 +8,12 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    btf_maps::{Array as BtfArray, ArrayOfMaps, HashMap as BtfHashMap, StackTrace},
+    btf_maps::{Array as BtfArray, ArrayOfMaps, HashMap as BtfHashMap},
     macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use sonde_abi::{
-    Control, FileKey, FileTable, KERNEL_STACK_DEPTH, OffCpuSampling, OffCpuStart, OffCpuValue,
+    Control, FileKey, FileTable, KernelStack, OffCpuSampling, OffCpuStart, OffCpuValue,
     PROCESS_SLOTS, PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock,
     SampleKey, THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, cost_path,
     go::{GoProc, LabelSet},
@@ -21,7 +21,7 @@ use sonde_abi::{
     names::runtime_programs,
     python::PyProc,
     stat,
-    unwind::ROW_CHUNK_BLOCKS,
+    unwind::{ROW_CHUNK_BLOCKS, SCRATCH_SLOTS},
     v8::V8Proc,
 };
 
@@ -131,21 +131,22 @@ pub static ONCPU_RUNTIMES: ProgramArray =
 pub static OFFCPU_RUNTIMES: ProgramArray =
     ProgramArray::with_max_entries(runtime_programs::COUNT, 0);
 
-/// A slot's kernel stacks. A BTF map, whose definition carries its depth: the legacy stack-trace
-/// map is fixed at 127 frames.
-type KernelStacks = StackTrace<8192, 0, KERNEL_STACK_DEPTH>;
-#[btf_map]
-static KSTACKS_0: KernelStacks = KernelStacks::new();
-#[btf_map]
-static KSTACKS_1: KernelStacks = KernelStacks::new();
-#[btf_map]
-static KSTACKS_2: KernelStacks = KernelStacks::new();
-
 // Stacks and aggregations are not preallocated: a preallocated hash holds its every possible entry
 // from load (9 MiB of user stacks per slot at 8192), while a window of one process uses a few hundred
 // entries. perf_event programs may allocate since Linux 6.1 (`bpf_mem_alloc`, which is NMI-safe), as
-// `UNWIND_PAGES` already does; a failed allocation is a full map, counted as such. Kernel stack maps
-// are always preallocated.
+// `UNWIND_PAGES` already does; a failed allocation is a full map, counted as such. Kernel stacks are
+// kept the same way (see `sonde_abi::KernelStack` for why not in the kernel's stack-trace maps).
+#[map]
+static KSTACKS_0: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+#[map]
+static KSTACKS_1: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+#[map]
+static KSTACKS_2: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+/// Where a kernel stack is read before it is hashed, per CPU and per program kind (indexed like
+/// the unwinder's scratch: a perf event's NMI may interrupt the sched_switch program on its CPU).
+#[map]
+pub static KSTACK_SCRATCH: PerCpuArray<KernelStack> =
+    PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
 #[map]
 static USTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 #[map]
@@ -216,9 +217,9 @@ pub fn pid_listed(tgid: u32) -> bool {
     PIDS.get_ptr(tgid).is_some()
 }
 
-/// The kernel stack-trace map of `slot`.
+/// The kernel-stack map of `slot`.
 #[inline(always)]
-pub fn kernel_stacks(slot: u64) -> &'static KernelStacks {
+pub fn kernel_stacks(slot: u64) -> &'static HashMap<u32, KernelStack> {
     match slot {
         0 => &KSTACKS_0,
         1 => &KSTACKS_1,
@@ -332,6 +333,43 @@ pub fn add_episode(
                 Ok(())
             }
             None => Err(MapFull),
+        },
+    }
+}
+
+/// How storing a stack under a hash of it went ([`insert_once`]).
+pub enum Once {
+    /// Stored now or before.
+    Stored,
+    /// Another stack is stored under the same key.
+    Collision,
+    /// Not stored: the map is full.
+    Full,
+}
+
+/// Stores `value` under `key`, a hash of it, unless the map holds it already; a value there whose
+/// second hash (`check_of`) is not `check` is another stack under the same key. Another CPU may store
+/// the same key between the lookup and the insert.
+#[inline(always)]
+pub fn insert_once<K, V>(
+    map: &HashMap<K, V>,
+    key: &K,
+    value: &V,
+    check: u64,
+    check_of: impl Fn(*const V) -> u64,
+) -> Once {
+    let same = |existing: *const V| match check_of(existing) == check {
+        true => Once::Stored,
+        false => Once::Collision,
+    };
+    if let Some(existing) = map.get_ptr(key) {
+        return same(existing);
+    }
+    match map.insert(key, value, BPF_NOEXIST as u64) {
+        Ok(()) => Once::Stored,
+        Err(_) => match map.get_ptr(key) {
+            Some(existing) => same(existing),
+            None => Once::Full,
         },
     }
 }

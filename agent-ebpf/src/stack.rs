@@ -1,12 +1,18 @@
 //! Stack capture shared by the on-CPU and off-CPU programs: the kernel stack id, the walked and stored
 //! user stack, and the thread name, as one aggregation key.
 
-use aya_ebpf::{helpers::bpf_get_current_comm, programs::tracing::StackIdContext};
-use sonde_abi::{SLOTS, STACK_COLLISION, STACK_NONE, SampleKey, cost_path, stat};
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_current_comm, generated::bpf_get_stack},
+};
+use sonde_abi::{
+    KERNEL_STACK_DEPTH, KernelStack, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE,
+    SampleKey, cost_path, stat,
+};
 
 use crate::{
-    maps::{bump, kernel_stacks},
-    unwind::{self, regs::UserRegs},
+    maps::{KSTACK_SCRATCH, Once, bump, insert_once, kernel_stacks},
+    unwind::{self, mix, regs::UserRegs},
 };
 
 /// A sample's aggregation key, and whether userspace knows the process already.
@@ -25,7 +31,7 @@ pub struct Captured {
 /// walk saves most of the program's run time on CPU-bound processes). `on_cpu`: the task was
 /// interrupted running, not switched out.
 #[inline(always)]
-pub fn capture<const WALKER: u32, C: StackIdContext>(
+pub fn capture<const WALKER: u32, C: EbpfContext>(
     ctx: &C,
     tgid: u32,
     generation: u64,
@@ -37,7 +43,7 @@ pub fn capture<const WALKER: u32, C: StackIdContext>(
 ) -> Captured {
     let slot = generation % SLOTS;
     let kernel_stack_id = if with_kernel {
-        classify(ctx.get_stackid(kernel_stacks(slot), 0))
+        kernel_stack(ctx, slot, scratch_slot)
     } else {
         STACK_NONE
     };
@@ -65,19 +71,54 @@ pub fn capture<const WALKER: u32, C: StackIdContext>(
     }
 }
 
-/// Turns a kernel `bpf_get_stackid` result into a key field, counting every failure that loses a stack.
+/// Reads the current kernel stack and stores it in the kernel-stack map of `slot` under a 31-bit hash
+/// of its frames; the key, or why there is none (counted when a stack is lost).
 #[inline(always)]
-fn classify(result: Result<i64, i32>) -> i32 {
-    match result {
-        Ok(id) => id as i32,
-        Err(STACK_NONE) => STACK_NONE,
-        Err(STACK_COLLISION) => {
+fn kernel_stack<C: EbpfContext>(ctx: &C, slot: u64, scratch_slot: u32) -> i32 {
+    let Some(buf) = KSTACK_SCRATCH.get_ptr_mut(scratch_slot) else {
+        bump(stat::KERNEL_STACK_ERROR);
+        return STACK_MAP_FULL;
+    };
+    // SAFETY: this CPU's entry for this program kind; nothing else runs on it meanwhile.
+    let buf = unsafe { &mut *buf };
+    // SAFETY: the helper writes at most the size given, into map memory.
+    let read = unsafe {
+        bpf_get_stack(
+            ctx.as_ptr(),
+            buf.ips.as_mut_ptr().cast(),
+            (8 * KERNEL_STACK_DEPTH) as u32,
+            0,
+        )
+    };
+    if read <= 0 {
+        // -EFAULT: no kernel stack to walk (the helper returns it for an empty one too).
+        if read == 0 || read == i64::from(STACK_NONE) {
+            return STACK_NONE;
+        }
+        bump(stat::KERNEL_STACK_ERROR);
+        return read as i32;
+    }
+    // Every word, the zeroed tail included: no loop bound depends on the length read.
+    let (mut hash, mut check) = (0x6a09_e667_f3bc_c908_u64, 0xbb67_ae85_84ca_a73b_u64);
+    for i in 0..KERNEL_STACK_DEPTH {
+        let ip = buf.ips[i];
+        hash = mix(hash ^ ip, 0x9e37_79b9_7f4a_7c15);
+        check = mix(check ^ ip, 0xc2b2_ae3d_27d4_eb4f);
+    }
+    buf.check = check;
+    // Non-negative: the key field's negative values are statuses.
+    let id = (mix(hash, 0xff51_afd7_ed55_8ccd) >> 33) as u32;
+    // SAFETY: a pointer from a successful lookup.
+    let check_of = |existing: *const KernelStack| unsafe { (*existing).check };
+    match insert_once(kernel_stacks(slot), &id, buf, check, check_of) {
+        Once::Stored => id as i32,
+        Once::Collision => {
             bump(stat::KERNEL_STACK_COLLISION);
             STACK_COLLISION
         }
-        Err(errno) => {
+        Once::Full => {
             bump(stat::KERNEL_STACK_ERROR);
-            errno
+            STACK_MAP_FULL
         }
     }
 }

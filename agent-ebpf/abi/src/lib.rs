@@ -22,12 +22,24 @@ pub use unwind::{
 pub const TASK_COMM_LEN: usize = 16;
 /// Frames per user stack (`perf_event_max_stack` default).
 pub const MAX_STACK_DEPTH: usize = 127;
-/// Frames per kernel stack: the depth of the kernel stack-trace maps, which the kernel preallocates
-/// in full (entries x depth x 8 bytes, per slot). Kernel stacks seen on busy hosts (syscalls, page
-/// faults, exec, exit, the scheduler) hold 10 to 25 frames, an interrupt on top of them some 20 more;
-/// 127 doubled the maps' memory (8.5 MB a slot) for depths never reached. A stack that fills all 64 may
-/// have been cut: userspace counts it (`kernel_stacks_full`).
+/// Frames per kernel stack ([`KernelStack`]). Kernel stacks seen on busy hosts (syscalls, page faults,
+/// exec, exit, the scheduler) hold 10 to 25 frames, an interrupt on top of them some 20 more. A stack
+/// that fills all 64 may have been cut: userspace counts it (`kernel_stacks_full`).
 pub const KERNEL_STACK_DEPTH: usize = 64;
+
+/// Value of the kernel-stack maps: one kernel stack, keyed by a 31-bit hash of its frames
+/// ([`SampleKey::kernel_stack_id`], whose negative values are statuses). A hash map rather than the
+/// kernel's stack-trace map, which preallocates every entry at full depth (4.4 MB a slot at 8192
+/// entries, for a few hundred stacks a window) and loses a stack to every bucket collision.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct KernelStack {
+    /// A second, independent hash of the frames: a key collision shows as a mismatch here.
+    pub check: u64,
+    /// Return addresses, leaf first; zero after the last (the helper zeroes what it does not fill).
+    pub ips: [u64; KERNEL_STACK_DEPTH],
+}
+const _: () = assert!(core::mem::size_of::<KernelStack>() == 8 + 8 * KERNEL_STACK_DEPTH);
 /// Number of map sets the kernel writes in turn; see [`Control::generation`].
 pub const SLOTS: u64 = 3;
 
@@ -48,7 +60,8 @@ pub const STACK_OK: i32 = 0;
 pub struct SampleKey {
     /// Process id (the kernel's tgid).
     pub tgid: u32,
-    /// Id in the kernel stack-trace map of slot `stack_slot`, or a negative errno (see `STACK_*`).
+    /// Key of the kernel stack in the kernel-stack map of slot `stack_slot` (a 31-bit hash), or a
+    /// negative status (see `STACK_*`).
     pub kernel_stack_id: i32,
     /// Key of the user stack in the user-stack map of slot `stack_slot` when `user_stack_status` is
     /// [`STACK_OK`]; 0 otherwise.
@@ -234,7 +247,7 @@ pub mod stat {
     pub const ONCPU_MAP_FULL: u32 = 2;
     /// User stacks lost to a collision of their key (the sample is kept without its user stack).
     pub const USER_STACK_COLLISION: u32 = 3;
-    /// Kernel stacks lost to a stack-trace map bucket collision.
+    /// Kernel stacks lost to a key collision (another stack under the same 31-bit hash).
     pub const KERNEL_STACK_COLLISION: u32 = 4;
     /// User stacks that could not be stored (user-stack map full).
     pub const USER_STACK_ERROR: u32 = 5;
@@ -442,6 +455,7 @@ mod pod {
     unsafe impl aya::Pod for super::VmaMappings {}
     unsafe impl aya::Pod for super::ProcMappings {}
     unsafe impl aya::Pod for super::UserStack {}
+    unsafe impl aya::Pod for super::KernelStack {}
     unsafe impl aya::Pod for super::OffCpuSampling {}
     unsafe impl aya::Pod for super::ThreadSlot {}
     unsafe impl aya::Pod for super::ProcessSampling {}

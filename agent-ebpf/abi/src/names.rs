@@ -27,6 +27,8 @@ pub const OFFCPU_PROCESS_SAMPLING: &str = "OFFCPU_PROCESS_SAMPLING";
 pub const OFFCPU_START_STAGING: &str = "OFFCPU_START_STAGING";
 /// Per-CPU scratch space of the user-stack walk.
 pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
+/// Per-CPU buffer a kernel stack is read into before it is hashed ([`crate::KernelStack`]).
+pub const KSTACK_SCRATCH: &str = "KSTACK_SCRATCH";
 /// Unwind rows, in blocks ([`crate::RowBlock`]).
 pub const UNWIND_ROWS: &str = "UNWIND_ROWS";
 /// Where each page of each unwind table is ([`crate::PageKey`] -> [`crate::PageEntry`]).
@@ -97,7 +99,7 @@ pub mod runtime_programs {
     ];
 }
 
-/// Kernel stack-trace maps, one per slot.
+/// Kernel-stack maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
 /// User stacks ([`crate::UserStack`]), one map per slot.
 pub const USER_STACKS: [&str; 3] = ["USTACKS_0", "USTACKS_1", "USTACKS_2"];
@@ -107,7 +109,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 41] = [
+pub const ALL_MAPS: [&str; 42] = [
     CONTROL,
     PIDS,
     STATS,
@@ -120,6 +122,7 @@ pub const ALL_MAPS: [&str; 41] = [
     OFFCPU_PROCESS_SAMPLING,
     OFFCPU_START_STAGING,
     UNWIND_SCRATCH,
+    KSTACK_SCRATCH,
     UNWIND_ROWS,
     UNWIND_PAGES,
     UNWIND_RULES,

@@ -21,7 +21,7 @@ mod window;
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST, helpers::generated::bpf_loop, macros::map, maps::PerCpuArray,
+    helpers::generated::bpf_loop, macros::map, maps::PerCpuArray,
 };
 use sonde_abi::{
     FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
@@ -35,7 +35,9 @@ use sonde_abi::{
 use crate::vmas::AddressSpace;
 use crate::{
     globals,
-    maps::{HS_PROCS, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, user_stacks},
+    maps::{
+        HS_PROCS, Once, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, insert_once, user_stacks,
+    },
     runtime::walker,
 };
 use regs::UserRegs;
@@ -446,45 +448,22 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
     if recent.id == id && recent.check == check && recent.generation == generation {
         return ok;
     }
-    let map = user_stacks(generation % SLOTS);
-    let same = |existing: *const UserStack| {
-        // SAFETY: a pointer from a successful lookup.
-        if unsafe { (*existing).check } == check {
-            true
-        } else {
-            bump(stat::USER_STACK_COLLISION);
-            false
+    // SAFETY: a pointer from a successful lookup.
+    let check_of = |existing: *const UserStack| unsafe { (*existing).check };
+    let failed = |counter: u32, status: i32| {
+        bump(counter);
+        Stored {
+            id: 0,
+            status,
+            known_process: false,
+            path: cost_path::TABLES,
         }
     };
     // By reference: the value is 1 KiB, twice the BPF stack.
-    #[allow(clippy::needless_borrows_for_generic_args)]
-    let inserted = |stack: &UserStack| map.insert(id, stack, BPF_NOEXIST as u64);
-    let stored = match map.get_ptr(id) {
-        Some(existing) => same(existing),
-        None => match inserted(&s.stack) {
-            Ok(()) => true,
-            // Stored meanwhile by another CPU: the same stack, or a collision.
-            Err(_) => match map.get_ptr(id) {
-                Some(existing) => same(existing),
-                None => {
-                    bump(stat::USER_STACK_ERROR);
-                    return Stored {
-                        id: 0,
-                        status: STACK_MAP_FULL,
-                        known_process: false,
-                        path: cost_path::TABLES,
-                    };
-                }
-            },
-        },
-    };
-    if !stored {
-        return Stored {
-            id: 0,
-            status: STACK_COLLISION,
-            known_process: false,
-            path: cost_path::TABLES,
-        };
+    match insert_once(user_stacks(generation % SLOTS), &id, &s.stack, check, check_of) {
+        Once::Stored => {}
+        Once::Collision => return failed(stat::USER_STACK_COLLISION, STACK_COLLISION),
+        Once::Full => return failed(stat::USER_STACK_ERROR, STACK_MAP_FULL),
     }
     *recent = StoredStack {
         id,

@@ -2,10 +2,12 @@
 
 use aya::{
     Ebpf,
-    maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
+    Pod,
+    maps::{Array, HashMap, MapData, PerCpuArray},
 };
 use sonde_abi::{
-    Control, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names, stat,
+    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names,
+    stat,
 };
 
 use super::BpfError;
@@ -27,7 +29,7 @@ pub trait KernelMaps {
     fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError>;
     /// Reads and removes every off-CPU aggregate of `slot`.
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError>;
-    /// Instruction pointers of kernel stack `id` in the stack-trace map of `slot`, leaf first.
+    /// Instruction pointers of kernel stack `id` in the kernel-stack map of `slot`, leaf first.
     fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError>;
     /// User stack `id` in the user-stack map of `slot`.
     fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError>;
@@ -47,7 +49,7 @@ pub struct AyaMaps {
     stats: PerCpuArray<MapData, u64>,
     on_cpu: Vec<HashMap<MapData, SampleKey, u64>>,
     off_cpu: Vec<HashMap<MapData, SampleKey, OffCpuValue>>,
-    kernel_stacks: Vec<StackTraceMap<MapData>>,
+    kernel_stacks: Vec<HashMap<MapData, u32, KernelStack>>,
     user_stacks: Vec<HashMap<MapData, u64, UserStack>>,
     start: HashMap<MapData, u32, OffCpuStart>,
     labels: HashMap<MapData, u64, LabelSet>,
@@ -93,6 +95,26 @@ impl AyaMaps {
             labels: take_map(ebpf, names::GO_LABELS)?,
         })
     }
+}
+
+/// Removes every entry of `map`, the slot `slot` of the maps `names`; how many there were.
+fn empty<K: Pod, V: Pod>(
+    map: &mut HashMap<MapData, K, V>,
+    names: &[&'static str; 3],
+    slot: u64,
+) -> Result<usize, BpfError> {
+    let name = slot_name(names, slot);
+    let keys = map
+        .keys()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(map_err(name))?;
+    for key in &keys {
+        match map.remove(key) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+            Err(source) => return Err(map_err(name)(source)),
+        }
+    }
+    Ok(keys.len())
 }
 
 pub(crate) fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '_ {
@@ -144,7 +166,11 @@ impl KernelMaps for AyaMaps {
 
     fn kernel_stack(&self, slot: u64, id: u32) -> Result<Option<Vec<u64>>, BpfError> {
         match self.kernel_stacks[slot as usize].get(&id, 0) {
-            Ok(trace) => Ok(Some(trace.frames().iter().map(|f| f.ip).collect())),
+            Ok(stack) => {
+                // The kernel zeroes the words after the last frame.
+                let len = stack.ips.iter().position(|&ip| ip == 0);
+                Ok(Some(stack.ips[..len.unwrap_or(stack.ips.len())].to_vec()))
+            }
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
             Err(source) => Err(map_err(slot_name(&names::KERNEL_STACKS, slot))(source)),
         }
@@ -165,31 +191,10 @@ impl KernelMaps for AyaMaps {
     }
 
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
-        let kernel_name = slot_name(&names::KERNEL_STACKS, slot);
-        let map = &mut self.kernel_stacks[slot as usize];
-        let ids = map
-            .stack_ids()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(map_err(kernel_name))?;
-        for id in &ids {
-            match map.remove(id) {
-                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(source) => return Err(map_err(kernel_name)(source)),
-            }
-        }
-        let user_name = slot_name(&names::USER_STACKS, slot);
-        let map = &mut self.user_stacks[slot as usize];
-        let keys = map
-            .keys()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(map_err(user_name))?;
-        for key in &keys {
-            match map.remove(key) {
-                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(source) => return Err(map_err(user_name)(source)),
-            }
-        }
-        Ok(ids.len() + keys.len())
+        let s = slot as usize;
+        let kernel = empty(&mut self.kernel_stacks[s], &names::KERNEL_STACKS, slot)?;
+        let user = empty(&mut self.user_stacks[s], &names::USER_STACKS, slot)?;
+        Ok(kernel + user)
     }
 
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {
