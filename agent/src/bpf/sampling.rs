@@ -38,8 +38,11 @@ const MAX_ONE_IN: u32 = u16::MAX as u32;
 const AIM: f64 = 0.95;
 /// Share of the budget the busiest CPU may reach (threads move between CPUs unevenly).
 const BUSIEST: f64 = 1.5;
-/// Random-draw walks a CPU may make in a step, relative to its share of the budget, before the
-/// overflow probability applies (a storm that started since the last step).
+/// Random-draw walks a CPU may make in a step, relative to what the busiest CPU may reach
+/// ([`BUSIEST`]), before the overflow probability applies (a storm that started since the last
+/// step). Below that, a process whose threads share one CPU reached the cap within every step and
+/// spent the rest of it at the overflow draw, where each walk weighs hundreds of episodes: its
+/// estimate swung by ±15%.
 const CAP: f64 = 1.2;
 /// How much rarer the draw becomes past the cap.
 const OVERFLOW_FACTOR: u32 = 64;
@@ -106,14 +109,19 @@ pub fn next_settings(
         .max(needed(rates.eligible_max, BUSIEST))
         .ceil()
         .clamp(1.0, f64::from(MAX_ONE_IN)) as u32;
-    let cap = (budget * step.as_secs_f64() * CAP).ceil().max(1.0) as u32;
-    with_one_in(one_in, long_ns, cap)
+    with_one_in(one_in, long_ns, step_cap(budget, step))
+}
+
+/// The random-draw walks a CPU may make in a step of `step` before the overflow draw.
+fn step_cap(budget: f64, step: Duration) -> u32 {
+    (budget * BUSIEST * step.as_secs_f64() * CAP).ceil().max(1.0) as u32
 }
 
 /// Each process slot's inverse probability for the next step, from its switch `rates` (per second):
 /// a fair share of `total` walks per second each (water-filling: a slot needing less than its share
-/// tracks everything and leaves the rest to the others).
-pub fn process_shares(rates: &[f64], total: f64) -> Vec<u32> {
+/// tracks everything and leaves the rest to the others), but never more than `most`: a process's
+/// threads may all run on one CPU, whose walks the busiest CPU's limit bounds.
+pub fn process_shares(rates: &[f64], total: f64, most: f64) -> Vec<u32> {
     let mut order: Vec<usize> = (0..rates.len()).collect();
     order.sort_by(|a, b| rates[*a].total_cmp(&rates[*b]));
     let mut out = vec![1u32; rates.len()];
@@ -124,7 +132,7 @@ pub fn process_shares(rates: &[f64], total: f64) -> Vec<u32> {
         if rate <= 0.0 {
             continue;
         }
-        let share = left / active as f64;
+        let share = (left / active as f64).min(most);
         out[i] = if rate <= share {
             1
         } else {
@@ -150,8 +158,7 @@ fn moved(written: u32, wanted: u32) -> bool {
 
 /// The settings until the first step: track all, up to the first step's share of `budget`.
 fn start_settings(budget: u32) -> OffCpuSampling {
-    let first_cap = (f64::from(budget) * STEPS[0].as_secs_f64() * CAP).ceil() as u32;
-    with_one_in(1, LONG_NS_MIN, first_cap.max(1))
+    with_one_in(1, LONG_NS_MIN, step_cap(f64::from(budget), STEPS[0]))
 }
 
 /// Settings for a fixed inverse probability and per-step cap.
@@ -355,7 +362,7 @@ impl Stepper {
             .zip(before.iter().chain(std::iter::repeat(&0)))
             .map(|(now, then)| now.saturating_sub(*then) as f64 / seconds)
             .collect();
-        let shares = process_shares(&rates, total);
+        let shares = process_shares(&rates, total, f64::from(self.budget) * BUSIEST);
         if self.written.len() != shares.len() {
             self.written = vec![0; shares.len()];
         }
@@ -466,8 +473,8 @@ mod tests {
         assert_eq!(s.one_in, 64);
         assert_eq!(s.threshold, u32::MAX / 64);
         assert!(30_000 / s.one_in <= 475, "within 95% of the budget");
-        // The cap is the step's share of the budget, with 20% to spare.
-        assert_eq!(s.cap, 150);
+        // The cap is the step's share of what the busiest CPU may reach, with 20% to spare.
+        assert_eq!(s.cap, 225);
         assert_eq!(s.overflow_one_in, 64 * OVERFLOW_FACTOR);
     }
 
@@ -493,7 +500,7 @@ mod tests {
             STEP,
         );
         assert_eq!((s.one_in, s.threshold), (1, u32::MAX));
-        assert_eq!((s.cap, s.overflow_one_in), (150, OVERFLOW_FACTOR));
+        assert_eq!((s.cap, s.overflow_one_in), (225, OVERFLOW_FACTOR));
         assert_eq!(s.overflow_threshold, u32::MAX / OVERFLOW_FACTOR);
     }
 
@@ -515,12 +522,33 @@ mod tests {
     #[test]
     fn quiet_processes_track_everything_and_storms_share_the_rest() {
         // 1,000 walks a second: two quiet processes need 100 and 50, the storm gets the other 850.
-        let shares = process_shares(&[30_000.0, 100.0, 0.0, 50.0], 1_000.0);
+        let shares = process_shares(&[30_000.0, 100.0, 0.0, 50.0], 1_000.0, f64::INFINITY);
         assert_eq!(shares, vec![36, 1, 1, 1]);
         // Two storms split it evenly.
-        assert_eq!(process_shares(&[10_000.0, 10_000.0], 1_000.0), vec![20, 20]);
+        let shares = process_shares(&[10_000.0, 10_000.0], 1_000.0, f64::INFINITY);
+        assert_eq!(shares, vec![20, 20]);
         // Nothing to share: the largest probability the key can carry.
-        assert_eq!(process_shares(&[5.0], 0.0), vec![MAX_ONE_IN]);
+        assert_eq!(process_shares(&[5.0], 0.0, f64::INFINITY), vec![MAX_ONE_IN]);
+    }
+
+    #[test]
+    fn one_process_gets_no_more_walks_than_one_cpu_may_make() {
+        // The test workload's shape: one process, 3,700 switches a second, a 200-walk budget on
+        // 2 CPUs (380 walks a second to share), all its threads on one CPU. Its fair share alone
+        // gave 1 in 10, 370 walks a second on that CPU, past the step's cap (the rest of every step
+        // then went to the 1-in-832 overflow draw).
+        let most = 200.0 * BUSIEST;
+        let shares = process_shares(&[3_700.0], 380.0, most);
+        assert_eq!(shares, vec![13]);
+        let walks_per_step = 3_700.0 / 13.0 * STEP.as_secs_f64();
+        let cap = step_cap(200.0, STEP);
+        assert!(
+            walks_per_step * 1.2 < f64::from(cap),
+            "{walks_per_step} walks a step against a cap of {cap}"
+        );
+        // Water-filling goes on: what the capped process leaves goes to the others.
+        let shares = process_shares(&[3_700.0, 300.0], 1_000.0, most);
+        assert_eq!(shares, vec![13, 1]);
     }
 
     #[test]
@@ -538,8 +566,8 @@ mod tests {
         let s = start_settings(500);
         // Exact counts until the cap: a 20 ms sleep at start weighs 20 ms, not a multiple of it.
         assert_eq!((s.one_in, s.threshold), (1, u32::MAX));
-        // 500 walks a second, 10 ms to the first step, 20% to spare.
-        assert_eq!(s.cap, 6);
+        // 500 walks a second (750 on the busiest CPU), 10 ms to the first step, 20% to spare.
+        assert_eq!(s.cap, 9);
         assert_eq!(s.overflow_one_in, OVERFLOW_FACTOR);
         assert_eq!(start_settings(1).cap, 1, "at least one walk");
     }
