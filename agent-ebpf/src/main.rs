@@ -63,35 +63,40 @@ pub fn sonde_on_cpu_v8(ctx: PerfEventContext) -> u32 {
 }
 
 /// Fires on every context switch (`sched:sched_switch`), in the context of the task leaving the
-/// CPU: hands the switch to the program that walks that task's stacks.
+/// CPU: ends the entering thread's episode, draws the leaving one's, and hands a tracked episode to
+/// the program that walks that task's stacks.
 #[tracepoint]
 pub fn sonde_off_cpu(ctx: TracePointContext) -> u32 {
-    runtime::dispatch(&ctx, &maps::OFFCPU_RUNTIMES);
+    match off_cpu::switch(&ctx) {
+        Ok(true) => runtime::dispatch(&ctx, &maps::OFFCPU_RUNTIMES),
+        Ok(false) => {}
+        Err(failed) => diag::report(&ctx, "sonde_off_cpu", failed),
+    }
     0
 }
 
-/// Tail-called by `sonde_off_cpu` for a thread of any process but a JVM's or Node.js's.
+/// Tail-called by `sonde_off_cpu` for a tracked episode of any process but a JVM's or Node.js's.
 #[tracepoint]
 pub fn sonde_off_cpu_native(ctx: TracePointContext) -> u32 {
-    if let Err(failed) = off_cpu::switch::<{ walker::NATIVE }>(&ctx) {
+    if let Err(failed) = off_cpu::track::<{ walker::NATIVE }>(&ctx) {
         diag::report(&ctx, "sonde_off_cpu_native", failed);
     }
     0
 }
 
-/// Tail-called by `sonde_off_cpu` when a JVM's thread leaves the CPU.
+/// Tail-called by `sonde_off_cpu` for a tracked episode of a JVM's thread.
 #[tracepoint]
 pub fn sonde_off_cpu_java(ctx: TracePointContext) -> u32 {
-    if let Err(failed) = off_cpu::switch::<{ walker::JAVA }>(&ctx) {
+    if let Err(failed) = off_cpu::track::<{ walker::JAVA }>(&ctx) {
         diag::report(&ctx, "sonde_off_cpu_java", failed);
     }
     0
 }
 
-/// Tail-called by `sonde_off_cpu` when a Node.js thread leaves the CPU.
+/// Tail-called by `sonde_off_cpu` for a tracked episode of a Node.js thread.
 #[tracepoint]
 pub fn sonde_off_cpu_v8(ctx: TracePointContext) -> u32 {
-    if let Err(failed) = off_cpu::switch::<{ walker::V8 }>(&ctx) {
+    if let Err(failed) = off_cpu::track::<{ walker::V8 }>(&ctx) {
         diag::report(&ctx, "sonde_off_cpu_v8", failed);
     }
     0

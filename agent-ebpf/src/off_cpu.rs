@@ -12,7 +12,8 @@
 //! userspace set for its process (a fair share of the budget), or for sure when the thread's last
 //! tracked episode was long; the inverse probability goes into the key as the episode's weight. A
 //! switch that is not tracked costs a random draw and three cache lines (the process's counter and
-//! probability, the thread's slot); a switch-in of a thread with nothing pending costs one line.
+//! probability, the thread's slot), all in the attached program; a switch-in of a thread with
+//! nothing pending costs one line. Only a tracked switch-out goes on to a walking program.
 
 use aya_ebpf::{
     EbpfContext as _,
@@ -49,22 +50,24 @@ const STATE_SLEEPING: u64 = 0x1 | 0x2; // S, D
 const STATE_EXITING: u64 = 0x10 | 0x20; // X, Z
 const STATE_KNOWN: u64 = 0xff; // every reported state bit, below the "preempted" bit
 
-/// Handles one context switch, walking the leaving thread's native frames and those of `WALKER`'s
-/// runtime (`runtime::walker`).
+/// The attached program's part of a context switch, the same whatever the runtime: the entering
+/// thread's episode ends, and the leaving thread's is drawn. Whether it is tracked: only then does
+/// the switch go on to a walking program ([`track`]), picked by two process lookups and reached by a
+/// tail call, which the 99% of switches a busy host does not track no longer pay for.
 #[inline(always)]
-pub fn switch<const WALKER: u32>(ctx: &TracePointContext) -> Result<(), Failed> {
+pub fn switch(ctx: &TracePointContext) -> Result<bool, Failed> {
     let (prev_pid, prev_state, next_pid) = if globals::standard_layout() != 0 {
         standard_fields(ctx)
     } else {
         read_fields(ctx)?
     };
-    if prev_pid > 0 && counted(prev_state) {
-        switch_out::<WALKER>(ctx, prev_pid as u32)?;
-    }
     if next_pid > 0 {
         switch_in(next_pid as u32)?;
     }
-    Ok(())
+    if prev_pid > 0 && counted(prev_state) {
+        return draw(prev_pid as u32);
+    }
+    Ok(false)
 }
 
 /// `sched_switch`'s `prev_pid`, `prev_state` and `next_pid` where every kernel since 4.x has them:
@@ -120,12 +123,14 @@ fn thread_slot(tid: u32) -> Result<*mut ThreadSlot, Failed> {
         .ok_or(Failed::ThreadSlot)
 }
 
+/// Whether the episode of `tid`, leaving the CPU, is tracked; if so its start and weight are staged
+/// in this CPU's `OFFCPU_START_STAGING` entry for [`track`], tail-called next on the same CPU.
 #[inline(always)]
-fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<(), Failed> {
+fn draw(tid: u32) -> Result<bool, Failed> {
     // The tracepoint runs in the context of the task leaving the CPU, so current == prev.
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if globals::filter_pids() != 0 && !pid_listed(tgid) {
-        return Ok(());
+        return Ok(false);
     }
     bump(stat::OFFCPU_ELIGIBLE);
     let process = tgid % PROCESS_SLOTS;
@@ -161,7 +166,7 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
         };
         // SAFETY: no preconditions.
         if one_in > 1 && unsafe { bpf_get_prandom_u32() } > threshold {
-            return Ok(());
+            return Ok(false);
         }
         // SAFETY: as above.
         unsafe { (*sampling).tracked = settings.tracked.wrapping_add(1) };
@@ -170,8 +175,34 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
     // The episode starts now: the stack walk below takes microseconds of the thread's switch-out
     // (tens with unwind tables), which are off-CPU time too, and a clock read after it undercounted
     // every tracked episode by that much.
+    // Staged in this CPU's map memory rather than on the stack: the verifier caps a call chain's
+    // stack at 512 bytes, and [`track`]'s frame sits under the walk's callback and the Java frame
+    // step (320 bytes) on Linux 6.18, which counts the callback's chain.
+    let staged = OFFCPU_START_STAGING
+        .get_ptr_mut(0)
+        .ok_or(Failed::Sampling)?;
+    // SAFETY: this CPU's entry, used only by this program and the one it tail-calls.
+    let start = unsafe { &mut *staged };
     // SAFETY: no preconditions; the helper reads the monotonic clock.
-    let start_ns = unsafe { bpf_ktime_get_ns() };
+    start.start_ns = unsafe { bpf_ktime_get_ns() };
+    start.key.weight = weight.min(u32::from(u16::MAX)) as u16;
+    Ok(true)
+}
+
+/// In the walking program of `WALKER`'s runtime: the episode [`draw`] staged for the thread leaving
+/// the CPU gets its stacks and is remembered until the thread's switch-in.
+#[inline(always)]
+pub fn track<const WALKER: u32>(ctx: &TracePointContext) -> Result<(), Failed> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+    let slot = thread_slot(tid)?;
+    let staged = OFFCPU_START_STAGING
+        .get_ptr_mut(0)
+        .ok_or(Failed::Sampling)?;
+    // SAFETY: this CPU's entry, staged by the program that tail-called this one, until the insert
+    // below copies it.
+    let start = unsafe { &mut *staged };
+    let weight = start.key.weight;
     let generation = generation().ok_or(Failed::Control)?;
     // sched_switch runs in the kernel: the kernel stack is here, the user registers were saved when
     // the task entered the kernel.
@@ -185,19 +216,10 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
         false,
         crate::go_labels::of_sample::<WALKER>(tgid),
     );
-    captured.key.weight = weight.min(u32::from(u16::MAX)) as u16;
+    captured.key.weight = weight;
     if !captured.known_process {
         process::announce(tgid);
     }
-    // Staged in this CPU's map memory rather than on the stack: the verifier caps a call chain's
-    // stack at 512 bytes, and this frame sits under the walk's callback and the Java frame step
-    // (320 bytes) on Linux 6.18, which counts the callback's chain.
-    let staged = OFFCPU_START_STAGING
-        .get_ptr_mut(0)
-        .ok_or(Failed::Sampling)?;
-    // SAFETY: this CPU's entry, used only by this program until the insert below copies it.
-    let start = unsafe { &mut *staged };
-    start.start_ns = start_ns;
     start.generation = generation;
     start.key = captured.key;
     match OFFCPU_START.insert(tid, &*start, 0) {
@@ -206,7 +228,9 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
             unsafe { atomic_add_u32(&raw mut (*slot).pending, 1) };
             bump(stat::OFFCPU_SWITCH_OUT);
             add(stat::OFFCPU_WEIGHT, u64::from(captured.key.weight));
-            if long {
+            // SAFETY: as above; a hint that another thread of the slot may have overwritten since
+            // the draw, which only miscounts this statistic.
+            if unsafe { (*slot).long_tid } == tid {
                 bump(stat::OFFCPU_TRACKED_LONG);
             }
         }
@@ -215,11 +239,10 @@ fn switch_out<const WALKER: u32>(ctx: &TracePointContext, tid: u32) -> Result<()
     Ok(())
 }
 
-/// Its own BPF function, not inlined into `switch`: the verifier caps a program's stack at 512 bytes
-/// summed over a call chain, the walk's `bpf_loop` callback included, and with this function's
-/// copies of the episode (its start and key) in the same frame as the walk's caller, the chain
-/// reached 576 on Linux 6.18 and the program was refused.
-#[inline(never)]
+/// In the attached program, never under a walk: with its copies of the episode (its start and key)
+/// in the frame of the walk's caller, the call chain's stack, which the verifier caps at 512 bytes
+/// with the walk's `bpf_loop` callback included on Linux 6.18, reached 576.
+#[inline(always)]
 fn switch_in(tid: u32) -> Result<(), Failed> {
     let slot = thread_slot(tid)?;
     // SAFETY: a pointer into the live array; a stale read only costs a lookup or skips one that a
