@@ -6,8 +6,8 @@ use aya_ebpf::{
     helpers::{bpf_get_current_comm, generated::bpf_get_stack},
 };
 use sonde_abi::{
-    KERNEL_STACK_DEPTH, KernelStack, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE,
-    SampleKey, cost_path, stat,
+    KERNEL_STACK_DEPTH, KernelStack, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE, SampleKey,
+    cost_path, stat,
 };
 
 use crate::{

@@ -20,9 +20,7 @@ mod window;
 
 use core::ffi::c_void;
 
-use aya_ebpf::{
-    helpers::generated::bpf_loop, macros::map, maps::PerCpuArray,
-};
+use aya_ebpf::{helpers::generated::bpf_loop, macros::map, maps::PerCpuArray};
 use sonde_abi::{
     FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
     UserStack, VmaMappings, cost_path,
@@ -460,7 +458,13 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
         }
     };
     // By reference: the value is 1 KiB, twice the BPF stack.
-    match insert_once(user_stacks(generation % SLOTS), &id, &s.stack, check, check_of) {
+    match insert_once(
+        user_stacks(generation % SLOTS),
+        &id,
+        &s.stack,
+        check,
+        check_of,
+    ) {
         Once::Stored => {}
         Once::Collision => return failed(stat::USER_STACK_COLLISION, STACK_COLLISION),
         Once::Full => return failed(stat::USER_STACK_ERROR, STACK_MAP_FULL),

@@ -119,9 +119,10 @@ pub(crate) fn map_memory() -> Vec<(String, u64)> {
         let name = aya::maps::MapInfo::from_id(id)
             .ok()
             .and_then(|m| m.name_as_str().filter(|n| !n.is_empty()).map(str::to_owned))
+            // The kernel keeps 15 bytes of a name: "standalone_arra".
             .map(|n| match n.as_str() {
-                "standalone_array" => names::UNWIND_ROWS.to_owned(),
-                "standalone_hash" => names::UNWIND_PAGES.to_owned(),
+                n if n.starts_with("standalone_hash") => names::UNWIND_PAGES.to_owned(),
+                n if n.starts_with("standalone_") => names::UNWIND_ROWS.to_owned(),
                 _ => n,
             })
             .unwrap_or_else(|| "unnamed".to_owned());

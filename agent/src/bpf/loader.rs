@@ -19,7 +19,8 @@ use sonde_abi::{
 };
 
 use super::unwind_maps::{
-    PAGES_PER_BLOCK, PageHash, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget, chunks_for_blocks,
+    PAGES_PER_BLOCK, PageHash, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget,
+    chunks_for_blocks,
 };
 use super::{
     BpfError,

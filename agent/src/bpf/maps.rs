@@ -1,13 +1,11 @@
 //! Raw access to the kernel maps behind a small trait, so the drain logic can be tested with a fake.
 
 use aya::{
-    Ebpf,
-    Pod,
+    Ebpf, Pod,
     maps::{Array, HashMap, MapData, PerCpuArray},
 };
 use sonde_abi::{
-    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names,
-    stat,
+    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names, stat,
 };
 
 use super::BpfError;

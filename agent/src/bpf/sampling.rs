@@ -114,7 +114,9 @@ pub fn next_settings(
 
 /// The random-draw walks a CPU may make in a step of `step` before the overflow draw.
 fn step_cap(budget: f64, step: Duration) -> u32 {
-    (budget * BUSIEST * step.as_secs_f64() * CAP).ceil().max(1.0) as u32
+    (budget * BUSIEST * step.as_secs_f64() * CAP)
+        .ceil()
+        .max(1.0) as u32
 }
 
 /// Each process slot's inverse probability for the next step, from its switch `rates` (per second):

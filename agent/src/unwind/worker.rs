@@ -29,7 +29,9 @@ use crate::{
     bpf::{
         BpfError,
         maps::map_err,
-        unwind_maps::{BLOCK_BYTES, PAGE_BUCKET_BYTES, PAGE_ENTRY_BYTES, PageHash, RowChunks, UnwindMaps},
+        unwind_maps::{
+            BLOCK_BYTES, PAGE_BUCKET_BYTES, PAGE_ENTRY_BYTES, PageHash, RowChunks, UnwindMaps,
+        },
     },
     process::{
         Mapping, ProcessInfo,
