@@ -172,7 +172,7 @@ impl Sampler {
             },
             programs,
         ));
-        let sampler = Self {
+        let mut sampler = Self {
             ebpf,
             drainer,
             options,
@@ -190,25 +190,33 @@ impl Sampler {
     }
 
     /// With a pid filter, captures the named processes and loads their unwind tables before the first
-    /// window starts, so their first samples are complete too.
-    fn prepare(&self) {
-        let Some(unwinder) = &self.unwinder else {
-            return;
-        };
+    /// window starts, so their first samples are complete too. What the programs recorded while the
+    /// tables loaded (they are attached already) is left out: ~100 ms of frame-pointer walks of
+    /// binaries without frame pointers, a tenth of a short off-CPU recording's episodes.
+    /// The loader sizes a single-window recording's maps for the slot after this drain.
+    fn prepare(&mut self) {
         if self.options.pids.is_empty() {
             return;
         }
-        let mut procs = self.procs.lock().expect("process table lock");
-        for pid in &self.options.pids {
-            if let Some(info) = procs.capture(*pid) {
-                unwinder.handle().process_changed(info);
+        if let Some(unwinder) = &self.unwinder {
+            let mut procs = self.procs.lock().expect("process table lock");
+            for pid in &self.options.pids {
+                if let Some(info) = procs.capture(*pid) {
+                    unwinder.handle().process_changed(info);
+                }
+            }
+            drop(procs);
+            if !unwinder.settle(PREPARE_TIMEOUT) {
+                tracing::warn!(
+                    "unwind tables still building after {PREPARE_TIMEOUT:?}; early samples use frame pointers"
+                );
             }
         }
-        drop(procs);
-        if !unwinder.settle(PREPARE_TIMEOUT) {
-            tracing::warn!(
-                "unwind tables still building after {PREPARE_TIMEOUT:?}; early samples use frame pointers"
-            );
+        match self.drainer.next_window() {
+            Ok(_) => self.window_start = (SystemTime::now(), Instant::now()),
+            Err(err) => {
+                tracing::warn!(%err, "samples taken while unwind tables loaded stay in the recording")
+            }
         }
     }
 

@@ -78,8 +78,9 @@ pub struct LoadOptions {
     pub pids: Vec<u32>,
     /// Entries per aggregation map (per slot).
     pub max_stacks: u32,
-    /// Only one window will be drained (`sonde record`): slots 1 and 2 are never written, so they get
-    /// one entry each instead of full size (less kernel memory, faster start).
+    /// Only one window will be drained (`sonde record`): the other slots are never written (with
+    /// `pids`, slot 0 only while the named processes' tables load), so they get one entry each
+    /// instead of full size (less kernel memory, faster start).
     pub single_window: bool,
     /// How user stacks are walked.
     pub unwind: UnwindMode,
@@ -176,7 +177,14 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         (Some(_), None) => (stacks, 1),
         (None, _) => (1, stacks),
     };
-    let names = sizes_for(on_size, off_size, stack_maps, options.single_window);
+    // A recording of named processes drains once before it starts (`Sampler::prepare`, what was
+    // sampled while their tables loaded), so its one window is the second slot's.
+    let single = match (options.single_window, options.pids.is_empty()) {
+        (false, _) => None,
+        (true, true) => Some(0),
+        (true, false) => Some(1),
+    };
+    let names = sizes_for(on_size, off_size, stack_maps, single);
     let globals = Globals::new(options, layout.as_ref(), &tracefs);
     let mut loader = EbpfLoader::new();
     for (name, size) in &names {
@@ -389,10 +397,12 @@ fn page_size() -> u32 {
     u32::try_from(size).unwrap_or(4096)
 }
 
-fn sizes_for(on: u32, off: u32, stacks: u32, single_window: bool) -> Vec<(&'static str, u32)> {
+/// Map sizes per slot; `single`: the one slot a single-window recording uses (the others get one
+/// entry).
+fn sizes_for(on: u32, off: u32, stacks: u32, single: Option<u64>) -> Vec<(&'static str, u32)> {
     (0..sonde_abi::SLOTS)
         .flat_map(|s| {
-            let (on, off, stacks) = if single_window && s > 0 {
+            let (on, off, stacks) = if single.is_some_and(|used| used != s) {
                 (1, 1, 1)
             } else {
                 (on, off, stacks)
