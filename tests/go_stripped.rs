@@ -57,7 +57,9 @@ fn assert_split_named_labelled_and_rooted(bin: &std::path::Path, inlined_share: 
     let pid = workload.pid();
     let out = temp_dir("go_split").join("profile.pb.gz");
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let summary = record_pid(pid, SPLIT_SECONDS, &[], &out);
+    // 499 Hz: the newest Go puts 1.4-5% of spin's samples in main.mix (it varies from run to run),
+    // a handful at 99 Hz over the recording: the 1% bound failed in 2 of 5 runs there.
+    let summary = record_pid(pid, SPLIT_SECONDS, &["--frequency", "499"], &out);
     drop(workload);
     let samples = resolve(&read_pprof(&out));
 
@@ -104,9 +106,10 @@ fn assert_split_named_labelled_and_rooted(bin: &std::path::Path, inlined_share: 
     assert!(summary_field(&summary, "go_labeled") > 0.0, "{summary}");
     // mix is inlined into spin: it is a frame of its own, directly below spin.
     let inlined = share_reaching(&samples, pid, "main.spin", "main.mix", 0);
+    eprintln!("main.mix in {:.1}% of spin's samples", inlined * 100.0);
     assert!(
         inlined > inlined_share,
-        "main.mix in {:.0}% of spin's samples",
+        "main.mix in {:.1}% of spin's samples",
         inlined * 100.0
     );
     let leaf_mix = samples
