@@ -31,7 +31,7 @@ pub enum RawStack {
     Frames(Arc<[u64]>),
     /// No stack of this kind (kernel thread, or sample taken in user mode for the kernel stack).
     None,
-    /// Lost to a stack-map bucket collision (counted in the kernel).
+    /// Lost to a collision of its key with another stack (counted in the kernel).
     Collision,
     /// Off-CPU episode longer than the stack retention (counted in the kernel).
     Stale,

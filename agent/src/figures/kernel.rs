@@ -80,7 +80,7 @@ pub(crate) static KERNEL: [Figure; stat::COUNT as usize] = [
     kernel(
         "kernel_stack_collision",
         stat::KERNEL_STACK_COLLISION,
-        "Kernel stacks lost to a stack-map bucket collision.",
+        "Kernel stacks lost to a collision of their key (another stack under the same 31-bit hash).",
     )
     .at(dropped!("kernel_stack_collision")),
     kernel(
