@@ -243,6 +243,11 @@ pub(crate) static WINDOW: &[Figure] = &[
     so_far("unwind_tables_from_disk", "Unwind tables read from disk and loaded.", |i| unwind(i).tables_from_disk as f64)
         .at(series!("sonde_unwind_tables", "event", "from_disk"))
         .logged(),
+    so_far("unwind_tables_not_kept", "Unwind tables built that are not kept on disk (binaries not root's alone, or without a build id).", |i| {
+        unwind(i).tables_not_kept as f64
+    })
+    .at(series!("sonde_unwind_tables", "event", "not_kept"))
+    .logged(),
     so_far("unwind_table_failures", "Binaries without a usable unwind table.", |i| unwind(i).build_failures as f64)
         .at(series!("sonde_unwind_tables", "event", "failed")),
     so_far("unwind_table_evictions", "Unwind tables evicted to stay within the budget.", |i| unwind(i).evictions as f64)

@@ -23,6 +23,9 @@ pub struct UnwindStats {
     pub tables_built: u64,
     /// Tables read from disk and loaded (`sonde run` keeps built tables in its data directory).
     pub tables_from_disk: u64,
+    /// Tables built that are not kept on disk: their binary is not root's alone (the vDSO's memfd) or
+    /// has no build id, so every start builds them again.
+    pub tables_not_kept: u64,
     /// Binaries without a usable table (no CFI, another architecture, larger than the budget).
     pub build_failures: u64,
     /// Rows of the tables built.

@@ -359,8 +359,16 @@ impl Worker {
             Some(rows) => Ok(rows),
             None => table::build_file(&binary.file)
                 .map(|t| {
-                    if root_owned(&binary.file) {
-                        self.save_rows(key, &t.rows, &mapping.module.path);
+                    match (key, root_owned(&binary.file)) {
+                        (TableKey::BuildId(_), true) => {
+                            self.save_rows(key, &t.rows, &mapping.module.path)
+                        }
+                        _ => {
+                            self.stats
+                                .lock()
+                                .expect("unwind stats lock")
+                                .tables_not_kept += 1
+                        }
                     }
                     t.rows
                 })
