@@ -45,7 +45,7 @@ pub(crate) const PAGES_PER_BLOCK: u32 = 128;
 /// kernel object, which every hash put in its place must carry too.
 const BPF_F_NO_PREALLOC: u32 = 1;
 /// Page entries the first page hash holds (16 KiB of buckets): the tables of a few processes.
-pub(crate) const FIRST_PAGE_ENTRIES: u32 = 1024;
+const FIRST_PAGE_ENTRIES: u32 = 1024;
 /// Bytes of the rule array, allocated in full at load.
 pub(crate) const RULES_BYTES: u64 = (MAX_RULES * size_of::<UnwindRule>()) as u64;
 
