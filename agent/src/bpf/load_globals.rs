@@ -7,7 +7,7 @@ use std::time::Duration;
 use aya::EbpfLoader;
 use sonde_abi::names::globals;
 
-use super::{kernel_log, loader::LoadOptions, tracefs, unwind_maps::UnwindMode};
+use super::{btf::BtfError, kernel_log, loader::LoadOptions, tracefs, unwind_maps::UnwindMode};
 
 /// Minimum time between two requests to re-read one process's mappings.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
@@ -45,6 +45,8 @@ impl Globals {
         tracefs: &std::path::Path,
     ) -> Self {
         let off = options.off_cpu.zip(layout);
+        let btf = std::cell::OnceCell::new();
+        let vmlinux = || btf.get_or_init(super::btf::read_vmlinux);
         Self {
             filter_pids: u32::from(!options.pids.is_empty()),
             unwind_mode: options.unwind.abi(),
@@ -65,14 +67,14 @@ impl Globals {
             java: u32::from(options.walks_java()),
             v8: u32::from(options.walks_node()),
             task_fsbase_offset: if options.walks_python() || options.reads_go_labels() {
-                fsbase_offset()
+                fsbase_offset(vmlinux())
             } else {
                 0
             },
             vma_layout: if options.unwind == UnwindMode::Fp {
                 sonde_abi::VmaLayout::default()
             } else {
-                vma_layout(tracefs)
+                vma_layout(vmlinux(), tracefs)
             },
         }
     }
@@ -106,11 +108,15 @@ impl Globals {
 
 /// Where the kernel keeps a task's fs base, which recognises CPython 3.9/3.10 threads (their thread
 /// states hold `pthread_self()`, the fs base, and no native thread id); 0 when unknown (x86_64 only).
-fn fsbase_offset() -> u32 {
+fn fsbase_offset(vmlinux: &Result<Vec<u8>, BtfError>) -> u32 {
     if !cfg!(target_arch = "x86_64") {
         return 0;
     }
-    match super::btf::task_fsbase_offset() {
+    let found = vmlinux
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|blob| super::btf::task_fsbase_offset(blob).map_err(|e| e.to_string()));
+    match found {
         Ok(offset) => offset,
         Err(e) => {
             tracing::warn!("{e}: {}", super::btf::FSBASE_CONSEQUENCE);
@@ -121,12 +127,17 @@ fn fsbase_offset() -> u32 {
 
 /// Offsets for recording the executable mappings of new processes in the kernel; all 0 (recording
 /// off) when the kernel's BTF lacks them (x86_64 only).
-fn vma_layout(tracefs: &std::path::Path) -> sonde_abi::VmaLayout {
+fn vma_layout(
+    vmlinux: &Result<Vec<u8>, BtfError>,
+    tracefs: &std::path::Path,
+) -> sonde_abi::VmaLayout {
     if !cfg!(target_arch = "x86_64") {
         return sonde_abi::VmaLayout::default();
     }
-    let found = super::btf::vma_layout()
+    let found = vmlinux
+        .as_ref()
         .map_err(|e| e.to_string())
+        .and_then(|blob| super::btf::vma_layout(blob).map_err(|e| e.to_string()))
         .and_then(|layout| {
             let field = |category, event, field, size| {
                 tracefs::field_offset(tracefs, category, event, field, size)

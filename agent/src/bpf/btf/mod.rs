@@ -151,16 +151,21 @@ pub(crate) enum BtfError {
     },
 }
 
-/// Byte offset of `thread.fsbase` in the running kernel's `task_struct`, read from its BTF.
+/// The running kernel's BTF, read once for every layout the loader looks up (5-6 MB: reading it
+/// once per lookup was a tenth of the agent's start).
+pub(crate) fn read_vmlinux() -> Result<Vec<u8>, BtfError> {
+    std::fs::read(VMLINUX_BTF).map_err(|source| BtfError::Unreadable {
+        path: VMLINUX_BTF.into(),
+        source,
+    })
+}
+
+/// Byte offset of `thread.fsbase` in the running kernel's `task_struct`, from its BTF `blob`.
 ///
 /// x86_64 only: other architectures keep the thread pointer elsewhere and get
 /// [`BtfError::MissingMember`].
-pub(crate) fn task_fsbase_offset() -> Result<u32, BtfError> {
-    let blob = std::fs::read(VMLINUX_BTF).map_err(|source| BtfError::Unreadable {
-        path: VMLINUX_BTF.into(),
-        source,
-    })?;
-    let member = member_layout(&blob, &TASK_FSBASE_PATH)?;
+pub(crate) fn task_fsbase_offset(blob: &[u8]) -> Result<u32, BtfError> {
+    let member = member_layout(&Btf::parse(blob)?, &TASK_FSBASE_PATH)?;
     // The kernel program reads a u64 there; anything else means the layout is not what it expects.
     if member.size != 8 {
         return Err(BtfError::NotAWord {
@@ -191,18 +196,11 @@ const VMA_MEMBERS: [(&[&str], u32); 13] = [
 
 /// Offsets of the kernel structure members the VMA lookup reads, from the running kernel's BTF (the
 /// tracepoint fields are left 0 for the loader to fill from tracefs).
-pub(crate) fn vma_layout() -> Result<sonde_abi::VmaLayout, BtfError> {
-    let blob = std::fs::read(VMLINUX_BTF).map_err(|source| BtfError::Unreadable {
-        path: VMLINUX_BTF.into(),
-        source,
-    })?;
-    vma_layout_of(&blob)
-}
-
-fn vma_layout_of(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> {
+pub(crate) fn vma_layout(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> {
+    let btf = Btf::parse(blob)?;
     let mut offsets = [0u32; VMA_MEMBERS.len()];
     for (slot, (path, size)) in offsets.iter_mut().zip(VMA_MEMBERS) {
-        let member = member_layout(blob, path)?;
+        let member = member_layout(&btf, path)?;
         if member.size != size {
             return Err(BtfError::NotAWord {
                 path: path.join("."),
@@ -253,7 +251,7 @@ fn vma_layout_of(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> {
 // with this.
 #[cfg(test)]
 pub(crate) fn member_offset_path(btf: &[u8], path: &[&str]) -> Result<u32, BtfError> {
-    member_layout(btf, path).map(|m| m.offset)
+    member_layout(&Btf::parse(btf)?, path).map(|m| m.offset)
 }
 
 /// Where a member chain ends up: its byte offset and the size of its type.
@@ -265,13 +263,12 @@ struct MemberLayout {
 
 /// [`member_offset_path`] with the size of the last member's type (of `path[0]` itself for a
 /// one-element path).
-fn member_layout(blob: &[u8], path: &[&str]) -> Result<MemberLayout, BtfError> {
+fn member_layout(btf: &Btf<'_>, path: &[&str]) -> Result<MemberLayout, BtfError> {
     let Some((root, members)) = path.split_first() else {
         return Err(BtfError::MissingStruct {
             name: String::new(),
         });
     };
-    let btf = Btf::parse(blob)?;
     let mut container = btf
         .find_struct(root)?
         .ok_or_else(|| BtfError::MissingStruct {

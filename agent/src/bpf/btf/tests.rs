@@ -114,13 +114,13 @@ fn sample() -> Blob {
 
 /// `(offset, size)` of a member path.
 fn at(blob: &[u8], path: &[&str]) -> (u32, u32) {
-    let m = member_layout(blob, path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let m = layout_of(blob, path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     (m.offset, m.size)
 }
 
 /// The error for a member path, as its `Debug` text (variant and fields).
 fn error(blob: &[u8], path: &[&str]) -> String {
-    format!("{:?}", member_layout(blob, path).unwrap_err())
+    format!("{:?}", layout_of(blob, path).unwrap_err())
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn bitfields_and_wrong_paths_are_errors_naming_the_path() {
     for (path, expected) in cases {
         assert_eq!(error(&blob, path), expected, "{path:?}");
     }
-    let message = member_layout(&blob, &["task", "gsbase"])
+    let message = layout_of(&blob, &["task", "gsbase"])
         .unwrap_err()
         .to_string();
     // What it costs is the caller's to say (the loader appends it); the error names the member.
@@ -189,7 +189,7 @@ fn truncated_and_foreign_blobs_are_errors_not_panics() {
     assert!(error(&wrong, &["task"]).starts_with("BadMagic"));
     let mut swapped = blob.clone();
     swapped.swap(0, 1);
-    let message = member_layout(&swapped, &["task"]).unwrap_err().to_string();
+    let message = layout_of(&swapped, &["task"]).unwrap_err().to_string();
     assert!(message.contains("other byte order"), "{message}");
     let mut v2 = blob.clone();
     v2[2] = 2;
@@ -207,8 +207,8 @@ fn truncated_and_foreign_blobs_are_errors_not_panics() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn finds_fsbase_in_this_kernels_task_struct() {
-    let offset = task_fsbase_offset().unwrap_or_else(|e| panic!("{e}"));
-    let blob = std::fs::read(VMLINUX_BTF).expect("read just above");
+    let blob = read_vmlinux().unwrap_or_else(|e| panic!("{e}"));
+    let offset = task_fsbase_offset(&blob).unwrap_or_else(|e| panic!("{e}"));
     let (_, task_size) = at(&blob, &["task_struct"]);
     assert!(offset > 0 && offset.is_multiple_of(8), "offset {offset}");
     assert!(
@@ -225,7 +225,8 @@ fn finds_fsbase_in_this_kernels_task_struct() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn finds_the_vma_recordings_members_in_this_kernel() {
-    let layout = vma_layout().unwrap_or_else(|e| panic!("{e}"));
+    let blob = read_vmlinux().unwrap_or_else(|e| panic!("{e}"));
+    let layout = vma_layout(&blob).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(layout.vm_end, layout.vm_start + 8, "{layout:?}");
     for offset in [
         layout.vm_pgoff,
@@ -248,4 +249,9 @@ fn finds_the_vma_recordings_members_in_this_kernel() {
     );
     // The tracepoint fields are the loader's to fill.
     assert_eq!((layout.fork_child_pid, layout.mmap_ret), (0, 0));
+}
+
+/// [`member_layout`] of a blob, parsed for the one query.
+fn layout_of(blob: &[u8], path: &[&str]) -> Result<MemberLayout, BtfError> {
+    member_layout(&Btf::parse(blob)?, path)
 }
