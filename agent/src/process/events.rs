@@ -128,7 +128,15 @@ fn drain(
                 if ev.kind == proc_event::EXEC {
                     table.forget_image(ev.tgid);
                 }
-                if let (Some(info), Some(unwinder)) = (table.capture(ev.tgid), unwinder) {
+                let info = table.capture(ev.tgid);
+                // The agent's own process is left to frame pointers: its table (the agent binary:
+                // 340k rows, ~60 ms to build, ~3 MB of BPF maps) would cost more than everything
+                // it would unwind, a few samples per window of the agent's own work, whose cost
+                // the agent reports itself.
+                if ev.tgid == std::process::id() {
+                    continue;
+                }
+                if let (Some(info), Some(unwinder)) = (info, unwinder) {
                     unwinder.process_changed(info);
                 }
             }
