@@ -14,8 +14,11 @@ pub fn one_arena() {
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
 }
 
-/// Returns the free memory of every arena to the kernel. A few milliseconds at most; called after
-/// the load, not on a hot path.
+/// Returns the free memory of every arena to the kernel. Called after the load and at the end of
+/// every window: a window's symbolization and encoding free most of what they allocated, and glibc
+/// kept it (the daemon with four workloads: 20.5 MB of heap resident for ~12 MB live; 11.8 MB with
+/// this). A millisecond or so per window; the pages freed come back as minor faults when the next
+/// window needs them.
 pub(crate) fn release_freed() {
     // SAFETY: glibc's malloc_trim has no preconditions; it only releases free memory.
     unsafe { libc::malloc_trim(0) };

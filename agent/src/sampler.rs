@@ -240,6 +240,7 @@ impl Sampler {
         }
         let mut window = self.symbolize(raw, start_wall, duration);
         window.exited = self.evict(start);
+        crate::heap::release_freed();
         window.symbolize = self.symbolizer.stats();
         window.perf_maps = self.symbolizer.perf_map_stats();
         {

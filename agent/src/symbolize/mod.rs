@@ -308,10 +308,10 @@ impl Symbolizer {
         if idle.is_empty() {
             return;
         }
+        // The memory goes back to the kernel at the window's end (`Sampler::window`).
         for path in idle {
             self.lookup.evict(path);
         }
-        crate::heap::release_freed();
     }
 
     /// Fills the caches for every frame of `samples` not cached yet, one blazesym call per binary.
