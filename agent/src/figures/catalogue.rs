@@ -329,6 +329,12 @@ pub(crate) static WINDOW: &[Figure] = &[
     so_far("debug_build_id_mismatches", "Debug files rejected because their build id is another build's.", |i| {
         (i.window.debug.mismatches + i.window.debug.client.mismatches) as f64
     }),
+    so_far(
+        "debug_dwarf_too_large",
+        "Binaries named from their symbol table, without inlined functions or lines: their compressed DWARF would take over 8 MiB of memory decompressed.",
+        |i| i.window.debug.dwarf_too_large as f64,
+    )
+    .logged(),
     so_far("debuginfod_requests", "debuginfod HTTP requests made.", |i| i.window.debug.client.requests as f64)
         .at(series!("sonde_debuginfod_lookups", "result", "request")),
     so_far("debuginfod_fetched", "Debug files fetched from debuginfod.", |i| i.window.debug.client.fetched as f64)

@@ -31,6 +31,10 @@ pub(crate) struct ElfInfo {
     pub has_symtab: bool,
     /// DWARF line and function information (`.debug_info`).
     pub has_debug_info: bool,
+    /// Bytes the file's compressed DWARF sections take once decompressed: what reading its DWARF
+    /// would hold on the heap (uncompressed sections are read from the mapped file). 0 when none is
+    /// compressed.
+    pub inflated_dwarf: u64,
     /// `.gnu_debuglink`: the debug file's name and CRC32.
     pub debuglink: Option<(String, u32)>,
     /// A `.gnu_debugdata` section (MiniDebugInfo: an xz-compressed ELF with a symbol table).
@@ -120,6 +124,7 @@ impl ElfInfo {
             build_id: file.build_id().ok().flatten().map(hex),
             has_symtab: has(".symtab"),
             has_debug_info: has(".debug_info") || has(".zdebug_info"),
+            inflated_dwarf: inflated_dwarf(&file),
             debuglink: file
                 .gnu_debuglink()
                 .ok()
@@ -155,6 +160,29 @@ impl ElfInfo {
             .find(|s| s.offset <= file_offset && file_offset < s.offset + s.size)
             .map_or(file_offset, |s| file_offset - s.offset + s.vaddr)
     }
+}
+
+/// [`inflated_dwarf`] of an open file (0 when it cannot be mapped or parsed).
+pub(crate) fn inflated_dwarf_of(file: &File) -> u64 {
+    // SAFETY: as in `ElfInfo::read`; only the headers are read.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(file) }) else {
+        return 0;
+    };
+    object::File::parse(&*map).map_or(0, |elf| inflated_dwarf(&elf))
+}
+
+/// The decompressed size of `file`'s compressed DWARF sections (`SHF_COMPRESSED`, or GNU `.zdebug_*`),
+/// from their headers: nothing is decompressed.
+fn inflated_dwarf(file: &object::File) -> u64 {
+    file.sections()
+        .filter(|s| {
+            s.name()
+                .is_ok_and(|n| n.starts_with(".debug_") || n.starts_with(".zdebug_"))
+        })
+        .filter_map(|s| s.compressed_file_range().ok())
+        .filter(|r| r.format != object::CompressionFormat::None)
+        .map(|r| r.uncompressed_size)
+        .fold(0, u64::saturating_add)
 }
 
 /// The address of the defined symbol `name`, from `.dynsym` (what an interpreter exports for its

@@ -34,7 +34,7 @@ use std::{
 pub(crate) use binary::{Binary, JIT_PATH, Mapping};
 
 use crate::runtimes::publish::Publisher;
-pub(crate) use elf_info::{ElfInfo, Segment};
+pub(crate) use elf_info::{ElfInfo, Segment, inflated_dwarf_of};
 
 use crate::profile::Module;
 pub(crate) use maps_file::MapsLine;

@@ -8,7 +8,10 @@ use blazesym::symbolize::{
     source::{Elf, Source},
 };
 
-use super::{debuginfo::Resolved, kallsyms::Kallsyms};
+use super::{
+    debuginfo::{Resolved, reads_dwarf},
+    kallsyms::Kallsyms,
+};
 use crate::{process::Binary, profile::Symbol};
 
 /// Inline chain, innermost first; empty when the address has no symbol.
@@ -51,7 +54,11 @@ impl Lookup {
         let mut chains = match source {
             Some(Resolved::Debug(debug)) => {
                 let vaddrs: Vec<u64> = offsets.iter().map(|o| binary.elf.vaddr_of(*o)).collect();
-                self.elf(debug.open_path(), Input::VirtOffset(&vaddrs))
+                self.elf(
+                    debug.open_path(),
+                    reads_dwarf(debug.inflated_dwarf),
+                    Input::VirtOffset(&vaddrs),
+                )
             }
             _ => None,
         }
@@ -61,7 +68,8 @@ impl Lookup {
             .collect();
         if !unresolved.is_empty() {
             let rest: Vec<u64> = unresolved.iter().map(|&i| offsets[i]).collect();
-            if let Some(found) = self.elf(binary.open_path(), Input::FileOffset(&rest)) {
+            let dwarf = reads_dwarf(binary.elf.inflated_dwarf);
+            if let Some(found) = self.elf(binary.open_path(), dwarf, Input::FileOffset(&rest)) {
                 for (i, chain) in unresolved.into_iter().zip(found) {
                     chains[i] = chain;
                 }
@@ -70,8 +78,11 @@ impl Lookup {
         chains
     }
 
-    fn elf(&mut self, path: PathBuf, input: Input<&[u64]>) -> Option<Vec<Chain>> {
-        let src = Source::Elf(Elf::new(&path));
+    /// `dwarf`: whether blazesym may read the file's DWARF (else its symbol tables only).
+    fn elf(&mut self, path: PathBuf, dwarf: bool, input: Input<&[u64]>) -> Option<Vec<Chain>> {
+        let mut elf = Elf::new(&path);
+        elf.debug_syms = dwarf;
+        let src = Source::Elf(elf);
         match self.blaze.symbolize(&src, input) {
             Ok(results) => Some(results.iter().map(convert).collect()),
             Err(err) => {

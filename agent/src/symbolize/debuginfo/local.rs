@@ -77,7 +77,7 @@ pub(crate) fn search(binary: &Binary, debug_dirs: &[PathBuf]) -> Search {
         };
         match check(file, binary, origin) {
             Check::Match(file) => {
-                search.found = Some(DebugFile { file, origin, path });
+                search.found = Some(DebugFile::new(file, origin, path));
                 return search;
             }
             Check::Mismatch => {
@@ -256,5 +256,21 @@ mod tests {
         );
         let info = ElfInfo::read(&found.file);
         assert_eq!(info.build_id, binary.elf.build_id);
+        // Debian compresses its debug files' DWARF: the size counted from the headers is what
+        // decompressing gives, and libc's is past the bound, so it is named from its symbol table.
+        // SAFETY: a root-owned package file, read only.
+        let map = unsafe { memmap2::Mmap::map(&found.file) }.unwrap();
+        let elf = object::File::parse(&*map).unwrap();
+        use object::{Object as _, ObjectSection as _};
+        let decompressed: u64 = elf
+            .sections()
+            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".debug_")))
+            .filter(|s| s.compressed_data().unwrap().format != object::CompressionFormat::None)
+            .map(|s| s.uncompressed_data().unwrap().len() as u64)
+            .sum();
+        assert!(decompressed > 0, "no compressed DWARF in {found:?}");
+        assert_eq!(found.inflated_dwarf, decompressed);
+        assert!(!super::super::reads_dwarf(found.inflated_dwarf));
+        assert_eq!(binary.elf.inflated_dwarf, 0, "libc itself carries no DWARF");
     }
 }
