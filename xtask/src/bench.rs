@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// Instead: the daemon benchmark (50 busy processes, `sonde run`) for this many minutes.
     #[arg(long)]
     daemon_minutes: Option<u64>,
+    /// Instead: the daemon's footprint over four runtimes (a C loop, python3, a JVM, Node.js), `sonde
+    /// run` for this many seconds.
+    #[arg(long)]
+    footprint_seconds: Option<u64>,
     /// Instead: the daemon benchmark against a real OTLP receiver that is down this many minutes (10
     /// without a value) in the middle of the run (`--daemon-minutes`, default 20); see [`outage`].
     #[arg(long, num_args = 0..=1, default_missing_value = "10")]
@@ -184,6 +188,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if let Some(minutes) = args.daemon_minutes {
         return daemon::run(&sonde, &dir, minutes);
+    }
+    if let Some(seconds) = args.footprint_seconds {
+        return daemon::footprint(&sonde, &dir, seconds);
     }
     let unwind = unwind::Options {
         window: Duration::from_secs(args.unwind_seconds),

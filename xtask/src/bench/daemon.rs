@@ -1,4 +1,6 @@
-//! The daemon benchmark (`--daemon-minutes`): `sonde run` over 50 busy processes into a local directory.
+//! The daemon benchmarks: `sonde run` over 50 busy processes into a local directory
+//! (`--daemon-minutes`), and its footprint over one process of each runtime it walks
+//! (`--footprint-seconds`).
 
 use std::{
     path::Path,
@@ -7,7 +9,7 @@ use std::{
 
 use anyhow::bail;
 
-use super::{compile, cpus};
+use super::{compile, cpus, java, node, python};
 use crate::util::root;
 
 /// `sonde run` over 50 busy processes: wire bytes of OTLP (one request per window, shared dictionary)
@@ -144,5 +146,105 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         .collect();
     println!("RSS/footprint MiB by minute: {}", curve.join(" "));
     println!("(CPU includes encoding every window a second time for this size report.)");
+    Ok(())
+}
+
+/// `sonde run` over four processes, one per kind of stack it walks: the C split (native tables), the
+/// Python split (CPython frames), the Java split (HotSpot frames) and the Node.js split (V8 frames).
+/// Each runtime adds its binaries' tables, its walker program and its symbol sources, so this is
+/// the footprint of a node running a mix, window by window: RSS (anonymous and file-backed) plus
+/// BPF maps.
+pub(super) fn footprint(sonde: &Path, dir: &Path, seconds: u64) -> anyhow::Result<()> {
+    let dir = dir.join("footprint");
+    std::fs::create_dir_all(&dir)?;
+    let busy = compile(
+        &root().join("tests/workloads/cpu_split.c"),
+        &dir.join("cpu_split"),
+    )?;
+    let classes = java::compile(&dir)?;
+    let lasts = (seconds + 15).to_string();
+    let workloads = root().join("tests/workloads");
+    let mut commands = [
+        Command::new(&busy),
+        Command::new(python::PYTHON),
+        Command::new(format!("{}/java", java::JDK)),
+        Command::new(node::NODE),
+    ];
+    commands[0].arg(&lasts);
+    commands[1]
+        .arg(workloads.join("python/py_split.py"))
+        .arg(&lasts);
+    commands[2]
+        .arg("-cp")
+        .arg(&classes)
+        .args(["Split", &lasts, "0"]);
+    commands[3]
+        .arg(workloads.join("node/split.js"))
+        .args([&lasts, "0"]);
+    let mut workers: Vec<Child> = commands
+        .iter_mut()
+        .map(|c| c.stdout(Stdio::null()).spawn())
+        .collect::<Result<_, _>>()?;
+    // The JVM and Node.js compile their hot code first: the agent starts on their steady state.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let json = dir.join("summary.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(sonde)
+        .args(["run", "--export-interval", "10", "--duration"])
+        .arg(seconds.to_string())
+        .arg("--summary-json")
+        .arg(&json)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("SONDE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let out = out?;
+    let windows: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["event"] == "window")
+        .collect();
+    if windows.is_empty() {
+        bail!(
+            "sonde run produced no window reports:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mib =
+        |l: &serde_json::Value, key: &str| l["figures"][key].as_f64().unwrap_or(0.0) / 1048576.0;
+    println!(
+        "## Daemon footprint: a C loop, python3, a JVM and Node.js, {seconds} s, 10 s windows ({} windows)",
+        windows.len()
+    );
+    println!("| window | RSS MiB | anonymous | file-backed | BPF maps MiB | footprint MiB |");
+    println!("|---|---|---|---|---|---|");
+    for (i, l) in windows.iter().enumerate() {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            i + 1,
+            mib(l, "agent_resident_memory_bytes"),
+            mib(l, "agent_anonymous_memory_bytes"),
+            mib(l, "agent_file_memory_bytes"),
+            mib(l, "bpf_map_memory_bytes"),
+            mib(l, "agent_footprint_bytes"),
+        );
+    }
+    let max = |key: &str| windows.iter().map(|l| mib(l, key)).fold(0.0, f64::max);
+    let last = windows.last().expect("not empty");
+    println!(
+        "footprint max {:.1} MiB, last {:.1} MiB (target 64); peak RSS {:.1} MiB + max BPF maps {:.1} MiB = {:.1} MiB",
+        max("agent_footprint_bytes"),
+        mib(last, "agent_footprint_bytes"),
+        mib(last, "agent_peak_resident_memory_bytes"),
+        max("bpf_map_memory_bytes"),
+        mib(last, "agent_peak_resident_memory_bytes") + max("bpf_map_memory_bytes"),
+    );
     Ok(())
 }

@@ -30,7 +30,7 @@ const WARM_UP: u64 = 4;
 /// Seconds between a profiler's start and the span (sonde loads its programs and captures the JVM).
 const SETTLE: u64 = 2;
 /// Debian's OpenJDK 17.
-const JDK: &str = "/usr/lib/jvm/java-17-openjdk-amd64/bin";
+pub(super) const JDK: &str = "/usr/lib/jvm/java-17-openjdk-amd64/bin";
 /// The burners, in the workload's accounting order.
 const BURNERS: [&str; 3] = ["burnA", "burnB", "burnC"];
 
@@ -112,7 +112,7 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
 }
 
 /// `javac` of the split workload.
-fn compile(dir: &Path) -> anyhow::Result<PathBuf> {
+pub(super) fn compile(dir: &Path) -> anyhow::Result<PathBuf> {
     let out = dir.join("classes");
     let status = Command::new(format!("{JDK}/javac"))
         .args(["--release", "11", "-g", "-d"])

@@ -35,7 +35,7 @@ const WARM_UP: u64 = 6;
 /// builtins where V8 copies them) long before.
 const BEFORE_START: u64 = 1;
 /// Debian's Node.js 20.
-const NODE: &str = "/usr/bin/node";
+pub(super) const NODE: &str = "/usr/bin/node";
 /// The burners, in the workload's accounting order.
 const BURNERS: [&str; 3] = ["burnA", "burnB", "burnC"];
 /// The workload's own functions: a sample holding one by name is "named".

@@ -24,7 +24,7 @@ use super::{BpfUsage, bpf_usage, cpu_of, cpus, median, sonde_summary, stop};
 use crate::util::root;
 
 /// The interpreter profiled: the distribution's own (stripped, libpython linked in), as on a host.
-const PYTHON: &str = "/usr/bin/python3";
+pub(super) const PYTHON: &str = "/usr/bin/python3";
 
 /// The budget for the BPF cost of a sample with Python frames, ns.
 const TARGET_BPF_NS: f64 = 8000.0;
