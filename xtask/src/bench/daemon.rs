@@ -50,11 +50,7 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         let _ = w.wait();
     }
     let log = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = summary_lines(&json);
     let event = |e: &str| lines.iter().filter(|l| l["event"] == e).collect::<Vec<_>>();
     let (windows, wires) = (event("window"), event("wire"));
     if windows.is_empty() || wires.is_empty() {
@@ -205,10 +201,8 @@ pub(super) fn footprint(sonde: &Path, dir: &Path, seconds: u64) -> anyhow::Resul
         let _ = w.wait();
     }
     let out = out?;
-    let windows: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    let windows: Vec<serde_json::Value> = summary_lines(&json)
+        .into_iter()
         .filter(|l| l["event"] == "window")
         .collect();
     if windows.is_empty() {
@@ -247,4 +241,13 @@ pub(super) fn footprint(sonde: &Path, dir: &Path, seconds: u64) -> anyhow::Resul
         mib(last, "agent_peak_resident_memory_bytes") + max("bpf_map_memory_bytes"),
     );
     Ok(())
+}
+
+/// The JSON lines `sonde run --summary-json` wrote (none when the file is missing).
+fn summary_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
