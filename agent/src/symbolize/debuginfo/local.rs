@@ -76,8 +76,14 @@ pub(crate) fn search(binary: &Binary, debug_dirs: &[PathBuf]) -> Search {
             }
         };
         match check(file, binary, origin) {
-            Check::Match(file) => {
-                search.found = Some(DebugFile::new(file, origin, path));
+            Check::Match(file, inflated_dwarf) => {
+                // The check read the file's headers already: its DWARF size comes with it.
+                search.found = Some(DebugFile {
+                    file,
+                    origin,
+                    path,
+                    inflated_dwarf,
+                });
                 return search;
             }
             Check::Mismatch => {
@@ -165,7 +171,8 @@ pub(crate) fn build_id_path(id: &str) -> Option<PathBuf> {
 enum Check {
     NoSymbols,
     Mismatch,
-    Match(File),
+    /// The file, and its `ElfInfo::inflated_dwarf`.
+    Match(File, u64),
 }
 
 fn check(file: File, binary: &Binary, origin: Origin) -> Check {
@@ -174,7 +181,7 @@ fn check(file: File, binary: &Binary, origin: Origin) -> Check {
         return Check::NoSymbols;
     }
     if belongs_to(&info, &file, binary, origin) {
-        Check::Match(file)
+        Check::Match(file, info.inflated_dwarf)
     } else {
         Check::Mismatch
     }
