@@ -1,5 +1,6 @@
-//! Local data directory mode (no endpoint): each profile of a window becomes a readable gzip pprof with the
-//! tags as `key=value` comments, and `index.jsonl` gets one line per file in the contract's exact shape.
+//! Local data directory mode (no endpoint): each window becomes one gzip pack of readable pprof profiles
+//! with the tags as `key=value` comments, and `index.jsonl` gets one line per profile in the contract's
+//! exact shape, its `offset` and `length` tiling the pack's decompressed bytes.
 
 use crate::common::otlp as common;
 
@@ -24,7 +25,7 @@ async fn writes_pprof_files_and_a_correct_index() {
         common::synthetic_profile(),
     ));
     let outcome = sink.export(&batch).await.expect("local export");
-    assert_eq!(outcome.requests, 3);
+    assert_eq!(outcome.requests, 1, "one file for the window");
     sink.export(&common::batch("cart", 1))
         .await
         .expect("second window");
@@ -38,15 +39,24 @@ async fn writes_pprof_files_and_a_correct_index() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    assert_eq!(lines.len(), 5, "one line per file, appended per window");
-    let mut paths = std::collections::HashSet::new();
+    assert_eq!(lines.len(), 5, "one line per profile, appended per window");
+    // Per file: its decompressed bytes and the bytes the lines cover.
+    let mut files: std::collections::HashMap<String, (Vec<u8>, u64)> = Default::default();
     for line in &lines {
         let obj = line.as_object().unwrap();
         let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
         keys.sort();
         assert_eq!(
             keys,
-            ["end_unix_nanos", "kind", "path", "start_unix_nanos", "tags"],
+            [
+                "end_unix_nanos",
+                "kind",
+                "length",
+                "offset",
+                "path",
+                "start_unix_nanos",
+                "tags"
+            ],
             "exact contract keys"
         );
         assert!(matches!(obj["kind"].as_str(), Some("cpu" | "offcpu")));
@@ -55,16 +65,22 @@ async fn writes_pprof_files_and_a_correct_index() {
         );
         let rel = obj["path"].as_str().unwrap();
         assert!(!rel.starts_with('/'), "path relative to DIR: {rel}");
-        assert!(
-            paths.insert(rel.to_owned()),
-            "distinct file per profile: {rel}"
+        assert!(rel.ends_with(".pprofs.gz"), "a pack: {rel}");
+        let (raw, covered) = files.entry(rel.to_owned()).or_insert_with(|| {
+            let mut raw = Vec::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(dir.path().join(rel)).unwrap())
+                .read_to_end(&mut raw)
+                .unwrap();
+            (raw, 0)
+        });
+        let (offset, length) = (
+            obj["offset"].as_u64().unwrap() as usize,
+            obj["length"].as_u64().unwrap() as usize,
         );
-
-        let mut raw = Vec::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(dir.path().join(rel)).unwrap())
-            .read_to_end(&mut raw)
-            .unwrap();
-        let pprof = proto::Profile::decode(raw.as_slice()).expect("a valid pprof");
+        assert_eq!(offset as u64, *covered, "profiles follow each other: {line}");
+        *covered += length as u64;
+        let raw = &raw[offset..offset + length];
+        let pprof = proto::Profile::decode(raw).expect("a valid pprof");
         let strings = &pprof.string_table;
         let comments: Vec<&str> = pprof
             .comment
@@ -83,6 +99,12 @@ async fn writes_pprof_files_and_a_correct_index() {
         );
         let total: i64 = pprof.sample.iter().map(|s| s.value[0]).sum();
         assert_eq!(total, 42);
+    }
+    // One file per window (the third window, in the same second as the first, gets its own), each
+    // wholly covered by its lines.
+    assert_eq!(files.len(), 3, "{:?}", files.keys());
+    for (rel, (raw, covered)) in &files {
+        assert_eq!(*covered, raw.len() as u64, "{rel} holds its profiles and nothing else");
     }
     assert_eq!(lines[0]["tags"]["service.version"], "1.4.2");
     assert_eq!(lines[0]["start_unix_nanos"].as_i64(), Some(common::T0));

@@ -61,7 +61,7 @@ fn sigterm_flushes_the_window_into_the_data_directory() {
             .as_str()
             .is_some_and(|h| !h.is_empty())
     );
-    let profile = read_pprof(&data.join(entry["path"].as_str().unwrap()));
+    let profile = read_indexed(&data, &entry);
     let samples = resolve(&profile);
     let total_samples = total(&samples, pid, 0);
     assert!(

@@ -61,7 +61,7 @@ fn frames_of_a_library_loaded_later_are_complete_within_two_seconds() {
         {
             continue;
         }
-        let samples = resolve(&read_pprof(&data.join(entry["path"].as_str().unwrap())));
+        let samples = resolve(&read_indexed(&data, &entry));
         let window_total = inclusive(&samples, pid, "late_burn", 0);
         if window_total == 0 {
             continue;

@@ -33,7 +33,7 @@ fn windows_sum(log: &Path, n: usize, key: &str) -> u64 {
 }
 
 /// The first on-CPU profile of process `pid` in the data directory's index.
-fn first_cpu_profile(data: &Path, pid: u32) -> std::path::PathBuf {
+fn first_cpu_profile(data: &Path, pid: u32) -> sonde::profile::pprof::proto::Profile {
     let index = std::fs::read_to_string(data.join("index.jsonl")).unwrap();
     // Tags are strings.
     let pid_tag = pid.to_string();
@@ -42,7 +42,7 @@ fn first_cpu_profile(data: &Path, pid: u32) -> std::path::PathBuf {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|e| e["kind"] == "cpu" && e["tags"]["process.pid"] == pid_tag.as_str())
         .unwrap_or_else(|| panic!("no on-CPU profile of pid {pid} in the index:\n{index}"));
-    data.join(entry["path"].as_str().unwrap())
+    read_indexed(data, &entry)
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn a_restarted_agent_loads_its_tables_from_the_data_directory() {
          a binary already on disk was rebuilt\n{log}"
     );
 
-    let samples = resolve(&read_pprof(&first_cpu_profile(&data, workload.pid())));
+    let samples = resolve(&first_cpu_profile(&data, workload.pid()));
     let pid = i64::from(workload.pid());
     let (all, complete) = samples
         .iter()

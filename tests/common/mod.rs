@@ -307,6 +307,22 @@ pub fn read_pprof(path: &Path) -> proto::Profile {
     proto::Profile::decode(bytes.as_slice()).expect("valid pprof")
 }
 
+/// The profile a line of a data directory's `index.jsonl` names: its file decompressed, then the
+/// `offset`/`length` slice of it when the file is a window's pack (the whole file otherwise).
+pub fn read_indexed(data: &Path, entry: &serde_json::Value) -> proto::Profile {
+    let path = data.join(entry["path"].as_str().expect("a path"));
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+        .read_to_end(&mut bytes)
+        .expect("valid gzip");
+    let slice = match (entry["offset"].as_u64(), entry["length"].as_u64()) {
+        (Some(offset), Some(length)) => &bytes[offset as usize..(offset + length) as usize],
+        (None, None) => &bytes[..],
+        _ => panic!("offset and length come together: {entry}"),
+    };
+    proto::Profile::decode(slice).expect("valid pprof")
+}
+
 /// One sample of a profile, resolved to readable names.
 #[derive(Debug)]
 pub struct Resolved {

@@ -1,16 +1,17 @@
 //! Selects profiles from sonde's local data directory by tags and time.
 //!
 //! Contract (written by `sonde run`): `<DIR>/index.jsonl`, one JSON object per line,
-//! `{"path", "kind": "cpu"|"offcpu", "start_unix_nanos", "end_unix_nanos", "tags": {...}}`, `path` relative
-//! to `DIR`. A selector `KEY=VALUE` matches one tag; the short keys below are aliases of the OpenTelemetry
+//! `{"path", "offset", "length", "kind": "cpu"|"offcpu", "start_unix_nanos", "end_unix_nanos",
+//! "tags": {...}}`, `path` relative to `DIR`, `offset` and `length` the profile's place in the
+//! decompressed file when it is a window's pack (`crate::datadir`). A selector `KEY=VALUE` matches one tag; the short keys below are aliases of the OpenTelemetry
 //! resource attributes sonde writes, any other key is matched exactly. Selectors of one side are ANDed.
 //!
 //! The index is input like any profile: read within `--max-input-mib`, and an entry whose `path` leaves
 //! the directory (absolute, or through `..`) is refused, so an index cannot point diff at `/dev/zero`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::{error::DiffError, input::Limits};
+use super::{error::DiffError, input::Limits, load::Source};
 use crate::profile::model::ProfileKind;
 
 /// Short selector keys and the tag each stands for.
@@ -128,8 +129,8 @@ pub fn parse_entry(line: &str) -> Result<Entry, String> {
     Entry::parse_line(line)
 }
 
-/// The files of `entries` that match `query`, as paths under `dir`.
-pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<PathBuf>, DiffError> {
+/// The profiles of `entries` that match `query`, their paths under `dir`.
+pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<Source>, DiffError> {
     let selectors = query
         .raw
         .iter()
@@ -140,12 +141,15 @@ pub fn select(dir: &Path, entries: &[Entry], query: &Query<'_>) -> Result<Vec<Pa
         query.since.is_none_or(|t| e.end_unix_nanos > t)
             && query.until.is_none_or(|t| e.start_unix_nanos < t)
     };
-    let files: Vec<PathBuf> = entries
+    let files: Vec<Source> = entries
         .iter()
         .filter(tagged)
         .filter(|e| e.kind == query.kind)
         .filter(in_window)
-        .map(|e| dir.join(&e.path))
+        .map(|e| Source::Indexed {
+            path: dir.join(&e.path),
+            entry: e.clone(),
+        })
         .collect();
     if !files.is_empty() {
         return Ok(files);

@@ -66,6 +66,13 @@ pub struct Side {
 pub enum Source {
     /// A gzip pprof file, or `-` for standard input.
     File(PathBuf),
+    /// A profile of a data directory: its file, whole, or its slice when the file is a pack.
+    Indexed {
+        /// The file under the data directory.
+        path: PathBuf,
+        /// Its index line (where in the decompressed file the profile is).
+        entry: super::datadir::Entry,
+    },
     /// A profile fetched from a backend: its uncompressed pprof bytes, and the name messages give it.
     Fetched {
         /// Names the backend and the query, where a file would be named by its path.
@@ -120,10 +127,27 @@ struct SideLoad {
 fn load_side(sources: &[Source], options: LoadOptions<'_>) -> Result<SideLoad, DiffError> {
     let (mut names, mut inlined, mut side, mut chosen) =
         (Interner::default(), Vec::new(), Side::default(), None);
+    // The last data-directory file decompressed: a window's pack holds the profiles that follow.
+    let mut unpacked: Option<(&Path, Vec<u8>)> = None;
     for source in sources {
         let (chosen, names, inlined, side) = (&mut chosen, &mut names, &mut inlined, &mut side);
         match source {
             Source::File(path) => load_file(path, options, chosen, names, inlined, side)?,
+            Source::Indexed { path, entry } => {
+                if unpacked.as_ref().is_none_or(|(p, _)| *p != path.as_path()) {
+                    unpacked = Some((path, input::read_gzip(path, options.limits)?));
+                }
+                let (_, bytes) = unpacked.as_ref().expect("just filled");
+                let bytes = entry.profile_in(bytes).map_err(|reason| DiffError::NotPprof {
+                    path: path.clone(),
+                    reason,
+                })?;
+                let name = match entry.offset {
+                    Some(offset) => PathBuf::from(format!("{}@{offset}", path.display())),
+                    None => path.clone(),
+                };
+                load_bytes(&name, bytes, options, chosen, names, inlined, side)?;
+            }
             Source::Fetched { name, bytes } => {
                 load_bytes(name, bytes, options, chosen, names, inlined, side)?;
             }

@@ -216,10 +216,7 @@ fn input_files(args: &DiffArgs) -> Result<(Vec<Source>, Vec<Source>), DiffError>
             },
         )
     };
-    Ok((
-        files(select("base", &args.base)?),
-        files(select("new", &args.new)?),
-    ))
+    Ok((select("base", &args.base)?, select("new", &args.new)?))
 }
 
 fn limits(args: &DiffArgs) -> input::Limits {

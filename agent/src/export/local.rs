@@ -1,17 +1,17 @@
-//! [`LocalDirSink`]: the embedded default without an OTLP endpoint. Each profile of a window becomes one gzip
-//! pprof file under `<DIR>/profiles/<window start, unix seconds>/`, with the tags as `key=value` comments, and
-//! one line in `<DIR>/index.jsonl`.
+//! [`LocalDirSink`]: the embedded default without an OTLP endpoint. Each window's profiles become one
+//! pack (`crate::datadir`: their pprof messages, tags as `key=value` comments, gzip'd as one stream)
+//! under `<DIR>/profiles/<window start, unix seconds>/`, and one line each in `<DIR>/index.jsonl`.
 //!
 //! CONTRACT (read by `sonde diff`, keep exactly): `index.jsonl` holds one JSON object per line,
-//! `{"path": <path relative to DIR>, "kind": "cpu"|"offcpu", "start_unix_nanos": i64, "end_unix_nanos": i64,
-//! "tags": {"service.name": ..., ...}}`, appended only after the file is fully written and renamed into place.
+//! `{"path": <path relative to DIR>, "offset": u64, "length": u64, "kind": "cpu"|"offcpu",
+//! "start_unix_nanos": i64, "end_unix_nanos": i64, "tags": {"service.name": ..., ...}}`, appended only
+//! after the file is fully written and renamed into place.
 //!
-//! Crash safety: a window's profiles are written under temporary names and renamed, then made durable
-//! together (one `syncfs`, not two `fsync`s a file: a thousand processes a window made those flushes
-//! most of the daemon's cost); their index lines follow in one `write` on an `O_APPEND` descriptor, cut
-//! back on a short write (disk full), so a reader sees whole lines and only files that are on disk. A
-//! crash before the lines leaves at worst files without a line, or a torn last line, which
-//! [`LocalDirSink::open`] repairs at the next start, with the temporary files.
+//! Crash safety: a window's pack is written under a temporary name and renamed, then made durable
+//! (`syncfs`); its index lines follow in one `write` on an `O_APPEND` descriptor, cut back on a short
+//! write (disk full), so a reader sees whole lines and only files that are on disk. A crash before
+//! the lines leaves at worst a file without lines, or a torn last line, which [`LocalDirSink::open`]
+//! repairs at the next start, with the temporary files.
 
 use std::{
     path::Path,
@@ -21,8 +21,7 @@ use std::{
 use super::{Batch, ExportError, ExportMetrics, ExportOutcome, Sink};
 pub use crate::datadir::{INDEX_FILE, IndexEntry};
 use crate::{
-    datadir::PROFILES_DIR,
-    metadata::Tags,
+    datadir::{PACK_EXT, PROFILES_DIR, Pack},
     profile::pprof,
     retention::{Policy, Retention},
     storage::{DataMode, Durability, SafeDir, StorageError},
@@ -160,43 +159,34 @@ impl LocalDirSink {
         self.repairs
     }
 
-    /// Writes a window's profiles, makes them durable, then appends their index lines. When the
-    /// sync or the lines fail, the window's files go too, so the directory never holds a profile
-    /// `sonde diff` cannot find, nor a line whose file may not be on disk.
-    fn write_window(
-        &self,
-        window: &str,
-        files: Vec<(Vec<u8>, IndexEntry)>,
-    ) -> Result<ExportOutcome, ExportError> {
-        let mut outcome = ExportOutcome::default();
-        if files.is_empty() {
-            return Ok(outcome);
+    /// Writes a window's pack, makes it durable, then appends its index lines. When the sync or the
+    /// lines fail, the pack goes too, so the directory never holds a profile `sonde diff` cannot
+    /// find, nor a line whose file may not be on disk.
+    fn write_window(&self, window: &str, pack: Pack) -> Result<ExportOutcome, ExportError> {
+        if pack.is_empty() {
+            return Ok(ExportOutcome::default());
         }
         let dir = self.profiles.subdir(window)?;
-        let mut written = Vec::with_capacity(files.len());
+        let (bytes, entries) = pack.finish();
+        let name = dir.write_unique("window", PACK_EXT, &bytes, Durability::Batch)?;
+        let entries = entries(&format!("{PROFILES_DIR}/{window}/{name}"));
         let mut lines = String::new();
-        let result = (|| {
-            for (bytes, mut entry) in files {
-                let name = dir.write_unique(&entry.path, ".pb.gz", &bytes, Durability::Batch)?;
-                entry.path = format!("{PROFILES_DIR}/{window}/{name}");
-                written.push(name);
-                lines.push_str(
-                    &serde_json::to_string(&entry).expect("index entries always serialize"),
-                );
-                lines.push('\n');
-                outcome.requests += 1;
-                outcome.bytes += bytes.len() as u64;
-            }
-            dir.sync_filesystem()?;
-            self.root.append(INDEX_FILE, lines.as_bytes())
-        })();
+        for entry in &entries {
+            lines.push_str(&serde_json::to_string(entry).expect("index entries always serialize"));
+            lines.push('\n');
+        }
+        let result = dir
+            .sync_filesystem()
+            .and_then(|()| self.root.append(INDEX_FILE, lines.as_bytes()));
         if let Err(e) = result {
-            for name in &written {
-                let _ = dir.remove(name);
-            }
+            let _ = dir.remove(&name);
             return Err(e.into());
         }
-        Ok(outcome)
+        Ok(ExportOutcome {
+            requests: 1,
+            bytes: bytes.len() as u64,
+            ..ExportOutcome::default()
+        })
     }
 }
 
@@ -228,38 +218,6 @@ fn repair_index(root: &SafeDir) -> Result<u64, StorageError> {
     Ok(len - keep)
 }
 
-/// A file name part made of `[A-Za-z0-9._-]` only.
-fn sanitize(s: &str) -> String {
-    let out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if out.is_empty() {
-        "unknown".to_owned()
-    } else {
-        out
-    }
-}
-
-/// FNV-1a over the tags: a short name part that is stable across runs and Rust versions.
-fn tags_hash(tags: &Tags) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for (k, v) in tags.iter() {
-        for b in k.bytes().chain([0]).chain(v.bytes()).chain([0]) {
-            h ^= u32::from(b);
-            h = h.wrapping_mul(0x0100_0193);
-        }
-    }
-    h
-}
-
 #[async_trait::async_trait]
 impl Sink for LocalDirSink {
     fn name(&self) -> &'static str {
@@ -268,26 +226,23 @@ impl Sink for LocalDirSink {
 
     async fn export(&self, batch: &Batch) -> Result<ExportOutcome, ExportError> {
         let window = batch.start_unix_nanos.div_euclid(1_000_000_000).to_string();
-        let mut files = Vec::with_capacity(batch.profiles.len());
+        let mut pack = Pack::default();
         for (tags, profile) in &batch.profiles {
-            let kind = profile.kind.name();
-            let service = tags
-                .get(crate::metadata::keys::SERVICE_NAME)
-                .unwrap_or("unknown");
-            let bytes = pprof::encode_gzip_tagged(profile, tags.iter());
             let entry = IndexEntry {
-                // The file name's stem for now; write_one makes it the path.
-                path: format!("{kind}-{}-{:08x}", sanitize(service), tags_hash(tags)),
+                // The pack's path, once written.
+                path: String::new(),
+                offset: None,
+                length: None,
                 kind: profile.kind,
                 start_unix_nanos: batch.start_unix_nanos,
                 end_unix_nanos: batch.end_unix_nanos,
                 tags: tags.clone(),
             };
-            files.push((bytes, entry));
+            pack.push(&pprof::encode_tagged(profile, tags.iter()), entry);
         }
         let sink = self.clone();
         let write = tokio::task::spawn_blocking(move || {
-            let outcome = sink.write_window(&window, files)?;
+            let outcome = sink.write_window(&window, pack)?;
             sink.apply_retention(outcome.bytes);
             Ok(outcome)
         });
@@ -303,16 +258,6 @@ impl Sink for LocalDirSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_safe_and_stable() {
-        assert_eq!(sanitize("shop/cart api"), "shop_cart_api");
-        assert_eq!(sanitize(""), "unknown");
-        let tags: Tags = [("service.name", "cart")].into_iter().collect();
-        assert_eq!(tags_hash(&tags), tags_hash(&tags.clone()));
-        let other: Tags = [("service.name", "carts")].into_iter().collect();
-        assert_ne!(tags_hash(&tags), tags_hash(&other));
-    }
 
     #[test]
     fn a_torn_index_tail_and_temp_files_are_repaired_at_open() {

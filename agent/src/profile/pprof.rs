@@ -187,6 +187,14 @@ pub fn encode_gzip_tagged<'a>(
     profile: &Profile,
     tags: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Vec<u8> {
+    super::gzip::compress(&encode_tagged(profile, tags))
+}
+
+/// Encodes `profile` as (uncompressed) pprof bytes with each tag as a `key=value` comment.
+pub(crate) fn encode_tagged<'a>(
+    profile: &Profile,
+    tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<u8> {
     let mut builder = PprofBuilder::default();
     // The empty string must be index 0 before any comment is interned.
     builder.string("");
@@ -196,6 +204,5 @@ pub fn encode_gzip_tagged<'a>(
     for (key, value) in &profile.notes {
         builder.comment(&format!("{key}={value}"));
     }
-    let message = builder.build(profile);
-    super::gzip::compress(&message.encode_to_vec())
+    builder.build(profile).encode_to_vec()
 }

@@ -1,7 +1,7 @@
 //! Carries out a retention pass on the data directory: merge, expire, cap, rewrite the index, delete.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     io::Read as _,
 };
 
@@ -10,13 +10,16 @@ use prost::Message as _;
 
 use super::{Policy, RetentionError, merge::Merger, plan};
 use crate::{
-    datadir::{HOURLY_DIR, INDEX_FILE, IndexEntry, PROFILES_DIR},
+    datadir::{HOURLY_DIR, INDEX_FILE, IndexEntry, PACK_EXT, PROFILES_DIR, Pack},
     profile::pprof::proto,
     storage::{Durability, SafeDir, StorageError},
 };
 
-/// The index and a profile are read up to this; far above what sonde writes.
+/// The index and a profile file (decompressed) are read up to this; far above what sonde writes.
 const MAX_READ: u64 = 1 << 30;
+/// Hourly profiles merged at once: each holds its merged profile in memory while the files of its
+/// hour are read, each file once per batch (a window's pack holds every service's profile).
+const MERGES_AT_ONCE: usize = 256;
 
 /// What a pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,7 +130,7 @@ pub(crate) fn pass(root: &SafeDir, policy: &Policy, now: i64) -> Result<Outcome,
         Vec::new()
     };
     let mut entries = Vec::new();
-    let mut sizes = Vec::new();
+    let mut file_lens = Vec::new();
     for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let Ok(entry) = serde_json::from_slice::<IndexEntry>(line) else {
             out.lines_dropped += 1;
@@ -135,32 +138,35 @@ pub(crate) fn pass(root: &SafeDir, policy: &Policy, now: i64) -> Result<Outcome,
         };
         match listing.file(root, &entry.path) {
             Some((_, _, len)) => {
-                sizes.push(len);
+                file_lens.push(len);
                 entries.push(entry);
             }
             None => out.lines_dropped += 1,
         }
     }
+    let sizes = shares(&entries, &file_lens);
 
     // Merges first; expiry is decided on the result, so an hour merged now can expire in this pass.
     let tiers = plan::plan_tiers(&entries, policy, now);
     let mut gone: HashSet<usize> = HashSet::new();
     let mut added = Vec::new();
-    for m in &tiers.merges {
-        match merge_one(root, &mut listing, &entries, m) {
-            Ok((entry, len)) => {
-                out.windows_merged += m
-                    .members
-                    .iter()
-                    .filter(|&&i| !entries[i].path.starts_with(HOURLY_DIR))
-                    .count() as u64;
-                out.hourly_written += 1;
-                gone.extend(&m.members);
-                added.push((entry, len));
-            }
-            Err(err) => {
-                out.merge_failures += 1;
-                tracing::warn!(%err, hour = m.hour_start_secs, "cannot merge windows into an hourly profile; they are kept");
+    for batch in tiers.merges.chunks(MERGES_AT_ONCE) {
+        for (m, merged) in batch.iter().zip(merge_batch(root, &mut listing, &entries, batch)) {
+            match merged {
+                Ok(entry) => {
+                    out.windows_merged += m
+                        .members
+                        .iter()
+                        .filter(|&&i| !entries[i].path.starts_with(HOURLY_DIR))
+                        .count() as u64;
+                    out.hourly_written += 1;
+                    gone.extend(&m.members);
+                    added.push(entry);
+                }
+                Err(err) => {
+                    out.merge_failures += 1;
+                    tracing::warn!(%err, hour = m.hour_start_secs, "cannot merge windows into an hourly profile; they are kept");
+                }
             }
         }
     }
@@ -225,7 +231,8 @@ fn sweep(root: &SafeDir, named: &HashSet<String>) -> Result<u64, StorageError> {
             let mut left = 0;
             for file in dir.entries()? {
                 let path = format!("{tier}/{}/{}", period.name, file.name);
-                if file.is_file && file.name.ends_with(".pb.gz") && !named.contains(&path) {
+                let profiles = file.name.ends_with(".pb.gz") || file.name.ends_with(PACK_EXT);
+                if file.is_file && profiles && !named.contains(&path) {
                     dir.remove(&file.name)?;
                     deleted += 1;
                 } else {
@@ -240,68 +247,169 @@ fn sweep(root: &SafeDir, named: &HashSet<String>) -> Result<u64, StorageError> {
     Ok(deleted)
 }
 
+/// Each entry's share of its file's bytes, by the length of its profile (so the shares of a file
+/// add up to its length, and a single-profile file's share is all of it).
+fn shares(entries: &[IndexEntry], file_lens: &[u64]) -> Vec<u64> {
+    let weight = |e: &IndexEntry| e.length.unwrap_or(1).max(1);
+    let mut per_file: HashMap<&str, u64> = HashMap::new();
+    for e in entries {
+        *per_file.entry(&e.path).or_default() += weight(e);
+    }
+    entries
+        .iter()
+        .zip(file_lens)
+        .map(|(e, &len)| {
+            let share = u128::from(len) * u128::from(weight(e)) / u128::from(per_file[e.path.as_str()]);
+            share as u64
+        })
+        .collect()
+}
+
 #[derive(Debug, thiserror::Error)]
 enum MergeFailure {
     #[error("{0} is gone")]
     Missing(String),
     #[error("{path}: {reason}")]
     Unreadable { path: String, reason: String },
-    #[error(transparent)]
-    Storage(#[from] StorageError),
+    #[error("writing the hourly profiles: {0}")]
+    Unwritten(String),
 }
 
-/// Merges one group and writes it under `hourly/<hour>/`; returns its entry and size.
-fn merge_one(
+/// Merges one batch of groups, reading each file they draw on once, and writes each hour's merged
+/// profiles as one pack under `hourly/<hour>/`; returns each group's entry and its share of the pack.
+fn merge_batch(
     root: &SafeDir,
     listing: &mut Listing,
     entries: &[IndexEntry],
-    m: &plan::Merge,
-) -> Result<(IndexEntry, u64), MergeFailure> {
-    let mut merger = Merger::default();
-    for &i in &m.members {
-        let path = &entries[i].path;
-        let (dir, name, _) = listing
-            .file(root, path)
-            .ok_or_else(|| MergeFailure::Missing(path.clone()))?;
-        let unreadable = |reason: String| MergeFailure::Unreadable {
-            path: path.clone(),
-            reason,
-        };
-        let mut raw = Vec::new();
-        GzDecoder::new(dir.open_read(&name)?)
-            .take(MAX_READ)
-            .read_to_end(&mut raw)
-            .map_err(|e| unreadable(e.to_string()))?;
-        let profile =
-            proto::Profile::decode(raw.as_slice()).map_err(|e| unreadable(e.to_string()))?;
-        merger
-            .add(&profile)
-            .map_err(|e| unreadable(e.to_string()))?;
+    batch: &[plan::Merge],
+) -> Vec<Result<(IndexEntry, u64), MergeFailure>> {
+    let mut mergers: Vec<Result<Merger, MergeFailure>> =
+        batch.iter().map(|_| Ok(Merger::default())).collect();
+    // File -> (entry, group) of the members it holds; in path order, so windows merge oldest first.
+    let mut by_file: BTreeMap<&str, Vec<(usize, usize)>> = BTreeMap::new();
+    for (g, m) in batch.iter().enumerate() {
+        for &i in &m.members {
+            by_file.entry(&entries[i].path).or_default().push((i, g));
+        }
     }
-    let first = &entries[m.members[0]];
-    let stem = first
-        .path
-        .rsplit_once('/')
-        .map_or(first.path.as_str(), |(_, n)| n)
-        .trim_end_matches(".pb.gz")
-        .to_owned();
-    let compressed = crate::profile::gzip::compress(&merger.finish().encode_to_vec());
-    let bytes = &compressed;
-    let dir = root
-        .subdir(HOURLY_DIR)?
-        .subdir(&m.hour_start_secs.to_string())?;
-    let name = dir.write_unique(&stem, ".pb.gz", bytes, Durability::Now)?;
-    let members = m.members.iter().map(|&i| &entries[i]);
-    let entry = IndexEntry {
-        path: format!("{HOURLY_DIR}/{}/{name}", m.hour_start_secs),
-        kind: first.kind,
-        start_unix_nanos: members
-            .clone()
-            .map(|e| e.start_unix_nanos)
-            .min()
-            .unwrap_or(0),
-        end_unix_nanos: members.map(|e| e.end_unix_nanos).max().unwrap_or(0),
-        tags: first.tags.clone(),
+    for (path, members) in by_file {
+        if members.iter().all(|&(_, g)| mergers[g].is_err()) {
+            continue;
+        }
+        let raw = match read_decompressed(root, listing, path) {
+            Ok(raw) => raw,
+            Err(failure) => {
+                for &(_, g) in &members {
+                    mergers[g] = Err(clone_failure(&failure));
+                }
+                continue;
+            }
+        };
+        for (i, g) in members {
+            let Ok(merger) = &mut mergers[g] else {
+                continue;
+            };
+            let added = entries[i].profile_in(&raw).and_then(|bytes| {
+                let profile = proto::Profile::decode(bytes).map_err(|e| e.to_string())?;
+                merger.add(&profile).map_err(|e| e.to_string())
+            });
+            if let Err(reason) = added {
+                mergers[g] = Err(MergeFailure::Unreadable {
+                    path: path.to_owned(),
+                    reason,
+                });
+            }
+        }
+    }
+
+    // One pack per hour of the batch.
+    let mut hours: BTreeMap<i64, (Pack, Vec<usize>)> = BTreeMap::new();
+    let mut results: Vec<Option<Result<(IndexEntry, u64), MergeFailure>>> =
+        batch.iter().map(|_| None).collect();
+    for (g, (m, merger)) in batch.iter().zip(mergers).enumerate() {
+        let merger = match merger {
+            Ok(merger) => merger,
+            Err(failure) => {
+                results[g] = Some(Err(failure));
+                continue;
+            }
+        };
+        let first = &entries[m.members[0]];
+        let members = m.members.iter().map(|&i| &entries[i]);
+        let entry = IndexEntry {
+            path: String::new(),
+            offset: None,
+            length: None,
+            kind: first.kind,
+            start_unix_nanos: members
+                .clone()
+                .map(|e| e.start_unix_nanos)
+                .min()
+                .unwrap_or(0),
+            end_unix_nanos: members.map(|e| e.end_unix_nanos).max().unwrap_or(0),
+            tags: first.tags.clone(),
+        };
+        let (pack, groups) = hours.entry(m.hour_start_secs).or_default();
+        pack.push(&merger.finish().encode_to_vec(), entry);
+        groups.push(g);
+    }
+    for (hour, (pack, groups)) in hours {
+        let (bytes, named) = pack.finish();
+        let written = root
+            .subdir(HOURLY_DIR)
+            .and_then(|d| d.subdir(&hour.to_string()))
+            .and_then(|dir| dir.write_unique("merged", PACK_EXT, &bytes, Durability::Now));
+        match written {
+            Ok(name) => {
+                let named = named(&format!("{HOURLY_DIR}/{hour}/{name}"));
+                let lens = vec![bytes.len() as u64; named.len()];
+                let sizes = shares(&named, &lens);
+                for ((g, entry), size) in groups.into_iter().zip(named).zip(sizes) {
+                    results[g] = Some(Ok((entry, size)));
+                }
+            }
+            Err(err) => {
+                for g in groups {
+                    results[g] = Some(Err(MergeFailure::Unwritten(err.to_string())));
+                }
+            }
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("every group ends merged or failed"))
+        .collect()
+}
+
+/// The decompressed content of the profile file at the index path `path`.
+fn read_decompressed(
+    root: &SafeDir,
+    listing: &mut Listing,
+    path: &str,
+) -> Result<Vec<u8>, MergeFailure> {
+    let (dir, name, _) = listing
+        .file(root, path)
+        .ok_or_else(|| MergeFailure::Missing(path.to_owned()))?;
+    let unreadable = |reason: String| MergeFailure::Unreadable {
+        path: path.to_owned(),
+        reason,
     };
-    Ok((entry, bytes.len() as u64))
+    let file = dir.open_read(&name).map_err(|e| unreadable(e.to_string()))?;
+    let mut raw = Vec::new();
+    GzDecoder::new(file)
+        .take(MAX_READ)
+        .read_to_end(&mut raw)
+        .map_err(|e| unreadable(e.to_string()))?;
+    Ok(raw)
+}
+
+fn clone_failure(failure: &MergeFailure) -> MergeFailure {
+    match failure {
+        MergeFailure::Missing(path) => MergeFailure::Missing(path.clone()),
+        MergeFailure::Unreadable { path, reason } => MergeFailure::Unreadable {
+            path: path.clone(),
+            reason: reason.clone(),
+        },
+        MergeFailure::Unwritten(reason) => MergeFailure::Unwritten(reason.clone()),
+    }
 }

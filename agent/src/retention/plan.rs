@@ -110,18 +110,28 @@ pub(crate) fn plan_tiers(entries: &[IndexEntry], policy: &Policy, now: i64) -> T
     }
 }
 
-/// The entries the byte cap removes, oldest end first, until what is left fits in `max_bytes`.
+/// The entries the byte cap removes: whole files (a window's pack goes with all its profiles), the
+/// file whose newest profile ends first going first, until what is left fits in `max_bytes`.
+/// `sizes` are the entries' shares of their files.
 pub(crate) fn plan_cap(entries: &[IndexEntry], sizes: &[u64], max_bytes: u64) -> Vec<usize> {
     let mut total: u64 = sizes.iter().sum();
-    let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.sort_by_key(|&i| (entries[i].end_unix_nanos, i));
+    // Per file: (newest end, first entry, bytes, entries).
+    let mut files: HashMap<&str, (i64, usize, u64, Vec<usize>)> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let file = files.entry(&e.path).or_insert((i64::MIN, i, 0, Vec::new()));
+        file.0 = file.0.max(e.end_unix_nanos);
+        file.2 += sizes[i];
+        file.3.push(i);
+    }
+    let mut order: Vec<_> = files.into_values().collect();
+    order.sort_by_key(|&(end, first, ..)| (end, first));
     let mut out = Vec::new();
-    for i in order {
+    for (_, _, bytes, members) in order {
         if total <= max_bytes {
             break;
         }
-        total -= sizes[i];
-        out.push(i);
+        total = total.saturating_sub(bytes);
+        out.extend(members);
     }
     out.sort_unstable();
     out
@@ -138,6 +148,8 @@ mod tests {
     fn entry(path: &str, version: &str, start_s: i64, end_s: i64) -> IndexEntry {
         IndexEntry {
             path: path.into(),
+            offset: None,
+            length: None,
             kind: ProfileKind::Cpu,
             start_unix_nanos: start_s * S,
             end_unix_nanos: end_s * S,
@@ -217,5 +229,10 @@ mod tests {
         assert_eq!(plan_cap(&entries, &[10, 10, 10], 30), Vec::<usize>::new());
         assert_eq!(plan_cap(&entries, &[10, 10, 10], 15), vec![1, 2]);
         assert_eq!(plan_cap(&entries, &[10, 10, 10], 0), vec![0, 1, 2]);
+        // A pack goes whole: the oldest file holds two profiles, so removing it frees both.
+        let mut packed = entries.clone();
+        packed[2].path = packed[1].path.clone();
+        assert_eq!(plan_cap(&packed, &[10, 10, 10], 25), vec![1, 2]);
+        assert_eq!(plan_cap(&packed, &[10, 10, 10], 5), vec![0, 1, 2]);
     }
 }
