@@ -97,22 +97,11 @@ impl AyaMaps {
 
 /// Removes every entry of `map`, the slot `slot` of the maps `names`; how many there were.
 fn empty<K: Pod, V: Pod>(
-    map: &mut HashMap<MapData, K, V>,
+    map: &HashMap<MapData, K, V>,
     names: &[&'static str; 3],
     slot: u64,
 ) -> Result<usize, BpfError> {
-    let name = slot_name(names, slot);
-    let keys = map
-        .keys()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(map_err(name))?;
-    for key in &keys {
-        match map.remove(key) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-            Err(source) => return Err(map_err(name)(source)),
-        }
-    }
-    Ok(keys.len())
+    Ok(take_all(map, slot_name(names, slot))?.len())
 }
 
 pub(crate) fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '_ {
@@ -122,19 +111,13 @@ pub(crate) fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '
     }
 }
 
-/// Reads all entries of a hash map, then deletes them. Only called on a slot the kernel no longer writes.
-fn take_all<K: aya::Pod + Eq + std::hash::Hash, V: aya::Pod>(
-    map: &mut HashMap<MapData, K, V>,
-    name: &str,
+/// Reads all entries of a hash map and deletes them, many per syscall. Only called on a slot the
+/// kernel no longer writes.
+fn take_all<K: Pod, V: Pod>(
+    map: &HashMap<MapData, K, V>,
+    name: &'static str,
 ) -> Result<Vec<(K, V)>, BpfError> {
-    let entries = map
-        .iter()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(map_err(name))?;
-    for (key, _) in &entries {
-        map.remove(key).map_err(map_err(name))?;
-    }
-    Ok(entries)
+    super::batch::take_all(aya::maps::IterableMap::map(map), name)
 }
 
 fn slot_name(names: &[&'static str; 3], slot: u64) -> &'static str {
@@ -150,14 +133,14 @@ impl KernelMaps for AyaMaps {
 
     fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError> {
         take_all(
-            &mut self.on_cpu[slot as usize],
+            &self.on_cpu[slot as usize],
             slot_name(&names::ONCPU, slot),
         )
     }
 
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError> {
         take_all(
-            &mut self.off_cpu[slot as usize],
+            &self.off_cpu[slot as usize],
             slot_name(&names::OFFCPU, slot),
         )
     }
@@ -190,8 +173,8 @@ impl KernelMaps for AyaMaps {
 
     fn clear_stacks(&mut self, slot: u64) -> Result<usize, BpfError> {
         let s = slot as usize;
-        let kernel = empty(&mut self.kernel_stacks[s], &names::KERNEL_STACKS, slot)?;
-        let user = empty(&mut self.user_stacks[s], &names::USER_STACKS, slot)?;
+        let kernel = empty(&self.kernel_stacks[s], &names::KERNEL_STACKS, slot)?;
+        let user = empty(&self.user_stacks[s], &names::USER_STACKS, slot)?;
         Ok(kernel + user)
     }
 
