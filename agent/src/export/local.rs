@@ -8,8 +8,8 @@
 //! after the file is fully written and renamed into place.
 //!
 //! Crash safety: a window's pack is written under a temporary name and renamed, then made durable
-//! (`syncfs`); its index lines follow in one `write` on an `O_APPEND` descriptor, cut back on a short
-//! write (disk full), so a reader sees whole lines and only files that are on disk. A crash before
+//! (`syncfs`); its index lines follow on an `O_APPEND` descriptor, cut back when a write fails (disk
+//! full), so a reader sees whole lines and only files that are on disk. A crash before
 //! the lines leaves at worst a file without lines, or a torn last line, which [`LocalDirSink::open`]
 //! repairs at the next start, with the temporary files.
 

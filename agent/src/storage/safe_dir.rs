@@ -254,8 +254,8 @@ impl SafeDir {
         unreachable!("the loop returns by its 1000th name")
     }
 
-    /// Appends `bytes` to `name` (created if missing) with one `write` on an `O_APPEND` descriptor. A
-    /// short or failed write is truncated back, so the file holds whole records or none.
+    /// Appends `bytes` to `name` (created if missing) on an `O_APPEND` descriptor. A failed write is
+    /// truncated back, so the file holds whole records or none.
     pub(crate) fn append(&self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
         self.check_name(name)?;
         let path = self.path.join(name);
@@ -263,20 +263,28 @@ impl SafeDir {
         let fd = rfs::openat(&self.fd, name, flags, Mode::from_raw_mode(self.mode.file()))
             .map_err(|e| open_err(&self.fd, name, &path, e))?;
         let before = self.check_own_file(&fd, &path)?;
-        let wrote = rustix::io::write(&fd, bytes);
-        if !matches!(wrote, Ok(n) if n == bytes.len()) {
+        // A short write goes on with the rest (the kernel may stop early, say on a signal); the write
+        // that then fails says why (a full disk: ENOSPC), which the short count alone does not.
+        let mut written = 0;
+        let result = loop {
+            match rustix::io::write(&fd, &bytes[written..]) {
+                Ok(n) if written + n == bytes.len() => break Ok(()),
+                Ok(0) => {
+                    break Err(StorageError::ShortWrite {
+                        path,
+                        written,
+                        len: bytes.len(),
+                    });
+                }
+                Ok(n) => written += n,
+                Err(e) => break Err(io_err(&path, e)),
+            }
+        };
+        if result.is_err() {
             // Best effort: the write already failed, and this is what keeps the file parseable.
             let _ = rfs::ftruncate(&fd, before);
         }
-        match wrote {
-            Ok(n) if n == bytes.len() => Ok(()),
-            Ok(written) => Err(StorageError::ShortWrite {
-                path,
-                written,
-                len: bytes.len(),
-            }),
-            Err(e) => Err(io_err(&path, e)),
-        }
+        result
     }
 
     /// Cuts `name` back to `len` bytes.
