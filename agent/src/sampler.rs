@@ -94,8 +94,9 @@ impl KernelCost {
     }
 }
 
-/// Windows over which the sweep for unreported exits reads the whole process table once.
-const SWEEP_SHARES: u32 = 4;
+/// Windows over which the sweep for unreported exits reads the state of every process once (to find
+/// zombies no parent reaps; a process that is no longer listed is found gone every window).
+const SWEEP_SHARES: u32 = 16;
 
 /// How many binaries with unnamed frames a window names.
 const TOP_OFFENDERS: usize = 5;
@@ -327,16 +328,20 @@ impl Sampler {
 
     /// Forgets processes that exited before this window began, and symbols of binaries nobody maps.
     /// Processes whose exit was never reported (the leader exited first, the rest later; a lost
-    /// event) are found gone by a sweep of /proc and forgotten a window later. The sweep reads a
-    /// [`SWEEP_SHARES`]th of the table a window, in turn: a /proc read per live process and window
-    /// was a tenth of the daemon's work with 1,000 services, for what the exit events already say
-    /// of nearly every process.
+    /// event) are found gone by a sweep of /proc and forgotten a window later: every window, those
+    /// `/proc` no longer lists (one directory read); and a [`SWEEP_SHARES`]th of the table a window,
+    /// in turn, by its state (a zombie leader with no thread left). A /proc read per live process
+    /// and window was a tenth of the daemon's work with 1,000 services, for what the exit events
+    /// already say of nearly every process.
     fn evict(&mut self, cutoff: Instant) -> Vec<u32> {
         let mut procs = self.procs.lock().expect("process table lock");
         let share = self.sweeps % SWEEP_SHARES;
         self.sweeps = self.sweeps.wrapping_add(1);
+        // Read with the table locked: no process joins it between the listing and the checks.
+        let listed = crate::process::listed_pids();
         for pid in procs.live_pids() {
-            if pid % SWEEP_SHARES == share && crate::process::is_gone(pid) {
+            let unlisted = listed.as_ref().is_some_and(|l| !l.contains(&pid));
+            if unlisted || (pid % SWEEP_SHARES == share && crate::process::is_gone(pid)) {
                 procs.mark_exited(pid, Instant::now());
                 if let Some(unwinder) = &self.unwinder {
                     unwinder.handle().process_exited(pid);

@@ -41,15 +41,23 @@ impl SampleCost {
         let Some(map) = ebpf.map(names::SAMPLE_COST) else {
             return cost;
         };
-        let Ok(array) = PerCpuArray::<&MapData, u64>::try_from(map) else {
+        let (Ok(array), Ok(cpus)) = (
+            PerCpuArray::<&MapData, u64>::try_from(map),
+            aya::util::nr_cpus(),
+        ) else {
             return cost;
         };
-        for (path, buckets) in cost.counts.iter_mut().enumerate() {
-            for (bucket, count) in buckets.iter_mut().enumerate() {
-                if let Ok(per_cpu) = array.get(&((path * BUCKETS + bucket) as u32), 0) {
-                    *count = per_cpu.iter().sum();
-                }
-            }
+        // One batch read: element by element it was PATHS x BUCKETS syscalls a window.
+        let Ok(all) = super::batch::read_all_summed(
+            aya::maps::IterableMap::map(&array),
+            (PATHS * BUCKETS) as u32,
+            cpus,
+            names::SAMPLE_COST,
+        ) else {
+            return cost;
+        };
+        for (buckets, read) in cost.counts.iter_mut().zip(all.chunks(BUCKETS)) {
+            buckets.copy_from_slice(read);
         }
         cost
     }

@@ -39,7 +39,9 @@ pub(crate) use elf_info::{ElfInfo, Segment, inflated_dwarf_of};
 use crate::profile::Module;
 pub(crate) use maps_file::MapsLine;
 pub(crate) use maps_file::set_proc_root;
-pub(crate) use maps_file::{executable, has_live_threads, is_gone, parse_maps, proc_dir};
+pub(crate) use maps_file::{
+    executable, has_live_threads, is_gone, listed_pids, parse_maps, proc_dir,
+};
 
 /// Reads of a process's mappings before a file whose mapping changed under the read counts as
 /// unopenable.

@@ -12,29 +12,43 @@ use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 /// gzip's member header: magic, deflate, no flags, no mtime, no extra flags, OS unknown.
 const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
+/// The level of a window's pack (`crate::datadir`): one stream of a window's profiles, written every
+/// window on every host. On the scrape bench's 665 profiles (500 KB) level 2 takes 1.3 ms for 64 KB,
+/// the default level 4 ms for 59 KB: a third of the time for 9% more bytes.
+pub(crate) const PACK_LEVEL: u32 = 2;
+
 thread_local! {
     static COMPRESSOR: RefCell<Compress> = RefCell::new(Compress::new(Compression::default(), false));
+    static PACK_COMPRESSOR: RefCell<Compress> =
+        RefCell::new(Compress::new(Compression::new(PACK_LEVEL), false));
 }
 
-/// `bytes` as a gzip file.
+/// `bytes` as a gzip file, at the default level.
 pub(crate) fn compress(bytes: &[u8]) -> Vec<u8> {
+    COMPRESSOR.with_borrow_mut(|c| compress_with(c, bytes))
+}
+
+/// `bytes` as a gzip file, at [`PACK_LEVEL`].
+pub(crate) fn compress_pack(bytes: &[u8]) -> Vec<u8> {
+    PACK_COMPRESSOR.with_borrow_mut(|c| compress_with(c, bytes))
+}
+
+fn compress_with(c: &mut Compress, bytes: &[u8]) -> Vec<u8> {
     // Stored blocks are the worst case: 5 bytes per 16 KiB block, plus the frame.
     let mut out = Vec::with_capacity(HEADER.len() + bytes.len() + bytes.len() / 16_384 * 5 + 64);
     out.extend_from_slice(&HEADER);
-    COMPRESSOR.with_borrow_mut(|c| {
-        c.reset();
-        loop {
-            let done = c.total_in() as usize;
-            let status = c
-                .compress_vec(&bytes[done..], &mut out, FlushCompress::Finish)
-                .expect("deflate of a buffer in memory");
-            if status == Status::StreamEnd {
-                break;
-            }
-            // Out of room: more, and go on from where the input stopped.
-            out.reserve(out.capacity().max(256));
+    c.reset();
+    loop {
+        let done = c.total_in() as usize;
+        let status = c
+            .compress_vec(&bytes[done..], &mut out, FlushCompress::Finish)
+            .expect("deflate of a buffer in memory");
+        if status == Status::StreamEnd {
+            break;
         }
-    });
+        // Out of room: more, and go on from where the input stopped.
+        out.reserve(out.capacity().max(256));
+    }
     let mut crc = Crc::new();
     crc.update(bytes);
     out.extend_from_slice(&crc.sum().to_le_bytes());
@@ -77,11 +91,15 @@ mod tests {
             b"again".to_vec(),
         ];
         for input in &inputs {
-            let ours = compress(input);
-            let mut theirs = flate2::write::GzEncoder::new(Vec::new(), Compression::default());
-            theirs.write_all(input).unwrap();
-            assert_eq!(ours, theirs.finish().unwrap(), "{} bytes", input.len());
-            assert_eq!(&gunzip(&ours), input);
+            for (ours, level) in [
+                (compress(input), Compression::default()),
+                (compress_pack(input), Compression::new(PACK_LEVEL)),
+            ] {
+                let mut theirs = flate2::write::GzEncoder::new(Vec::new(), level);
+                theirs.write_all(input).unwrap();
+                assert_eq!(ours, theirs.finish().unwrap(), "{} bytes", input.len());
+                assert_eq!(&gunzip(&ours), input);
+            }
         }
     }
 }

@@ -4,7 +4,9 @@
 //! strings through one table. Each sample carries the labels `pid` (numeric) and `comm`. Workload tags go
 //! into the profile's `comment` strings as `key=value` ([`encode_gzip_tagged`]).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{borrow::Cow, sync::Arc};
+
+use foldhash::HashMap;
 
 use prost::Message as _;
 
@@ -16,30 +18,33 @@ pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
 }
 
-/// Builds a pprof message while deduplicating its tables.
+/// Builds a pprof message while deduplicating its tables. Strings are borrowed from the profile
+/// until the message is made: a daemon window encodes one profile per process, and copying every
+/// function name twice (table and key) per profile was most of the encoding's time.
 #[derive(Default)]
-pub struct PprofBuilder {
-    strings: HashMap<String, i64>,
-    table: Vec<String>,
+pub struct PprofBuilder<'a> {
+    strings: HashMap<&'a str, i64>,
+    table: Vec<Cow<'a, str>>,
     mappings: HashMap<Arc<Module>, u64>,
-    functions: HashMap<(String, Option<String>), u64>,
+    /// By the string-table indices of (name, file): looked up without allocating.
+    functions: HashMap<(i64, i64), u64>,
     locations: HashMap<(u64, u64, FrameKind, Option<String>), u64>,
     out: proto::Profile,
 }
 
-impl PprofBuilder {
+impl<'a> PprofBuilder<'a> {
     /// Interns `s` in the string table.
-    pub fn string(&mut self, s: &str) -> i64 {
+    pub fn string(&mut self, s: &'a str) -> i64 {
         if let Some(&i) = self.strings.get(s) {
             return i;
         }
         let i = self.table.len() as i64;
-        self.table.push(s.to_owned());
-        self.strings.insert(s.to_owned(), i);
+        self.table.push(Cow::Borrowed(s));
+        self.strings.insert(s, i);
         i
     }
 
-    fn mapping(&mut self, module: &Arc<Module>) -> u64 {
+    fn mapping(&mut self, module: &'a Arc<Module>) -> u64 {
         if let Some(&id) = self.mappings.get(module) {
             return id;
         }
@@ -60,14 +65,13 @@ impl PprofBuilder {
         id
     }
 
-    fn function(&mut self, name: &str, file: Option<&str>) -> u64 {
-        let key = (name.to_owned(), file.map(str::to_owned));
-        if let Some(&id) = self.functions.get(&key) {
+    fn function(&mut self, name: &'a str, file: Option<&'a str>) -> u64 {
+        let name = self.string(name);
+        let filename = self.string(file.unwrap_or(""));
+        if let Some(&id) = self.functions.get(&(name, filename)) {
             return id;
         }
         let id = self.out.function.len() as u64 + 1;
-        let name = self.string(name);
-        let filename = self.string(file.unwrap_or(""));
         self.out.function.push(proto::Function {
             id,
             name,
@@ -75,11 +79,11 @@ impl PprofBuilder {
             filename,
             start_line: 0,
         });
-        self.functions.insert(key, id);
+        self.functions.insert((name, filename), id);
         id
     }
 
-    fn location(&mut self, frame: &Frame) -> u64 {
+    fn location(&mut self, frame: &'a Frame) -> u64 {
         let mapping_id = frame.module.as_ref().map(|m| self.mapping(m)).unwrap_or(0);
         // Markers have no address: key them by their name so different markers stay apart.
         let marker = (frame.kind == FrameKind::Marker).then(|| frame.display_name());
@@ -108,13 +112,15 @@ impl PprofBuilder {
     }
 
     /// Adds `comment` (a `key=value` tag) to the profile's comments.
-    pub fn comment(&mut self, comment: &str) {
-        let index = self.string(comment);
+    pub fn comment(&mut self, comment: String) {
+        // Not interned: a tag is not otherwise a string of the profile.
+        let index = self.table.len() as i64;
+        self.table.push(Cow::Owned(comment));
         self.out.comment.push(index);
     }
 
     /// Builds the pprof message for `profile`.
-    pub fn build(mut self, profile: &Profile) -> proto::Profile {
+    pub fn build(mut self, profile: &'a Profile) -> proto::Profile {
         self.string("");
         let sample_type = profile
             .kind
@@ -172,7 +178,7 @@ impl PprofBuilder {
                 label,
             });
         }
-        self.out.string_table = std::mem::take(&mut self.table);
+        self.out.string_table = self.table.into_iter().map(Cow::into_owned).collect();
         self.out
     }
 }
@@ -199,10 +205,10 @@ pub(crate) fn encode_tagged<'a>(
     // The empty string must be index 0 before any comment is interned.
     builder.string("");
     for (key, value) in tags {
-        builder.comment(&format!("{key}={value}"));
+        builder.comment(format!("{key}={value}"));
     }
     for (key, value) in &profile.notes {
-        builder.comment(&format!("{key}={value}"));
+        builder.comment(format!("{key}={value}"));
     }
     builder.build(profile).encode_to_vec()
 }

@@ -174,6 +174,8 @@ impl Drop for Agent {
 struct Interval {
     /// The agent's user + system CPU over it, seconds.
     cpu: f64,
+    /// Run time of the agent's BPF programs over it (the windows that ended in it), seconds.
+    bpf: f64,
     /// Wall time of each scrape in it (none for a quiet one).
     scrapes: Vec<Duration>,
 }
@@ -320,6 +322,7 @@ fn wait_windows(agent: &Agent, n: u64) -> anyhow::Result<()> {
 /// The agent's CPU over `INTERVAL` from `start`, with `k` scrapes evenly spread in it.
 fn interval(agent: &Agent, start: Instant, k: usize) -> anyhow::Result<Interval> {
     sleep_until(start);
+    let bpf_before = bpf_seconds(&agent.scrape()?);
     let before = cpu_seconds(agent.pid)?;
     let mut scrapes = Vec::with_capacity(k);
     for j in 0..k {
@@ -330,10 +333,22 @@ fn interval(agent: &Agent, start: Instant, k: usize) -> anyhow::Result<Interval>
         scrapes.push(t.elapsed());
     }
     sleep_until(start + INTERVAL);
+    let cpu = cpu_seconds(agent.pid)? - before;
     Ok(Interval {
-        cpu: cpu_seconds(agent.pid)? - before,
+        cpu,
+        bpf: bpf_seconds(&agent.scrape()?) - bpf_before,
         scrapes,
     })
+}
+
+/// The run time of all the agent's BPF programs so far, seconds, from a Prometheus-text scrape
+/// (`sonde_bpf_program_run_seconds_total`, updated at each window's end).
+fn bpf_seconds(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("sonde_bpf_program_run_seconds_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 fn sleep_until(t: Instant) {
