@@ -77,7 +77,10 @@ async fn writes_pprof_files_and_a_correct_index() {
             obj["offset"].as_u64().unwrap() as usize,
             obj["length"].as_u64().unwrap() as usize,
         );
-        assert_eq!(offset as u64, *covered, "profiles follow each other: {line}");
+        assert_eq!(
+            offset as u64, *covered,
+            "profiles follow each other: {line}"
+        );
         *covered += length as u64;
         let raw = &raw[offset..offset + length];
         let pprof = proto::Profile::decode(raw).expect("a valid pprof");
@@ -104,7 +107,11 @@ async fn writes_pprof_files_and_a_correct_index() {
     // wholly covered by its lines.
     assert_eq!(files.len(), 3, "{:?}", files.keys());
     for (rel, (raw, covered)) in &files {
-        assert_eq!(*covered, raw.len() as u64, "{rel} holds its profiles and nothing else");
+        assert_eq!(
+            *covered,
+            raw.len() as u64,
+            "{rel} holds its profiles and nothing else"
+        );
     }
     assert_eq!(lines[0]["tags"]["service.version"], "1.4.2");
     assert_eq!(lines[0]["start_unix_nanos"].as_i64(), Some(common::T0));

@@ -157,7 +157,7 @@ fn run_samples(data: &Path, pid: u32) -> Vec<Resolved> {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|e| e["tags"]["process.pid"] == serde_json::json!(pid.to_string()))
-        .flat_map(|e| resolve(&read_indexed(&data, &e)))
+        .flat_map(|e| resolve(&read_indexed(data, &e)))
         .collect();
     assert!(!samples.is_empty(), "no profile of pid {pid}:\n{index}");
     samples

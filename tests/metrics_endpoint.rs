@@ -107,7 +107,7 @@ fn samples_written(data: &std::path::Path) -> i64 {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|e| e["kind"] == "cpu")
         .map(|e| {
-            let p = read_indexed(&data, &e);
+            let p = read_indexed(data, &e);
             p.sample.iter().map(|s| s.value[0]).sum::<i64>()
         })
         .sum()

@@ -162,7 +162,12 @@ mod tests {
         let mut past = entries[2].clone();
         past.length = Some(7);
         assert!(past.profile_in(&raw).unwrap_err().contains("past the end"));
-        let half = r#"{"path":"p","offset":3,"kind":"cpu","start_unix_nanos":1,"end_unix_nanos":2}"#;
-        assert!(IndexEntry::parse_line(half).unwrap_err().contains("without the other"));
+        let half =
+            r#"{"path":"p","offset":3,"kind":"cpu","start_unix_nanos":1,"end_unix_nanos":2}"#;
+        assert!(
+            IndexEntry::parse_line(half)
+                .unwrap_err()
+                .contains("without the other")
+        );
     }
 }

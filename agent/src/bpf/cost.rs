@@ -106,11 +106,51 @@ impl SampleCost {
     }
 }
 
+/// [`map_memory`], read again only when this process's file descriptors changed (maps come and go
+/// with the unwind tables' chunks), or after [`MapMemory::REFRESH_WINDOWS`] windows: reading every
+/// descriptor's fdinfo and asking the kernel each map's name was ~5% of the daemon's CPU a window.
+#[derive(Debug, Default)]
+pub(crate) struct MapMemory {
+    fds: Vec<u32>,
+    maps: Vec<(String, u64)>,
+    age: u32,
+}
+
+impl MapMemory {
+    /// At most this many windows between two full reads (a descriptor number reused by another
+    /// map leaves the set as it was).
+    const REFRESH_WINDOWS: u32 = 12;
+
+    /// The maps' memory now, by name, largest first.
+    pub(crate) fn read(&mut self) -> &[(String, u64)] {
+        let fds = open_fds();
+        if fds.is_empty() || fds != self.fds || self.age >= Self::REFRESH_WINDOWS {
+            self.maps = map_memory();
+            self.fds = fds;
+            self.age = 0;
+        }
+        self.age += 1;
+        &self.maps
+    }
+}
+
+/// This process's open file descriptors, in order.
+fn open_fds() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut fds: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
 /// Kernel memory held by this process's BPF maps, by map name (`memlock` of each map fd in
 /// `/proc/self/fdinfo`), largest first. The maps userspace creates, the unwind rows' chunks (aya
 /// names them `standalone_array`) and the unwind page hash (`standalone_hash`), are summed into
 /// their outer map's name; a map without a name is `unnamed`.
-pub(crate) fn map_memory() -> Vec<(String, u64)> {
+fn map_memory() -> Vec<(String, u64)> {
     // Read by hand: procfs's FDInfo keeps only pos/flags/mnt_id, not the `memlock` and `map_id` a
     // BPF map's fdinfo adds.
     let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {

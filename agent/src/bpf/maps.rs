@@ -132,10 +132,7 @@ impl KernelMaps for AyaMaps {
     }
 
     fn take_on_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, u64)>, BpfError> {
-        take_all(
-            &self.on_cpu[slot as usize],
-            slot_name(&names::ONCPU, slot),
-        )
+        take_all(&self.on_cpu[slot as usize], slot_name(&names::ONCPU, slot))
     }
 
     fn take_off_cpu(&mut self, slot: u64) -> Result<Vec<(SampleKey, OffCpuValue)>, BpfError> {

@@ -138,10 +138,12 @@ fn load_side(sources: &[Source], options: LoadOptions<'_>) -> Result<SideLoad, D
                     unpacked = Some((path, input::read_gzip(path, options.limits)?));
                 }
                 let (_, bytes) = unpacked.as_ref().expect("just filled");
-                let bytes = entry.profile_in(bytes).map_err(|reason| DiffError::NotPprof {
-                    path: path.clone(),
-                    reason,
-                })?;
+                let bytes = entry
+                    .profile_in(bytes)
+                    .map_err(|reason| DiffError::NotPprof {
+                        path: path.clone(),
+                        reason,
+                    })?;
                 let name = match entry.offset {
                     Some(offset) => PathBuf::from(format!("{}@{offset}", path.display())),
                     None => path.clone(),

@@ -340,7 +340,11 @@ mod tests {
         let state = state(tid);
         stop.send(()).unwrap();
         thread.join().unwrap();
-        assert!(matches!(state, Some(b'S' | b'R')), "{:?}", state.map(char::from));
+        assert!(
+            matches!(state, Some(b'S' | b'R')),
+            "{:?}",
+            state.map(char::from)
+        );
         assert!(!is_gone(std::process::id()));
         let listed = listed_pids().expect("/proc lists processes");
         assert!(listed.contains(&std::process::id()));

@@ -151,7 +151,10 @@ pub(crate) fn pass(root: &SafeDir, policy: &Policy, now: i64) -> Result<Outcome,
     let mut gone: HashSet<usize> = HashSet::new();
     let mut added = Vec::new();
     for batch in tiers.merges.chunks(MERGES_AT_ONCE) {
-        for (m, merged) in batch.iter().zip(merge_batch(root, &mut listing, &entries, batch)) {
+        for (m, merged) in batch
+            .iter()
+            .zip(merge_batch(root, &mut listing, &entries, batch))
+        {
             match merged {
                 Ok(entry) => {
                     out.windows_merged += m
@@ -259,7 +262,8 @@ fn shares(entries: &[IndexEntry], file_lens: &[u64]) -> Vec<u64> {
         .iter()
         .zip(file_lens)
         .map(|(e, &len)| {
-            let share = u128::from(len) * u128::from(weight(e)) / u128::from(per_file[e.path.as_str()]);
+            let share =
+                u128::from(len) * u128::from(weight(e)) / u128::from(per_file[e.path.as_str()]);
             share as u64
         })
         .collect()
@@ -394,7 +398,9 @@ fn read_decompressed(
         path: path.to_owned(),
         reason,
     };
-    let file = dir.open_read(&name).map_err(|e| unreadable(e.to_string()))?;
+    let file = dir
+        .open_read(&name)
+        .map_err(|e| unreadable(e.to_string()))?;
     let mut raw = Vec::new();
     GzDecoder::new(file)
         .take(MAX_READ)
