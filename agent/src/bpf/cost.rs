@@ -136,12 +136,10 @@ impl MapMemory {
 
 /// This process's open file descriptors, in order.
 fn open_fds() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    let mut fds: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
+    let dir = std::path::Path::new("/proc/self/fd");
+    let mut fds: Vec<u32> = crate::process::numbered_entries(dir)
+        .map(Iterator::collect)
+        .unwrap_or_default();
     fds.sort_unstable();
     fds
 }

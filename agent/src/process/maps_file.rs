@@ -163,11 +163,13 @@ pub(crate) fn is_gone(pid: u32) -> bool {
 /// The processes `/proc` lists now (thread-group ids), or None when it cannot be read. One directory
 /// read, where asking each process costs an open of its own.
 pub(crate) fn listed_pids() -> Option<std::collections::HashSet<u32>> {
-    let dir = std::fs::read_dir(proc_root()).ok()?;
-    Some(
-        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect(),
-    )
+    Some(numbered_entries(proc_root())?.collect())
+}
+
+/// The entries of `dir` named by a number (processes in `/proc`, descriptors in `/proc/self/fd`).
+pub(crate) fn numbered_entries(dir: &Path) -> Option<impl Iterator<Item = u32>> {
+    let dir = std::fs::read_dir(dir).ok()?;
+    Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()))
 }
 
 /// The state letter of `/proc/PID/stat`, read into a buffer on the stack: the daemon's sweep asks it

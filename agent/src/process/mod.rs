@@ -40,7 +40,7 @@ use crate::profile::Module;
 pub(crate) use maps_file::MapsLine;
 pub(crate) use maps_file::set_proc_root;
 pub(crate) use maps_file::{
-    executable, has_live_threads, is_gone, listed_pids, parse_maps, proc_dir,
+    executable, has_live_threads, is_gone, listed_pids, numbered_entries, parse_maps, proc_dir,
 };
 
 /// Reads of a process's mappings before a file whose mapping changed under the read counts as
