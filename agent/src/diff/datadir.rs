@@ -3,7 +3,8 @@
 //! Contract (written by `sonde run`): `<DIR>/index.jsonl`, one JSON object per line,
 //! `{"path", "offset", "length", "kind": "cpu"|"offcpu", "start_unix_nanos", "end_unix_nanos",
 //! "tags": {...}}`, `path` relative to `DIR`, `offset` and `length` the profile's place in the
-//! decompressed file when it is a window's pack (`crate::datadir`). A selector `KEY=VALUE` matches one tag; the short keys below are aliases of the OpenTelemetry
+//! decompressed file when it is a window's pack (`crate::datadir`). A selector `KEY=VALUE` matches
+//! one tag; the short keys below are aliases of the OpenTelemetry
 //! resource attributes sonde writes, any other key is matched exactly. Selectors of one side are ANDed.
 //!
 //! The index is input like any profile: read within `--max-input-mib`, and an entry whose `path` leaves

@@ -269,7 +269,7 @@ fn shares(entries: &[IndexEntry], file_lens: &[u64]) -> Vec<u64> {
         .collect()
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 enum MergeFailure {
     #[error("{0} is gone")]
     Missing(String),
@@ -304,7 +304,7 @@ fn merge_batch(
             Ok(raw) => raw,
             Err(failure) => {
                 for &(_, g) in &members {
-                    mergers[g] = Err(clone_failure(&failure));
+                    mergers[g] = Err(failure.clone());
                 }
                 continue;
             }
@@ -407,15 +407,4 @@ fn read_decompressed(
         .read_to_end(&mut raw)
         .map_err(|e| unreadable(e.to_string()))?;
     Ok(raw)
-}
-
-fn clone_failure(failure: &MergeFailure) -> MergeFailure {
-    match failure {
-        MergeFailure::Missing(path) => MergeFailure::Missing(path.clone()),
-        MergeFailure::Unreadable { path, reason } => MergeFailure::Unreadable {
-            path: path.clone(),
-            reason: reason.clone(),
-        },
-        MergeFailure::Unwritten(reason) => MergeFailure::Unwritten(reason.clone()),
-    }
 }
