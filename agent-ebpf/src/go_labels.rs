@@ -38,7 +38,7 @@ static GO_LABEL_SCRATCH: PerCpuArray<Copying> = PerCpuArray::with_max_entries(1,
 
 /// A label set being copied, with where its entries are.
 #[repr(C)]
-struct Copying {
+pub struct Copying {
     set: LabelSet,
     /// Running hash of the copied content.
     hash: u64,
@@ -50,6 +50,8 @@ struct Copying {
     tophash: [u8; 8],
     layout: u32,
     fault: u32,
+    /// Where the step's result passes to be forgotten by the verifier (`crate::verifier::forget`).
+    opaque: u64,
 }
 
 /// The labels of a sample of `tgid` walked by `WALKER`'s program: read by the native program only
@@ -196,7 +198,24 @@ fn labels_of(p: &GoProc) -> Result<u64, ()> {
 #[inline(never)]
 extern "C" fn copy_entry(index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: `ctx` points at the pointer to the per-CPU `Copying` that `labels_of` passed.
-    let c = unsafe { &mut **ctx.cast::<*mut Copying>() };
+    let copying = unsafe { *ctx.cast::<*mut Copying>() };
+    let step = sonde_copy_label(copying, index);
+    // Through memory, so the verifier keeps the test (as `unwind::loop_flow`).
+    // SAFETY: as above; the loop's per-CPU entry.
+    let opaque = unsafe { &mut (*copying).opaque };
+    i64::from(crate::verifier::forget(opaque, step as u64) != 0)
+}
+
+/// One label: a global BPF function, checked once on its own (see `unwind::table_step`); as the
+/// callback's static body it was checked again for each state of its caller (9,612 instructions of
+/// the native program's).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_copy_label(copying: *mut Copying, index: u64) -> i64 {
+    // SAFETY: null or the per-CPU `Copying`, valid while the loop runs.
+    let Some(c) = (unsafe { copying.as_mut() }) else {
+        return 1;
+    };
     if c.set.count as usize >= MAX_LABELS {
         c.set.cut = 1;
         return 1;
@@ -252,7 +271,13 @@ extern "C" fn copy_entry(index: u64, ctx: *mut c_void) -> i64 {
 fn copy_string<const N: usize>(header: u64, out: &mut [u8; N]) -> Result<(u32, bool), ()> {
     let ptr = user_u64(header)?;
     let len = user_u64(header + 8)?;
-    *out = [0; N];
+    // A word at a time: as bytes, the stores (and the verifier's walk of them) were 8 times as many.
+    let words = out.as_mut_ptr().cast::<u64>();
+    for i in 0..N / 8 {
+        // SAFETY: `out` is a `Label`'s key or value: 8-aligned (see `sonde_abi::go::Label`), N / 8
+        // words long.
+        unsafe { words.add(i).write(0) };
+    }
     let kept = if len > N as u64 { N } else { len as usize };
     if kept > 0 {
         let Some(dst) = out.get_mut(..kept) else {
@@ -264,13 +289,13 @@ fn copy_string<const N: usize>(header: u64, out: &mut [u8; N]) -> Result<(u32, b
     Ok((kept as u32, len > N as u64))
 }
 
-/// `h` with the 8-byte words of `bytes` mixed in.
+/// `h` with the 8-byte words of `bytes`, a `Label`'s key or value, mixed in.
 #[inline(always)]
-fn hash_words(mut h: u64, bytes: &[u8]) -> u64 {
-    for chunk in bytes.chunks_exact(8) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(chunk);
-        h = mix(h ^ u64::from_le_bytes(b), 0x9e37_79b9_7f4a_7c15);
+fn hash_words<const N: usize>(mut h: u64, bytes: &[u8; N]) -> u64 {
+    let words = bytes.as_ptr().cast::<u64>();
+    for i in 0..N / 8 {
+        // SAFETY: as in `copy_string`: 8-aligned, N / 8 words long.
+        h = mix(h ^ unsafe { words.add(i).read() }, 0x9e37_79b9_7f4a_7c15);
     }
     h
 }

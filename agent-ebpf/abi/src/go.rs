@@ -75,8 +75,9 @@ pub struct GoProc {
 }
 const _: () = assert!(core::mem::size_of::<GoProc>() == 32 + 16 * ROOT_FUNCTIONS);
 
-/// One label, NUL padded.
-#[repr(C)]
+/// One label, NUL padded. 8-aligned, so the kernel zeroes and hashes key and value a word at a time
+/// (they start at offsets 8 and 40).
+#[repr(C, align(8))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Label {
     /// Bytes of `key` used.
@@ -89,6 +90,7 @@ pub struct Label {
     pub value: [u8; VALUE_BYTES],
 }
 const _: () = assert!(core::mem::size_of::<Label>() == 8 + KEY_BYTES + VALUE_BYTES);
+const _: () = assert!(core::mem::align_of::<Label>() == 8 && KEY_BYTES.is_multiple_of(8));
 
 /// Value of `GO_LABELS`, keyed by a hash of its content ([`crate::SampleKey::labels`]).
 #[repr(C)]

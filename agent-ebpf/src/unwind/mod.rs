@@ -26,7 +26,7 @@ use sonde_abi::{
     UserStack, VmaMappings, cost_path,
     hotspot::HsProc,
     stat,
-    unwind::{FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, file_frame, mode, outcome},
+    unwind::{FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, mode, outcome},
     v8::V8Proc,
 };
 
@@ -37,6 +37,7 @@ use crate::{
         HS_PROCS, Once, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, insert_once, user_stacks,
     },
     runtime::walker,
+    verifier::forget,
 };
 use regs::UserRegs;
 use step::Flow;
@@ -300,7 +301,7 @@ extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with `procs` set.
     let walk = unsafe { &*ctx.cast::<Walk>() };
     loop_flow(
-        walk,
+        walk.scratch,
         table_step::sonde_step_native(walk.scratch, walk.procs, u64::from(walk.tgid)),
     )
 }
@@ -311,7 +312,7 @@ extern "C" fn with_tables_java(_index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: as `with_tables`.
     let walk = unsafe { &*ctx.cast::<Walk>() };
     loop_flow(
-        walk,
+        walk.scratch,
         table_step::sonde_step_java(walk.scratch, walk.procs, walk.hs, u64::from(walk.tgid)),
     )
 }
@@ -322,7 +323,7 @@ extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: as `with_tables`.
     let walk = unsafe { &*ctx.cast::<Walk>() };
     loop_flow(
-        walk,
+        walk.scratch,
         table_step::sonde_step_v8(walk.scratch, walk.procs, walk.v8, u64::from(walk.tgid)),
     )
 }
@@ -331,44 +332,22 @@ extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
 /// the step returns only those and would hand its result back as is, which to the verifier is any
 /// scalar (a global function's result is unknown to it): through memory, the test stays.
 #[inline(always)]
-fn loop_flow(walk: &Walk, step: i64) -> i64 {
+fn loop_flow(scratch: *mut Scratch, step: i64) -> i64 {
     // SAFETY: the walk's scratch, valid while the walk runs.
-    let opaque = unsafe { &mut (*walk.scratch).opaque };
-    i64::from(crate::verifier::forget(opaque, step as u64) != 0)
+    let opaque = unsafe { &mut (*scratch).opaque };
+    i64::from(forget(opaque, step as u64) != 0)
 }
 
 /// `bpf_loop` callback: one frame of a process userspace has not captured, with the mappings the
-/// kernel recorded. Frames in a binary with a table are stored file-relative (`FRAME_FILE`), so they
-/// are named even if the process is gone before userspace reads its mappings.
+/// kernel recorded (`table_step::sonde_step_vmas`).
 #[inline(never)]
 extern "C" fn with_vmas(_index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with `vmas` set.
-    let (s, vmas) = unsafe {
-        let walk = &*ctx.cast::<Walk>();
-        (&mut *walk.scratch, &*walk.vmas)
-    };
-    let pc = s.regs.pc;
-    let addr = step::lookup_address(s);
-    let (m, file_id) = files::locate(s, vmas, addr);
-    let found = m.table_id != 0;
-    let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
-    let word = if found {
-        file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
-    } else {
-        raw
-    };
-    if !push_word(s, word) {
-        return 1;
-    }
-    let flow = if found {
-        step::with_mapping(s, &m, addr)
-    } else {
-        step::no_info(s, stat::FALLBACK_NO_TABLE)
-    };
-    match flow {
-        Flow::Continue => 0,
-        Flow::Stop => 1,
-    }
+    let walk = unsafe { &*ctx.cast::<Walk>() };
+    loop_flow(
+        walk.scratch,
+        table_step::sonde_step_vmas(walk.scratch, walk.vmas),
+    )
 }
 
 /// `bpf_loop` callback: one frame by frame pointer (`--unwind fp`, or a process without tables yet).
@@ -419,11 +398,17 @@ pub(crate) fn mix(x: u64, k: u64) -> u64 {
 /// with the same frames but different endings stay apart.
 #[inline(always)]
 fn finish(s: &mut Scratch, generation: u64) -> Stored {
-    let why = s.stack.outcome;
-    bump(stat::walk_counter(why));
+    // The outcome and the counters' indexes are forgotten: each is a constant on its own path here,
+    // and a constant compared or used as a map key is precise, so the rest of the walk was verified
+    // once per combination of paths reaching it (~14,000 of the native program's instructions).
+    let why = forget(&mut s.opaque, u64::from(s.stack.outcome)) as u32;
+    bump(forget(&mut s.opaque, u64::from(stat::walk_counter(why))) as u32);
     // By age, only stacks that exist: a process exiting or between two images has none to complete.
     if !outcome::has_no_stack(why) {
-        let age = crate::vmas::current_process_age_bucket();
+        let age = forget(
+            &mut s.opaque,
+            u64::from(crate::vmas::current_process_age_bucket()),
+        ) as u32;
         bump(stat::AGE_WALKS + age);
         if why == outcome::ROOT {
             bump(stat::AGE_WALK_ROOT + age);

@@ -232,9 +232,19 @@ extern "C" fn next_thread(_index: u64, ctx: *mut c_void) -> i64 {
 #[inline(never)]
 extern "C" fn python_frame(_index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: `ctx` is the `FrameWalk` passed by `walk`; both pointers are live for the loop.
-    let (s, p) = unsafe {
-        let walk = &*ctx.cast::<FrameWalk>();
-        (&mut *walk.scratch, &*walk.settings)
+    let walk = unsafe { &*ctx.cast::<FrameWalk>() };
+    super::loop_flow(walk.scratch, sonde_step_python(walk.scratch, walk.settings))
+}
+
+/// One Python frame: a global BPF function, checked once on its own (see `super::table_step`); as
+/// the callback's static body it was checked again for each state of its caller (9,096 instructions
+/// of the native program's).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyProc) -> i64 {
+    // SAFETY: null or the walk's scratch and the process's settings, valid while the walk runs.
+    let (Some(s), Some(p)) = (unsafe { (scratch.as_mut(), settings.as_ref()) }) else {
+        return 1;
     };
     let frame = s.py.frame;
     if frame == 0 {

@@ -14,7 +14,7 @@
 //! into a global function.
 
 use sonde_abi::{
-    ProcMappings,
+    ProcMappings, VmaMappings,
     hotspot::HsProc,
     stat,
     unwind::{FRAME_EXACT, file_frame},
@@ -68,6 +68,42 @@ pub extern "C" fn sonde_step_v8(
     match unsafe { (scratch.as_mut(), procs.as_mut(), v8.as_ref()) } {
         (Some(s), Some(procs), Some(v8)) => table_step(s, procs, tgid as u32, None, Some(v8)),
         _ => 1,
+    }
+}
+
+/// The frame step of a process userspace has not captured, with the mappings the kernel recorded.
+/// Frames in a binary with a table are stored file-relative (`FRAME_FILE`), so they are named even if
+/// the process is gone before userspace reads its mappings. Global for the same reason as the others:
+/// as a static function it was checked again for each of its caller's states (15,462 instructions).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_step_vmas(scratch: *mut Scratch, vmas: *const VmaMappings) -> i64 {
+    // SAFETY: null or the walk's scratch and the process's recorded mappings, valid while the walk
+    // runs.
+    let (Some(s), Some(vmas)) = (unsafe { (scratch.as_mut(), vmas.as_ref()) }) else {
+        return 1;
+    };
+    let pc = s.regs.pc;
+    let addr = step::lookup_address(s);
+    let (m, file_id) = files::locate(s, vmas, addr);
+    let found = m.table_id != 0;
+    let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
+    let word = if found {
+        file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
+    } else {
+        raw
+    };
+    if !push_word(s, word) {
+        return 1;
+    }
+    let flow = if found {
+        step::with_mapping(s, &m, addr)
+    } else {
+        step::no_info(s, stat::FALLBACK_NO_TABLE)
+    };
+    match flow {
+        Flow::Continue => 0,
+        Flow::Stop => 1,
     }
 }
 
