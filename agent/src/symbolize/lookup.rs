@@ -10,7 +10,7 @@ use blazesym::symbolize::{
 
 use super::{
     debuginfo::{Resolved, reads_dwarf},
-    kallsyms::Kallsyms,
+    kallsyms::{self, Kallsyms},
 };
 use crate::{process::Binary, profile::Symbol};
 
@@ -19,8 +19,10 @@ pub(crate) type Chain = Arc<[Symbol]>;
 
 pub(crate) struct Lookup {
     blaze: Blaze,
-    /// Read at the first kernel frame.
+    /// Built at the second batch of kernel frames (the first is named in one pass, see `kernel`).
     kallsyms: Option<Kallsyms>,
+    /// Kernel batches named so far.
+    kernel_batches: u64,
     /// blazesym calls that failed outright (their frames stay unsymbolized).
     pub errors: u64,
 }
@@ -38,6 +40,7 @@ impl Lookup {
         Self {
             blaze,
             kallsyms: None,
+            kernel_batches: 0,
             errors: 0,
         }
     }
@@ -93,8 +96,29 @@ impl Lookup {
         }
     }
 
-    /// Kernel addresses through kallsyms.
+    /// Kernel addresses through kallsyms. The first batch is named in one pass that keeps nothing
+    /// (a recording has one); an agent that asks again builds the table and keeps it.
     pub(super) fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
+        self.kernel_batches += 1;
+        if self.kernel_batches == 1 {
+            match kallsyms::names_once(addrs) {
+                Ok(names) if names.iter().any(Option::is_some) => {
+                    return names
+                        .into_iter()
+                        .map(|name| match name {
+                            Some(name) => Arc::from(vec![Symbol {
+                                name,
+                                file: None,
+                                line: None,
+                            }]),
+                            None => empty(),
+                        })
+                        .collect();
+                }
+                // Hidden or unreadable: the table's load below says why.
+                _ => {}
+            }
+        }
         let kallsyms = self.kallsyms.get_or_insert_with(|| {
             let read = Kallsyms::load();
             match &read {
