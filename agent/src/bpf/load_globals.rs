@@ -7,7 +7,13 @@ use std::time::Duration;
 use aya::EbpfLoader;
 use sonde_abi::names::globals;
 
-use super::{btf::BtfError, kernel_log, loader::LoadOptions, tracefs, unwind_maps::UnwindMode};
+use super::{
+    btf::{BtfError, KernelBtf},
+    kernel_log,
+    loader::LoadOptions,
+    tracefs,
+    unwind_maps::UnwindMode,
+};
 
 /// Minimum time between two requests to re-read one process's mappings.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
@@ -108,7 +114,7 @@ impl Globals {
 
 /// Where the kernel keeps a task's fs base, which recognises CPython 3.9/3.10 threads (their thread
 /// states hold `pthread_self()`, the fs base, and no native thread id); 0 when unknown (x86_64 only).
-fn fsbase_offset(vmlinux: &Result<Vec<u8>, BtfError>) -> u32 {
+fn fsbase_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
     if !cfg!(target_arch = "x86_64") {
         return 0;
     }
@@ -128,7 +134,7 @@ fn fsbase_offset(vmlinux: &Result<Vec<u8>, BtfError>) -> u32 {
 /// Offsets for recording the executable mappings of new processes in the kernel; all 0 (recording
 /// off) when the kernel's BTF lacks them (x86_64 only).
 fn vma_layout(
-    vmlinux: &Result<Vec<u8>, BtfError>,
+    vmlinux: &Result<KernelBtf, BtfError>,
     tracefs: &std::path::Path,
 ) -> sonde_abi::VmaLayout {
     if !cfg!(target_arch = "x86_64") {
