@@ -288,8 +288,10 @@ pub fn walk_and_store<const WALKER: u32>(
         go_roots::mark_root(s, tgid);
     }
     let mut stored = finish(s, generation);
-    stored.known_process = known_process;
-    stored.path = path;
+    // Forgotten, as in `finish`: each is a constant on its own path here, and the sampling program
+    // tests one and keys a map with the other, which kept apart every path that set them.
+    stored.known_process = forget(&mut s.opaque, u64::from(known_process)) != 0;
+    stored.path = forget(&mut s.opaque, u64::from(path)) as u32;
     stored
 }
 

@@ -130,10 +130,7 @@ impl Kallsyms {
 /// kallsyms that keeps nothing else: for a batch asked once (a recording's only window) the table's
 /// parse and compression (~20 ms of a 50 ms load) buy nothing. Empty when the symbols are hidden.
 pub(super) fn names_once(addrs: &[u64]) -> std::io::Result<Vec<Option<String>>> {
-    names_in(
-        std::io::BufReader::new(std::fs::File::open(PATH)?),
-        addrs,
-    )
+    names_in(std::io::BufReader::new(std::fs::File::open(PATH)?), addrs)
 }
 
 fn names_in(input: impl BufRead, addrs: &[u64]) -> std::io::Result<Vec<Option<String>>> {
@@ -254,7 +251,10 @@ mod tests {
     #[test]
     fn one_pass_names_match_the_table_on_the_running_kernel() {
         let mut table = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
-        assert!(!table.is_empty(), "kallsyms hides its addresses: run the tests as root");
+        assert!(
+            !table.is_empty(),
+            "kallsyms hides its addresses: run the tests as root"
+        );
         // Addresses at, inside and between symbols across the whole listing (modules included),
         // below the lowest, and repeated.
         let mut addrs: Vec<u64> = table
@@ -288,7 +288,12 @@ mod tests {
                     0000000000000000 T hidden\n";
         let names = names_in(
             text.as_bytes(),
-            &[0xffffffff81003010, 0xffffffff81002010, 0xffffffff81000fff, 0xffffffff81001000],
+            &[
+                0xffffffff81003010,
+                0xffffffff81002010,
+                0xffffffff81000fff,
+                0xffffffff81001000,
+            ],
         )
         .unwrap();
         assert_eq!(
