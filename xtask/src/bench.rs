@@ -408,9 +408,9 @@ fn median_run(mut runs: Vec<Measured>) -> Measured {
 /// Prints one table row per profiler: workload time against `alone`, the profiler's CPU, BPF and memory.
 fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
     println!(
-        "| profiler | workload s | slowdown | profiler CPU s/s | % of machine, whole run | % of machine while profiling | start CPU s | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB | footprint MiB |"
+        "| profiler | workload s | slowdown | profiler CPU s/s | % of machine, whole run | % of machine while profiling | start CPU s | verified insns | peak RSS MiB | BPF ns/run | BPF runs/s | BPF map MiB | footprint MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, m) in rows {
         let cpu_per_s = m.usage.cpu.as_secs_f64() / m.window.as_secs_f64();
         let bpf = m.usage.bpf.filter(|b| b.runs > 0);
@@ -422,7 +422,7 @@ fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
         let opt =
             |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
         println!(
-            "| {name} | {:.2} | {:+.2}% | {:.4} (+{:.4} BPF) | {:.3}% | {} | {} | {:.1} | {} | {} | {} | {:.1} |",
+            "| {name} | {:.2} | {:+.2}% | {:.4} (+{:.4} BPF) | {:.3}% | {} | {} | {} | {:.1} | {} | {} | {} | {:.1} |",
             m.wall.as_secs_f64(),
             100.0 * (m.wall.as_secs_f64() / alone.as_secs_f64() - 1.0),
             cpu_per_s,
@@ -431,6 +431,9 @@ fn print_rows(rows: &[(&str, &Measured)], alone: Duration) {
             m.profiling_percent()
                 .map_or("-".into(), |p| format!("{p:.3}%")),
             opt(m.start_cpu(), 2),
+            m.usage
+                .bpf
+                .map_or("-".into(), |b| b.verified_insns.to_string()),
             rss_mib,
             opt(ns_per_run, 0),
             opt(runs.map(|r| r / m.window.as_secs_f64()), 0),

@@ -34,6 +34,9 @@ pub(crate) struct BpfUsage {
     pub(crate) sampling_ns: u64,
     /// Kernel memory of its maps (memlock).
     pub(crate) map_bytes: u64,
+    /// Instructions the verifier processed to load its programs (`verified_insns`): what its start
+    /// costs the kernel.
+    pub(crate) verified_insns: u64,
 }
 
 /// `prog_type` of perf-event programs in fdinfo (`BPF_PROG_TYPE_PERF_EVENT` in linux/bpf.h).
@@ -59,6 +62,7 @@ pub(crate) fn bpf_usage(pid: u32) -> Option<BpfUsage> {
             );
             total.runs += runs;
             total.run_ns += ns;
+            total.verified_insns += field("verified_insns:").unwrap_or(0);
             if field("prog_type:") == Some(PROG_TYPE_PERF_EVENT) {
                 total.sampling_runs += runs;
                 total.sampling_ns += ns;
@@ -80,6 +84,7 @@ impl BpfUsage {
                 sampling_runs: a.sampling_runs - b.sampling_runs,
                 sampling_ns: a.sampling_ns - b.sampling_ns,
                 map_bytes: a.map_bytes,
+                verified_insns: a.verified_insns,
             },
             _ => BpfUsage::default(),
         }
