@@ -21,7 +21,7 @@ async fn writes_pprof_files_and_a_correct_index() {
     offcpu.kind = ProfileKind::OffCpu;
     batch.profiles.push((tags, offcpu));
     batch.profiles.push((
-        common::synthetic_tags("checkout"),
+        common::synthetic_tags("checkout").into(),
         common::synthetic_profile(),
     ));
     let outcome = sink.export(&batch).await.expect("local export");

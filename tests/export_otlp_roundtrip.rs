@@ -109,7 +109,7 @@ fn oversized_windows_are_split_without_losing_samples() {
     batch.profiles.clear();
     for w in 0..40 {
         let (mut tags, mut profile) = template.clone();
-        tags.insert("service.name", format!("svc-{w}"));
+        std::sync::Arc::make_mut(&mut tags).insert("service.name", format!("svc-{w}"));
         let base = profile.samples[0].clone();
         profile.samples = (0..200)
             .map(|i| {

@@ -41,7 +41,7 @@ pub struct IndexEntry {
     pub end_unix_nanos: i64,
     /// The workload's tags.
     #[serde(default)]
-    pub tags: Tags,
+    pub tags: std::sync::Arc<Tags>,
 }
 
 /// Directory of the hourly tier (retention merges windows into it; windows are under `profiles/`).
@@ -134,7 +134,7 @@ mod tests {
             kind: ProfileKind::Cpu,
             start_unix_nanos: 1,
             end_unix_nanos: 2,
-            tags: Tags::default(),
+            tags: Default::default(),
         }
     }
 

@@ -100,7 +100,7 @@ pub fn batch(service: &str, window: i64) -> Batch {
     Batch {
         start_unix_nanos: start,
         end_unix_nanos: start + 10_000_000_000,
-        profiles: vec![(synthetic_tags(service), profile)],
+        profiles: vec![(synthetic_tags(service).into(), profile)],
         ..Default::default()
     }
 }

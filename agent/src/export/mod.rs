@@ -42,7 +42,7 @@ pub struct Batch {
     /// Window end, nanoseconds since the Unix epoch.
     pub end_unix_nanos: i64,
     /// One profile per workload identity per kind, with that workload's tags.
-    pub profiles: Vec<(Tags, Profile)>,
+    pub profiles: Vec<(std::sync::Arc<Tags>, Profile)>,
     /// The agent's identity and coverage (`host.name`, `sonde.*`), added to every OTLP resource; a batch
     /// without profiles still carries them (a heartbeat). Empty: none.
     pub heartbeat: Tags,

@@ -87,7 +87,9 @@ mod tests {
                         labels: Default::default(),
                     })
                     .collect();
-                let tags = [("service.name", format!("svc-{w}"))].into_iter().collect();
+                let tags = std::sync::Arc::new(
+                    [("service.name", format!("svc-{w}"))].into_iter().collect(),
+                );
                 let profile = Profile {
                     kind: ProfileKind::Cpu,
                     time_nanos: 0,

@@ -152,11 +152,11 @@ mod tests {
         let batch = Batch {
             profiles: vec![
                 (
-                    tags("cart"),
+                    tags("cart").into(),
                     profile(&[(30, false, false), (10, true, true)]),
                 ),
-                (tags("search"), profile(&[(5, true, false)])),
-                (tags("ads"), profile(&[(1, true, false)])),
+                (tags("search").into(), profile(&[(5, true, false)])),
+                (tags("ads").into(), profile(&[(1, true, false)])),
             ],
             ..Default::default()
         };

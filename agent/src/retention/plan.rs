@@ -153,9 +153,11 @@ mod tests {
             kind: ProfileKind::Cpu,
             start_unix_nanos: start_s * S,
             end_unix_nanos: end_s * S,
-            tags: [("service.name", "cart"), ("service.version", version)]
-                .into_iter()
-                .collect(),
+            tags: std::sync::Arc::new(
+                [("service.name", "cart"), ("service.version", version)]
+                    .into_iter()
+                    .collect(),
+            ),
         }
     }
 
