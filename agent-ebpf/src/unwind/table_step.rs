@@ -1,5 +1,7 @@
 //! The frame step with the process's tables, one global BPF function per walker (native, Java,
-//! V8): the body of the table walk's `bpf_loop` callbacks (`super::with_tables` and its twins).
+//! V8): the body of the table walk's `bpf_loop` callbacks (`super::with_tables` and its twins); and
+//! the step with the mappings the kernel recorded, for a process userspace has not captured yet
+//! (`super::with_vmas`).
 //!
 //! The frame steps are global BPF functions (exported, so their BTF says "global"): the verifier
 //! checks a global function once, on its own, from its arguments' types, where it checks a static
@@ -14,7 +16,7 @@
 //! into a global function.
 
 use sonde_abi::{
-    ProcMappings, VmaMappings,
+    ExecMapping, ProcMappings, VmaMappings,
     hotspot::HsProc,
     stat,
     unwind::{FRAME_EXACT, file_frame},
@@ -87,20 +89,47 @@ pub extern "C" fn sonde_step_vmas(scratch: *mut Scratch, vmas: *const VmaMapping
     let addr = step::lookup_address(s);
     let (m, file_id) = files::locate(s, vmas, addr);
     let found = m.table_id != 0;
+    let word = located_word(s, pc, &m, file_id, found);
+    store_and_step(s, word, &m, found, addr, stat::FALLBACK_NO_TABLE)
+}
+
+/// The stored word of a frame at `pc` located in the kernel's recorded mappings: file-relative
+/// (`FRAME_FILE`) in a binary with a table, else the address itself.
+#[inline(always)]
+fn located_word(s: &Scratch, pc: u64, m: &ExecMapping, file_id: u32, found: bool) -> u64 {
     let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
-    let word = if found {
+    if found {
         file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
     } else {
         raw
-    };
+    }
+}
+
+/// Stores `word` and steps to the caller: by `m`'s rules when `mapped`, else by the fallback counted
+/// under `no_info`. A `bpf_loop` callback's answer: 0 to go on, 1 to stop.
+#[inline(always)]
+fn store_and_step(
+    s: &mut Scratch,
+    word: u64,
+    m: &ExecMapping,
+    mapped: bool,
+    addr: u64,
+    no_info: u32,
+) -> i64 {
     if !push_word(s, word) {
         return 1;
     }
-    let flow = if found {
-        step::with_mapping(s, &m, addr)
+    let flow = if mapped {
+        step::with_mapping(s, m, addr)
     } else {
-        step::no_info(s, stat::FALLBACK_NO_TABLE)
+        step::no_info(s, no_info)
     };
+    answer(flow)
+}
+
+/// A step's flow as a `bpf_loop` callback's answer.
+#[inline(always)]
+fn answer(flow: Flow) -> i64 {
     match flow {
         Flow::Continue => 0,
         Flow::Stop => 1,
@@ -121,10 +150,7 @@ fn table_step(
     let addr = step::lookup_address(s);
     if let Some(hs) = hs {
         if let hotspot::Java::Stepped(flow) = hotspot::step(s, hs, addr) {
-            return match flow {
-                Flow::Continue => 0,
-                Flow::Stop => 1,
-            };
+            return answer(flow);
         }
     }
     let raw = if s.exact != 0 { pc | FRAME_EXACT } else { pc };
@@ -141,11 +167,7 @@ fn table_step(
                 None => files::NONE,
             };
             let mapped = m.table_id != 0;
-            let word = if mapped {
-                file_frame(file_id, pc.wrapping_sub(m.bias), s.exact != 0).unwrap_or(raw)
-            } else {
-                raw
-            };
+            let word = located_word(s, pc, &m, file_id, mapped);
             (m, mapped, word)
         }
     };
@@ -154,22 +176,8 @@ fn table_step(
         // no unwind table), V8's own frame layout says more.
         let no_table = !mapped || found.table_id == 0;
         if let v8::V8::Stepped(flow) = v8::step(s, v8, addr, no_table) {
-            return match flow {
-                Flow::Continue => 0,
-                Flow::Stop => 1,
-            };
+            return answer(flow);
         }
     }
-    if !push_word(s, word) {
-        return 1;
-    }
-    let flow = if mapped {
-        step::with_mapping(s, &found, addr)
-    } else {
-        step::no_info(s, stat::FALLBACK_NO_INFO)
-    };
-    match flow {
-        Flow::Continue => 0,
-        Flow::Stop => 1,
-    }
+    store_and_step(s, word, &found, mapped, addr, stat::FALLBACK_NO_INFO)
 }
