@@ -200,10 +200,8 @@ extern "C" fn copy_entry(index: u64, ctx: *mut c_void) -> i64 {
     // SAFETY: `ctx` points at the pointer to the per-CPU `Copying` that `labels_of` passed.
     let copying = unsafe { *ctx.cast::<*mut Copying>() };
     let step = sonde_copy_label(copying, index);
-    // Through memory, so the verifier keeps the test (as `unwind::loop_flow`).
     // SAFETY: as above; the loop's per-CPU entry.
-    let opaque = unsafe { &mut (*copying).opaque };
-    i64::from(crate::verifier::forget(opaque, step as u64) != 0)
+    crate::verifier::loop_answer(unsafe { &mut (*copying).opaque }, step)
 }
 
 /// One label: a global BPF function, checked once on its own (see `unwind::table_step`); as the

@@ -330,14 +330,11 @@ extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
     )
 }
 
-/// A global step's result as a callback's: 0 or 1, which the verifier must see. The compiler knows
-/// the step returns only those and would hand its result back as is, which to the verifier is any
-/// scalar (a global function's result is unknown to it): through memory, the test stays.
+/// A global step's result as the walk's callbacks answer it (`verifier::loop_answer`).
 #[inline(always)]
 fn loop_flow(scratch: *mut Scratch, step: i64) -> i64 {
     // SAFETY: the walk's scratch, valid while the walk runs.
-    let opaque = unsafe { &mut (*scratch).opaque };
-    i64::from(forget(opaque, step as u64) != 0)
+    crate::verifier::loop_answer(unsafe { &mut (*scratch).opaque }, step)
 }
 
 /// `bpf_loop` callback: one frame of a process userspace has not captured, with the mappings the
