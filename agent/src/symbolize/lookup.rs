@@ -103,17 +103,7 @@ impl Lookup {
         if self.kernel_batches == 1 {
             match kallsyms::names_once(addrs) {
                 Ok(names) if names.iter().any(Option::is_some) => {
-                    return names
-                        .into_iter()
-                        .map(|name| match name {
-                            Some(name) => Arc::from(vec![Symbol {
-                                name,
-                                file: None,
-                                line: None,
-                            }]),
-                            None => empty(),
-                        })
-                        .collect();
+                    return names.into_iter().map(kernel_chain).collect();
                 }
                 // Hidden or unreadable: the table's load below says why.
                 _ => {}
@@ -137,14 +127,7 @@ impl Lookup {
         }
         addrs
             .iter()
-            .map(|a| match kallsyms.name(*a) {
-                Some(name) => Arc::from(vec![Symbol {
-                    name: name.to_owned(),
-                    file: None,
-                    line: None,
-                }]),
-                None => empty(),
-            })
+            .map(|a| kernel_chain(kallsyms.name(*a).map(str::to_owned)))
             .collect()
     }
 
@@ -155,6 +138,18 @@ impl Lookup {
         if let Err(err) = self.blaze.evict(&evict) {
             tracing::debug!(%err, "evicting a symbolizer cache entry failed");
         }
+    }
+}
+
+/// A kernel address's chain: its function alone (kallsyms has no lines or inlining), or none.
+fn kernel_chain(name: Option<String>) -> Chain {
+    match name {
+        Some(name) => Arc::from(vec![Symbol {
+            name,
+            file: None,
+            line: None,
+        }]),
+        None => empty(),
     }
 }
 
