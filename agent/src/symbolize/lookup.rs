@@ -21,8 +21,8 @@ pub(crate) struct Lookup {
     blaze: Blaze,
     /// Built at the second batch of kernel frames (the first is named in one pass, see `kernel`).
     kallsyms: Option<Kallsyms>,
-    /// Kernel batches named so far.
-    kernel_batches: u64,
+    /// Whether a batch of kernel frames was named already (by the one pass).
+    kernel_named: bool,
     /// blazesym calls that failed outright (their frames stay unsymbolized).
     pub errors: u64,
 }
@@ -40,7 +40,7 @@ impl Lookup {
         Self {
             blaze,
             kallsyms: None,
-            kernel_batches: 0,
+            kernel_named: false,
             errors: 0,
         }
     }
@@ -99,8 +99,7 @@ impl Lookup {
     /// Kernel addresses through kallsyms. The first batch is named in one pass that keeps nothing
     /// (a recording has one); an agent that asks again builds the table and keeps it.
     pub(super) fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
-        self.kernel_batches += 1;
-        if self.kernel_batches == 1 {
+        if !std::mem::replace(&mut self.kernel_named, true) {
             match kallsyms::names_once(addrs) {
                 Ok(names) if names.iter().any(Option::is_some) => {
                     return names.into_iter().map(kernel_chain).collect();
