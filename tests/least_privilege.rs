@@ -126,7 +126,8 @@ fn record_offcpu_with_exactly_the_documented_capabilities_names_the_sleeps() {
     let samples = resolve(&read_pprof(Path::new(&out)));
     let pid = pid.parse().unwrap();
     assert_sleep_split(&samples, pid, &summary);
-    // The kernel's sleep path is named too (CAP_SYSLOG where kallsyms hides addresses).
+    // The kernel's sleep path is named too (by the kernel itself; before Linux 5.13 from kallsyms,
+    // with CAP_SYSLOG where it hides addresses).
     assert!(
         samples.iter().filter(|s| s.pid == i64::from(pid)).any(|s| s
             .functions
@@ -334,11 +335,13 @@ fn removing_each_capability_names_it() {
                 eprintln!(
                     "{what}: kallsyms hidden {kallsyms_hidden}, kernel frames named {kernel_named}"
                 );
-                assert_eq!(
-                    named, kallsyms_hidden,
-                    "{what}: warned {named}, kallsyms hidden {kallsyms_hidden}:\n{warnings}"
+                // The kernel names its frames itself (bpf_snprintf's %ps, Linux 5.13+: this
+                // host's kernel), whatever kallsyms hides: no name is lost, so no warning.
+                assert!(
+                    !named,
+                    "{what}: warned although the kernel names its frames itself:\n{warnings}"
                 );
-                assert_eq!(kernel_named, !kallsyms_hidden, "{what}");
+                assert!(kernel_named, "{what}: kallsyms hidden {kallsyms_hidden}");
             }
             other => panic!(
                 "{other} is in deploy/capabilities.txt but this test has no expectation for it: add one"

@@ -10,6 +10,7 @@
 mod diag;
 mod globals;
 mod go_labels;
+mod kernel_names;
 mod maps;
 mod off_cpu;
 mod on_cpu;
@@ -21,8 +22,8 @@ mod verifier;
 mod vmas;
 
 use aya_ebpf::{
-    macros::{perf_event, tracepoint},
-    programs::{PerfEventContext, TracePointContext},
+    macros::{perf_event, raw_tracepoint, tracepoint},
+    programs::{PerfEventContext, RawTracePointContext, TracePointContext},
 };
 pub use diag::Failed;
 use runtime::walker;
@@ -134,6 +135,14 @@ pub fn sonde_exit(ctx: TracePointContext) -> u32 {
     if let Err(failed) = process::exit() {
         diag::report(&ctx, "sonde_exit", failed);
     }
+    0
+}
+
+/// Never attached: userspace runs it (`BPF_PROG_TEST_RUN`) to name kernel addresses (see
+/// `kernel_names`). The tracepoint only gives the section a name.
+#[raw_tracepoint(tracepoint = "sonde_kernel_names")]
+pub fn sonde_kernel_names(ctx: RawTracePointContext) -> i32 {
+    kernel_names::name_all(&ctx);
     0
 }
 

@@ -42,6 +42,10 @@ pub static SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(4096, 0);
 /// Process lifecycle events for userspace.
 #[map]
 static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+/// Kernel names asked for by userspace (`kernel_names`): one run's `BATCH` records of ~520 bytes fit,
+/// and userspace empties it after every run.
+#[map]
+pub static KERNEL_NAMES: RingBuf = RingBuf::with_byte_size(16 * 1024, 0);
 /// Threads currently off-CPU (tracked episodes), by thread id.
 #[map]
 pub static OFFCPU_START: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(16384, 0);

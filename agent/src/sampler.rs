@@ -128,7 +128,7 @@ impl Sampler {
     /// `saved`: where built unwind tables are kept across restarts (`sonde run`), if anywhere.
     pub(crate) fn start(
         options: LoadOptions,
-        symbolizer: Symbolizer,
+        mut symbolizer: Symbolizer,
         saved: Option<crate::unwind::saved::SavedTables>,
     ) -> Result<Self, BpfError> {
         let Loaded {
@@ -142,7 +142,11 @@ impl Sampler {
             java,
             node,
             runtime_arrays,
+            kernel_names,
         } = loader::load(&options)?;
+        if let Some(names) = kernel_names {
+            symbolizer.name_kernel_with(Box::new(names));
+        }
         let ebpf = Arc::new(Mutex::new(ebpf));
         // Held by the event thread for the programs' lifetime: the arrays must stay open.
         let (on_cpu, off_cpu) = runtime_arrays;

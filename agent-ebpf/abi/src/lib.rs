@@ -7,6 +7,7 @@
 
 pub mod go;
 pub mod hotspot;
+pub mod kernel_names;
 pub mod names;
 pub mod python;
 pub mod runtime_frame;
@@ -464,4 +465,5 @@ mod pod {
     unsafe impl aya::Pod for super::go::LabelSet {}
     unsafe impl aya::Pod for super::hotspot::HsProc {}
     unsafe impl aya::Pod for super::v8::V8Proc {}
+    unsafe impl aya::Pod for super::kernel_names::KernelName {}
 }

@@ -70,6 +70,9 @@ pub const SAMPLE_COST: &str = "SAMPLE_COST";
 pub const ONCPU_RUNTIMES: &str = "ONCPU_RUNTIMES";
 /// The off-CPU programs, likewise for `sonde_off_cpu`.
 pub const OFFCPU_RUNTIMES: &str = "OFFCPU_RUNTIMES";
+/// Names of kernel addresses, written when userspace runs `sonde_kernel_names` (see
+/// [`crate::kernel_names`]).
+pub const KERNEL_NAMES: &str = "KERNEL_NAMES";
 
 /// The programs that walk a sample: native frames, or a runtime's frames beside native ones. The
 /// attached programs (`sonde_on_cpu`, `sonde_off_cpu`) only dispatch to one of these by a tail call,
@@ -109,7 +112,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 42] = [
+pub const ALL_MAPS: [&str; 43] = [
     CONTROL,
     PIDS,
     STATS,
@@ -140,6 +143,7 @@ pub const ALL_MAPS: [&str; 42] = [
     SAMPLE_COST,
     ONCPU_RUNTIMES,
     OFFCPU_RUNTIMES,
+    KERNEL_NAMES,
     KERNEL_STACKS[0],
     KERNEL_STACKS[1],
     KERNEL_STACKS[2],

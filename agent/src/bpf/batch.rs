@@ -32,21 +32,28 @@ struct BatchAttr {
 fn call(command: libc::c_long, attr: &mut BatchAttr, map: &'static str) -> Result<(), BpfError> {
     // SAFETY: `attr` is a valid batch attribute whose pointers reference buffers the caller keeps alive
     // for the call, each sized for `attr.count` elements.
+    unsafe { bpf(command, attr) }.map_err(|source| BpfError::Batch { map, source })
+}
+
+/// `bpf(2)` for a command aya 0.14 lacks, `attr` being that command's member of `union bpf_attr`.
+///
+/// # Safety
+/// `attr` is `command`'s attribute layout, and every pointer in it references memory the caller
+/// keeps alive, sized as the attribute says.
+pub(super) unsafe fn bpf<A>(command: libc::c_long, attr: &mut A) -> std::io::Result<()> {
+    // SAFETY: the caller's contract.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_bpf,
             command,
             std::ptr::from_mut(attr),
-            size_of::<BatchAttr>(),
+            size_of::<A>(),
         )
     };
-    if rc < 0 {
-        return Err(BpfError::Batch {
-            map,
-            source: std::io::Error::last_os_error(),
-        });
+    match rc {
+        0.. => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
-    Ok(())
 }
 
 /// Every element of the per-CPU `u64` array `map` of `len` elements, summed over the `cpus` possible

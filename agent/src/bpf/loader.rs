@@ -44,7 +44,8 @@ const MAX_VMA_PROCESSES: u32 = 8192;
 const KERNEL_LOG_WATCHED: &str = "sonde_exit";
 
 /// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
+pub(super) static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
 
 /// Off-CPU tracking settings.
 #[derive(Clone, Copy, Debug)]
@@ -151,6 +152,8 @@ pub struct Loaded {
     /// walking programs; the runtimes' are loaded later, on demand ([`super::runtime_programs`]).
     /// Closing an array empties it, so they are held open for the programs' lifetime.
     pub(crate) runtime_arrays: (Option<ProgramArray<MapData>>, Option<ProgramArray<MapData>>),
+    /// The kernel's own lookup of kernel frames' names, where the kernel allows it.
+    pub(crate) kernel_names: Option<super::kernel_names::KernelNames>,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -338,6 +341,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if globals.kernel_log != 0 {
         kernel_log::start(&mut ebpf, KERNEL_LOG_WATCHED);
     }
+    let kernel_names = super::kernel_names::KernelNames::load(&mut ebpf);
+    if kernel_names.is_none() {
+        privileges::warn_if_kallsyms_hidden();
+    }
     crate::heap::release_freed();
     Ok(Loaded {
         ebpf,
@@ -350,6 +357,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         java,
         node,
         runtime_arrays: (on_cpu_programs, off_cpu_programs),
+        kernel_names,
     })
 }
 

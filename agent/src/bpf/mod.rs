@@ -7,6 +7,7 @@ pub(crate) mod btf;
 pub(crate) mod cost;
 pub mod drain;
 pub(crate) mod kernel_log;
+pub(crate) mod kernel_names;
 mod load_globals;
 pub mod loader;
 pub mod maps;

@@ -6,7 +6,8 @@
 //!   Linux 5.8, and capabilities held in a user namespace do not count): a step it refuses with EPERM or
 //!   EACCES becomes a one-line error naming the capability that step needs ([`refused`]);
 //! - CAP_CHECKPOINT_RESTORE and CAP_SYSLOG only cost names: their absence is warned about at start
-//!   ([`warn_degraded`]), where it would otherwise leave frames silently unnamed.
+//!   ([`warn_degraded`], and [`warn_if_kallsyms_hidden`] where kernel frames are named from
+//!   kallsyms: before Linux 5.13), where it would otherwise leave frames silently unnamed.
 
 use std::io;
 
@@ -270,6 +271,11 @@ pub fn warn_degraded() {
             Cap::CheckpointRestore.with_history()
         );
     }
+}
+
+/// Warns that kernel frames stay unnamed where `/proc/kallsyms`, which names them when the kernel
+/// cannot itself (before Linux 5.13, see `kernel_names`), hides their addresses from sonde.
+pub(crate) fn warn_if_kallsyms_hidden() {
     if kallsyms_hidden() {
         let sysctl = |name: &str| {
             std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))

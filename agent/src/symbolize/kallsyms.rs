@@ -65,7 +65,7 @@ impl Kallsyms {
             out.seal(&block)?;
         }
         out.packed.shrink_to_fit();
-        // Of aliases at one address, the last listed wins a lookup.
+        // Aliases at one address stay in listing order: the first wins a lookup (see `name`).
         addresses.sort_unstable();
         out.base = addresses.first().map_or(0, |a| a.0);
         out.symbols = addresses
@@ -88,11 +88,17 @@ impl Kallsyms {
         Ok(())
     }
 
-    /// The function holding `address`: the last text symbol at or before it.
+    /// The function holding `address`: the last text symbol at or before it; of aliases, the first
+    /// listed, as the kernel names it itself (`%ps`, `bpf::kernel_names`).
     pub(super) fn name(&mut self, address: u64) -> Option<&str> {
         let offset = u32::try_from(address.checked_sub(self.base)?).ok()?;
-        let after = self.symbols.partition_point(|s| s.0 <= offset);
-        let index = self.symbols.get(after.checked_sub(1)?)?.1 as usize;
+        let at = self
+            .symbols
+            .partition_point(|s| s.0 <= offset)
+            .checked_sub(1)?;
+        let holder = self.symbols.get(at)?.0;
+        let first = self.symbols[..at].partition_point(|s| s.0 < holder);
+        let index = self.symbols.get(first)?.1 as usize;
         let (block, at) = (index / BLOCK, index % BLOCK);
         if self.open.as_ref().is_none_or(|(open, _, _)| *open != block) {
             self.open = Some(self.inflate(block)?);
@@ -145,8 +151,8 @@ fn names_in(input: impl BufRead, addrs: &[u64]) -> std::io::Result<Vec<Option<St
         let i = wanted.partition_point(|&w| w < address);
         if let Some(slot) = best.get_mut(i) {
             match slot {
-                // Of aliases at one address, the last listed wins, as in the table.
-                Some((at, kept)) if *at <= address => {
+                // Of aliases at one address, the first listed stays, as in the table.
+                Some((at, kept)) if *at < address => {
                     *at = address;
                     kept.clear();
                     kept.push_str(name);
@@ -221,15 +227,16 @@ mod tests {
     #[test]
     fn names_in_many_blocks_out_of_order_match_a_plain_search() {
         // Five blocks' worth, listed out of address order (as modules come after the core kernel),
-        // with aliases: one address listed twice, the later name winning.
+        // with aliases: one address listed twice, the first name winning.
         let mut text = String::new();
         let mut plain: Vec<(u64, String)> = Vec::new();
         for i in 0..(BLOCK * 5 + 7) as u64 {
             let address = 0xffff_ffff_8100_0000 + ((i * 7919) % 4096) * 0x40;
             let name = format!("fn_{i}_{}", "x".repeat((i % 13) as usize));
             text.push_str(&format!("{address:x} t {name}\n"));
-            plain.retain(|(a, _)| *a != address);
-            plain.push((address, name));
+            if plain.iter().all(|(a, _)| *a != address) {
+                plain.push((address, name));
+            }
         }
         plain.sort();
         let mut k = Kallsyms::parse(text.as_bytes()).unwrap();
@@ -280,7 +287,47 @@ mod tests {
     }
 
     #[test]
-    fn one_pass_takes_the_last_alias_and_the_nearest_symbol_below() {
+    fn the_kernels_own_names_match_the_table() {
+        use crate::symbolize::NameKernel as _;
+        let (_ebpf, mut kernel) = crate::bpf::kernel_names::load_for_tests();
+        let mut table = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
+        assert!(
+            !table.is_empty(),
+            "kallsyms hides its addresses: run the tests as root"
+        );
+        // Symbols across the whole listing, modules included, at their start and one byte in, and an
+        // address below every symbol (no name).
+        let mut addrs: Vec<u64> = table
+            .symbols
+            .iter()
+            .step_by(41)
+            .flat_map(|&(offset, _)| {
+                let at = table.base + u64::from(offset);
+                [at, at + 1]
+            })
+            .collect();
+        addrs.push(table.base - 0x1000);
+        let names = kernel.names(&addrs).expect("running sonde_kernel_names");
+        assert_eq!(names.len(), addrs.len());
+        let differ: Vec<String> = addrs
+            .iter()
+            .zip(&names)
+            .filter_map(|(a, n)| {
+                let kept = table.name(*a);
+                (n.as_deref() != kept).then(|| format!("{a:x}: kernel {n:?}, table {kept:?}"))
+            })
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{} of {}: {differ:#?}",
+            differ.len(),
+            addrs.len()
+        );
+        assert_eq!(names.last(), Some(&None));
+    }
+
+    #[test]
+    fn one_pass_takes_the_first_alias_and_the_nearest_symbol_below() {
         let text = "ffffffff81003000 T late\n\
                     ffffffff81001000 t early\n\
                     ffffffff81001000 t early_alias\n\
@@ -298,8 +345,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             names,
-            [Some("late"), Some("early_alias"), None, Some("early_alias")]
-                .map(|n| n.map(str::to_owned))
+            [Some("late"), Some("early"), None, Some("early")].map(|n| n.map(str::to_owned))
         );
     }
 

@@ -1,5 +1,6 @@
 //! Address lookups: user addresses of one binary through blazesym (from its own file or a separate
-//! debug file) and the conversion of its answer to an inline chain; kernel addresses from kallsyms.
+//! debug file) and the conversion of its answer to an inline chain; kernel addresses by the kernel's
+//! own lookup through BPF, or from kallsyms.
 
 use std::{path::PathBuf, sync::Arc};
 
@@ -17,8 +18,16 @@ use crate::{process::Binary, profile::Symbol};
 /// Inline chain, innermost first; empty when the address has no symbol.
 pub(crate) type Chain = Arc<[Symbol]>;
 
+/// Names kernel addresses by the kernel's own symbol lookup (`bpf::kernel_names`).
+pub(crate) trait NameKernel: Send {
+    /// The function holding each of `addrs`, in order; `None` where no symbol does.
+    fn names(&mut self, addrs: &[u64]) -> std::io::Result<Vec<Option<String>>>;
+}
+
 pub(crate) struct Lookup {
     blaze: Blaze,
+    /// The kernel's own lookup, when its program loaded; kallsyms otherwise, or once it fails.
+    pub(super) kernel_names: Option<Box<dyn NameKernel>>,
     /// Built at the second batch of kernel frames (the first is named in one pass, see `kernel`).
     kallsyms: Option<Kallsyms>,
     /// Whether a batch of kernel frames was named already (by the one pass).
@@ -39,6 +48,7 @@ impl Lookup {
             .build();
         Self {
             blaze,
+            kernel_names: None,
             kallsyms: None,
             kernel_named: false,
             errors: 0,
@@ -96,9 +106,19 @@ impl Lookup {
         }
     }
 
-    /// Kernel addresses through kallsyms. The first batch is named in one pass that keeps nothing
-    /// (a recording has one); an agent that asks again builds the table and keeps it.
+    /// Kernel addresses by the kernel's own lookup; or through kallsyms, where the first batch is
+    /// named in one pass that keeps nothing (a recording has one) and an agent that asks again
+    /// builds the table and keeps it.
     pub(super) fn kernel(&mut self, addrs: &[u64]) -> Vec<Chain> {
+        if let Some(namer) = &mut self.kernel_names {
+            match namer.names(addrs) {
+                Ok(names) => return names.into_iter().map(kernel_chain).collect(),
+                Err(err) => {
+                    tracing::warn!(%err, "naming kernel frames through BPF failed: reading /proc/kallsyms instead");
+                    self.kernel_names = None;
+                }
+            }
+        }
         if !std::mem::replace(&mut self.kernel_named, true) {
             match kallsyms::names_once(addrs) {
                 Ok(names) if names.iter().any(Option::is_some) => {

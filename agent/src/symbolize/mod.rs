@@ -8,7 +8,8 @@
 //! Runtime frames (HotSpot methods and compiled code, V8 functions and code the kernel stored in place
 //! among the native frames, `words`): read from the process by `crate::runtimes::hotspot` and
 //! `crate::runtimes::v8`, chosen by kind (`runtime`).
-//! Kernel frames: kallsyms. Results are cached per (binary device+inode, file offset) and per kernel
+//! Kernel frames: the kernel's own symbol lookup through BPF (`crate::bpf::kernel_names`), or
+//! kallsyms without it. Results are cached per (binary device+inode, file offset) and per kernel
 //! address, so a stack seen again costs hash lookups. A frame that cannot be symbolized is kept with
 //! its module, address and build id, counted, and its binary is listed with the reason.
 
@@ -37,6 +38,7 @@ use std::{
 
 pub(crate) use cache::SymbolCache;
 pub(crate) use debuginfo::{DebugInfoStats, Reason};
+pub(crate) use lookup::NameKernel;
 pub(crate) use offenders::Offender;
 pub(crate) use perfmap::PerfMapStats;
 pub(crate) use unmapped::UnmappedFrames;
@@ -151,6 +153,11 @@ impl Symbolizer {
             kernel_module,
             stats: SymbolizeStats::default(),
         }
+    }
+
+    /// Names kernel frames with `namer` from now on (kallsyms if it ever fails).
+    pub(crate) fn name_kernel_with(&mut self, namer: Box<dyn NameKernel>) {
+        self.lookup.kernel_names = Some(namer);
     }
 
     /// The Python frame cache, for the process-event thread to fill as the kernel announces code.
