@@ -255,24 +255,30 @@ mod tests {
         );
     }
 
-    #[test]
-    fn one_pass_names_match_the_table_on_the_running_kernel() {
-        let mut table = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
+    /// The running kernel's table, and addresses `offsets` past every `step`-th of its symbols,
+    /// across the whole listing (modules included).
+    fn running_kernel(step: usize, offsets: &'static [u64]) -> (Kallsyms, Vec<u64>) {
+        let table = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
         assert!(
             !table.is_empty(),
             "kallsyms hides its addresses: run the tests as root"
         );
-        // Addresses at, inside and between symbols across the whole listing (modules included),
-        // below the lowest, and repeated.
-        let mut addrs: Vec<u64> = table
+        let addrs = table
             .symbols
             .iter()
-            .step_by(97)
+            .step_by(step)
             .flat_map(|&(offset, _)| {
                 let at = table.base + u64::from(offset);
-                [at, at + 1, at + 0x35]
+                offsets.iter().map(move |o| at + o)
             })
             .collect();
+        (table, addrs)
+    }
+
+    #[test]
+    fn one_pass_names_match_the_table_on_the_running_kernel() {
+        // Addresses at, inside and between symbols, below the lowest, and repeated.
+        let (mut table, mut addrs) = running_kernel(97, &[0, 1, 0x35]);
         addrs.push(table.base - 1);
         addrs.push(addrs[7]);
         addrs.reverse();
@@ -290,22 +296,8 @@ mod tests {
     fn the_kernels_own_names_match_the_table() {
         use crate::symbolize::NameKernel as _;
         let (_ebpf, mut kernel) = crate::bpf::kernel_names::load_for_tests();
-        let mut table = Kallsyms::load().expect("read /proc/kallsyms (the tests run as root)");
-        assert!(
-            !table.is_empty(),
-            "kallsyms hides its addresses: run the tests as root"
-        );
-        // Symbols across the whole listing, modules included, at their start and one byte in, and an
-        // address below every symbol (no name).
-        let mut addrs: Vec<u64> = table
-            .symbols
-            .iter()
-            .step_by(41)
-            .flat_map(|&(offset, _)| {
-                let at = table.base + u64::from(offset);
-                [at, at + 1]
-            })
-            .collect();
+        // Symbols at their start and one byte in, and an address below every symbol (no name).
+        let (mut table, mut addrs) = running_kernel(41, &[0, 1]);
         addrs.push(table.base - 0x1000);
         let names = kernel.names(&addrs).expect("running sonde_kernel_names");
         assert_eq!(names.len(), addrs.len());
