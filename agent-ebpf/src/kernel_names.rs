@@ -5,7 +5,8 @@
 //! ~120,000 lines (~40 ms, a quarter of a short recording's CPU).
 
 use aya_ebpf::{
-    EbpfContext as _, cty::c_char, helpers::generated::bpf_snprintf, programs::RawTracePointContext,
+    EbpfContext as _, bindings::BPF_RB_NO_WAKEUP, cty::c_char, helpers::generated::bpf_snprintf,
+    programs::RawTracePointContext,
 };
 use sonde_abi::kernel_names::{BATCH, KernelName, NAME_MAX};
 
@@ -47,6 +48,8 @@ pub(crate) fn name_all(ctx: &RawTracePointContext) {
             (*record).index = index as u32;
             (*record).len = len;
         }
-        entry.submit(0);
+        // Userspace reads the ring right after the run: a wake-up (an interrupt queued per record)
+        // would wake nobody.
+        entry.submit(u64::from(BPF_RB_NO_WAKEUP));
     }
 }

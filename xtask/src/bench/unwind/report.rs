@@ -227,6 +227,8 @@ fn wanted(key: &str) -> bool {
         "unwind_",
         "program_errors",
         "bpf_",
+        // What one sample costs on each walk path (frame pointers, tables, Python), p50 and p90.
+        "oncpu_sample_nanoseconds",
         "agent_peak_resident_memory_bytes",
     ]
     .iter()
@@ -244,16 +246,26 @@ fn sonde_summaries(all: &[Runs]) {
                 .map(move |(i, run)| (format!("{} r{i}", r.kind.name()), run))
         })
         .collect();
-    let Some((_, first)) = columns.first() else {
+    if columns.is_empty() {
         return;
-    };
+    }
+    // Every key any recording has, in first-seen order: a walk path shows only in the recordings
+    // that took it (frame pointers in the fp ones).
+    let mut keys: Vec<&str> = Vec::new();
+    for (_, run) in &columns {
+        for (key, _) in run.summary.iter().filter(|(k, _)| wanted(k)) {
+            if !keys.contains(&key.as_str()) {
+                keys.push(key);
+            }
+        }
+    }
     println!(
         "\n### sonde's own summaries (every recording; bpf_ns_per_run is over all its programs and ticks)"
     );
     let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
     println!("| key | {} |", names.join(" | "));
     println!("|---|{}", "---|".repeat(names.len()));
-    for (key, _) in first.summary.iter().filter(|(k, _)| wanted(k)) {
+    for key in keys {
         let cells: Vec<String> = columns
             .iter()
             .map(|(_, run)| {
