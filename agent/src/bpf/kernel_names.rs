@@ -18,7 +18,7 @@ use sonde_abi::{
     names,
 };
 
-use super::{BpfError, batch::bpf, maps::take_map};
+use super::{BpfError, batch::bpf, loader::typed_program, maps::take_map};
 use crate::symbolize::NameKernel;
 
 /// `bpf(2)` command (`include/uapi/linux/bpf.h`).
@@ -71,11 +71,7 @@ impl KernelNames {
             program: PROGRAM,
             source,
         };
-        let program: &mut RawTracePoint = ebpf
-            .program_mut(PROGRAM)
-            .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
-            .and_then(TryInto::try_into)
-            .map_err(err)?;
+        let program: &mut RawTracePoint = typed_program(ebpf, PROGRAM)?;
         program.load().map_err(err)?;
         // An owned descriptor keeps the program loaded whatever becomes of `ebpf`.
         let program = program
@@ -123,7 +119,8 @@ impl NameKernel for KernelNames {
 /// A record's argument index and name bytes; `None` for a record that is not a `KernelName`.
 fn record(item: &[u8]) -> Option<(usize, &[u8])> {
     let word = |at: usize| Some(u32::from_ne_bytes(item.get(at..at + 4)?.try_into().ok()?));
-    let (index, len) = (word(0)? as usize, word(4)? as usize);
+    let index = word(std::mem::offset_of!(KernelName, index))? as usize;
+    let len = word(std::mem::offset_of!(KernelName, len))? as usize;
     let start = std::mem::offset_of!(KernelName, name);
     (index < BATCH).then_some(())?;
     Some((index, item.get(start..start + len)?))

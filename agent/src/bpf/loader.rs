@@ -437,6 +437,20 @@ fn step_err(program: &'static str, step: Step) -> impl Fn(aya::programs::Program
     }
 }
 
+/// Program `name` of `ebpf` as its kind `T` (a tracepoint, a perf event program...).
+pub(super) fn typed_program<'a, T>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut T, BpfError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
+        .and_then(TryInto::try_into)
+        .map_err(program_err(name))
+}
+
 fn attach_tracepoint(
     ebpf: &mut Ebpf,
     program: &'static str,
@@ -451,11 +465,7 @@ fn attach_tracepoint_in(
     category: &str,
     event: &'static str,
 ) -> Result<(), BpfError> {
-    let prog: &mut TracePoint = ebpf
-        .program_mut(program)
-        .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
-        .and_then(TryInto::try_into)
-        .map_err(program_err(program))?;
+    let prog: &mut TracePoint = typed_program(ebpf, program)?;
     let began = std::time::Instant::now();
     prog.load()
         .map_err(step_err(program, Step::ProgramLoad(program)))?;
@@ -487,11 +497,7 @@ pub(super) fn log_verified(
 
 fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {
     const PROGRAM: &str = "sonde_on_cpu";
-    let prog: &mut PerfEvent = ebpf
-        .program_mut(PROGRAM)
-        .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
-        .and_then(TryInto::try_into)
-        .map_err(program_err(PROGRAM))?;
+    let prog: &mut PerfEvent = typed_program(ebpf, PROGRAM)?;
     let began = std::time::Instant::now();
     prog.load()
         .map_err(step_err(PROGRAM, Step::ProgramLoad(PROGRAM)))?;
