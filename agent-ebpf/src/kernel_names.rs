@@ -15,8 +15,9 @@ use crate::maps::KERNEL_NAMES;
 /// `bpf_snprintf` takes its format from read-only global data only (a frozen map the verifier reads).
 static FORMAT: [u8; 4] = *b"%ps\0";
 
-/// Writes the name of every non-zero argument to `KERNEL_NAMES`. A full ring buffer cuts the run
-/// short: userspace sees which indexes came and asks again for the rest.
+/// Writes the name of every non-zero argument to `KERNEL_NAMES`. The ring holds more than a run's
+/// records and userspace empties it after every run, so it is never full; were it, the run would stop
+/// there and the addresses without a record stay unnamed (counted with the unnamed frames).
 pub(crate) fn name_all(ctx: &RawTracePointContext) {
     // SAFETY: a raw tracepoint's context is its arguments, `BATCH` words when userspace runs it
     // (the kernel refuses a run with a shorter context than the program reads).
