@@ -15,6 +15,7 @@ mod maps;
 mod off_cpu;
 mod on_cpu;
 mod process;
+mod regs;
 mod runtime;
 mod stack;
 mod unwind;

@@ -33,8 +33,7 @@ use crate::{
         OFFCPU_THREADS, add, add_episode, atomic_add_u32, bump, generation, off_cpu_counts,
         pid_listed,
     },
-    process, stack,
-    unwind::regs,
+    process, regs, stack,
 };
 
 /// This program's entry in `UNWIND_SCRATCH`.

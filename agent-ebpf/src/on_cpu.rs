@@ -10,8 +10,7 @@ use sonde_abi::{SLOTS, cost_path, stat};
 use crate::{
     Failed, globals,
     maps::{add_sample, bump, charge_sample, generation, on_cpu_counts, pid_listed, sample_count},
-    process, stack,
-    unwind::regs,
+    process, regs, stack,
 };
 
 /// This program's entry in `UNWIND_SCRATCH`.

@@ -17,7 +17,8 @@ use sonde_abi::{
 
 use crate::{
     maps::{KSTACK_SCRATCH, Once, bump, insert_once, kernel_stacks},
-    unwind::{self, mix, regs::UserRegs},
+    regs::UserRegs,
+    unwind::{self, mix},
 };
 
 /// A sample's aggregation key, and whether userspace knows the process already.

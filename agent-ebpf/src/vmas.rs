@@ -24,7 +24,7 @@ use sonde_abi::{FileKey, VmaMapping, VmaMappings, stat, unwind::MAX_VMA_MAPPINGS
 use crate::{
     globals,
     maps::{FILE_TABLES, VMA_MAPPINGS, bump},
-    unwind::regs,
+    regs,
 };
 
 /// `VM_EXEC` in `vm_area_struct.vm_flags`.

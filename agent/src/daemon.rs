@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use tokio::sync::mpsc;
 
 use crate::{
-    bpf::loader::{LoadOptions, OffCpuOptions},
+    bpf::options::{LoadOptions, OffCpuOptions},
     config::{DaemonConfig, RunArgs},
     export::{self, Destinations, ExportMetrics, ExportSummary},
     metadata::MetadataResolver,
@@ -52,16 +52,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     crate::process::set_proc_root(&config.metadata.proc_root);
     let sampling = config.sampling;
     let options = LoadOptions {
-        frequency_hz: Some(sampling.frequency_hz),
         off_cpu: config.offcpu.then_some(OffCpuOptions {
             kind: sonde_abi::OffCpuKind::Voluntary,
             min_block: Duration::from_micros(1),
             budget: sampling.offcpu_budget,
         }),
-        unwind: sampling.unwind,
-        max_unwind_table_mib: sampling.max_unwind_table_mib,
-        runtimes: sampling.runtimes,
-        ..Default::default()
+        ..sampling.load_options()
     };
     let debug = DebugInfo::new(args.symbols.with_file(&config.symbols).config()?)?;
     let json = config

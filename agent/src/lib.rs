@@ -30,6 +30,7 @@ pub mod fuzzing;
 pub mod heap;
 pub mod metadata;
 pub(crate) mod metrics;
+pub mod platform;
 pub(crate) mod process;
 pub mod profile;
 pub(crate) mod ratio;

@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use sonde_abi::OffCpuKind;
 
 use crate::{
-    bpf::loader::{LoadOptions, OffCpuOptions},
+    bpf::options::{LoadOptions, OffCpuOptions},
     config::{SamplingArgs, SymbolArgs, ranges},
     figures::{Input, Running, Usage, summary_lines},
     profile::{Profile, folded, pprof},
@@ -123,10 +123,7 @@ fn validate(args: &RecordArgs) -> anyhow::Result<LoadOptions> {
     let mut options = LoadOptions {
         pids: args.pids.clone(),
         single_window: true,
-        unwind: sampling.unwind,
-        max_unwind_table_mib: sampling.max_unwind_table_mib,
-        runtimes: sampling.runtimes,
-        ..Default::default()
+        ..sampling.load_options()
     };
     match args.profile {
         ProfileChoice::Cpu => options.frequency_hz = Some(sampling.frequency_hz),

@@ -13,11 +13,13 @@ use crate::{
     bpf::{
         BpfError,
         drain::{Drainer, RawWindow, WindowStats},
-        loader::{self, LoadOptions, Loaded},
+        loader::{self, Loaded},
         maps::AyaMaps,
+        options::LoadOptions,
         runtime_programs::RuntimePrograms,
         sampling::Controller,
     },
+    platform::kernel::KernelFeatures,
     process::{
         CaptureStats, ProcessTable,
         events::{Announced, EventThread},
@@ -60,6 +62,8 @@ pub(crate) struct Window {
     pub kernel_cost: KernelCost,
     /// How off-CPU episodes were sampled in this window (with off-CPU on).
     pub offcpu: Option<OffCpuSampling>,
+    /// What the running kernel offers (probed once at load).
+    pub kernel_features: Option<Arc<KernelFeatures>>,
 }
 
 /// How a window's off-CPU episodes were sampled: the budget and the inverse probabilities used.
@@ -121,6 +125,8 @@ pub(crate) struct Sampler {
     map_memory: crate::bpf::cost::MapMemory,
     /// Keeps the kernel's BPF run-time statistics on while the sampler lives.
     _run_stats: Option<std::os::fd::OwnedFd>,
+    /// What the running kernel offers, as the loader found it.
+    features: Arc<KernelFeatures>,
 }
 
 impl Sampler {
@@ -143,6 +149,7 @@ impl Sampler {
             node,
             runtime_arrays,
             kernel_names,
+            features,
         } = loader::load(&options)?;
         if let Some(names) = kernel_names {
             symbolizer.name_kernel_with(Box::new(names));
@@ -194,6 +201,7 @@ impl Sampler {
             sweeps: 0,
             map_memory: Default::default(),
             _run_stats: crate::bpf::cost::enable_run_stats(),
+            features: Arc::new(features),
         };
         sampler.prepare();
         Ok(sampler)
@@ -332,6 +340,7 @@ impl Sampler {
             processes_held: 0,
             kernel_cost: KernelCost::default(),
             offcpu,
+            kernel_features: Some(self.features.clone()),
         }
     }
 

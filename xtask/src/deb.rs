@@ -7,7 +7,7 @@ use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, bail};
 
-use crate::util::{cargo, root, run, succeeds};
+use crate::util::{cargo, root};
 
 /// Arguments of `cargo xtask deb`.
 #[derive(clap::Args)]
@@ -20,12 +20,9 @@ pub struct DebArgs {
     pub output: PathBuf,
 }
 
-/// The cargo-deb release `setup` installs (`cargo install --locked`).
-const CARGO_DEB_VERSION: &str = "3.8.0";
-
 /// Builds the .deb and prints its path and size.
 pub fn run_deb(args: &DebArgs) -> anyhow::Result<()> {
-    install_cargo_deb()?;
+    crate::setup::install_cargo_deb()?;
     let binary = crate::image::sonde_binary(args.binary.as_deref())?;
     let staging = root().join("target/deb-build");
     std::fs::create_dir_all(staging.join("release"))?;
@@ -60,30 +57,5 @@ pub fn run_deb(args: &DebArgs) -> anyhow::Result<()> {
         "deb size: {:.1} MiB ({bytes} bytes)",
         bytes as f64 / (1024.0 * 1024.0)
     );
-    Ok(())
-}
-
-/// `cargo install cargo-deb` unless this version is already there (idempotent, about a minute).
-pub fn install_cargo_deb() -> anyhow::Result<()> {
-    let installed = Command::new(cargo())
-        .args(["deb", "--version"])
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(CARGO_DEB_VERSION)
-        });
-    if installed {
-        return Ok(());
-    }
-    eprintln!("xtask: installing cargo-deb {CARGO_DEB_VERSION} (builds the .deb)");
-    run(Command::new(cargo()).args([
-        "install",
-        "cargo-deb",
-        "--locked",
-        "--version",
-        CARGO_DEB_VERSION,
-    ]))?;
-    if !succeeds(&cargo(), &["deb", "--version"]) {
-        bail!("cargo-deb was installed but `cargo deb --version` fails: is ~/.cargo/bin on PATH?");
-    }
     Ok(())
 }

@@ -4,6 +4,7 @@ mod bench;
 mod deb;
 mod fuzz;
 mod image;
+mod layers;
 mod setup;
 mod util;
 
@@ -34,12 +35,22 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Set up, then run only the VM tests: sonde inside Debian's own 5.10, 6.1 and 6.12 cloud kernels
+    /// under QEMU (`cargo xtask test` runs them too).
+    VmTest {
+        /// Extra arguments for the test harness (a test name filter, `--nocapture`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Set up, build sonde in release mode and run it with the given arguments.
     Sonde {
         /// Arguments for sonde.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Check the code's own `use` lines: no import circle anywhere, no import running up the agent's
+    /// layers (ARCHITECTURE.md); the tests run the same check.
+    Layers,
     /// Measure sonde's overhead against perf and bpftrace in one run.
     Bench(bench::BenchArgs),
     /// Run every cargo-fuzz target of fuzz/ for a fixed time; print executions per second and coverage.
@@ -65,21 +76,22 @@ fn main() -> anyhow::Result<()> {
             setup::peers()?;
             // One test at a time: the BPF tests measure CPU shares and sample counts of real workloads,
             // which other tests running beside them would distort.
-            let mut cmd = Command::new(util::cargo());
-            cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
-            cmd.env(
-                "SONDE_TEST_ESBUILD",
-                std::env::join_paths(setup::esbuild_paths())?,
-            );
-            cmd.env("SONDE_TEST_JDK11", setup::jdk11_path());
-            // `test-hooks`: the hidden flags the tests use to make the agent stall, panic or fail a
-            // kernel program; release builds have none of them.
-            cmd.args(["test", "--release", "--features", "sonde/test-hooks"])
-                .args(&args)
-                .args(["--", "--test-threads=1"]);
+            let mut cmd = test_command()?;
+            cmd.args(&args).args(["--", "--test-threads=1"]);
             // The parsers of hostile input replay their fuzz seeds and mutations of them in the unit
             // tests (sonde's `fuzzing::replay`); the coverage-guided search is `cargo xtask fuzz`, whose
             // instrumented build of the whole agent would double the time of a test run.
+            util::run(&mut cmd)
+        }
+        Task::VmTest { args } => {
+            util::require_root(
+                "the VM tests' guests load BPF programs; the host builds their initramfs",
+            )?;
+            setup::build_toolchain()?;
+            setup::peers()?;
+            let mut cmd = test_command()?;
+            cmd.args(["--test", "vm", "--", "--test-threads=1"])
+                .args(&args);
             util::run(&mut cmd)
         }
         Task::Sonde { args } => {
@@ -90,6 +102,7 @@ fn main() -> anyhow::Result<()> {
             let err = Command::new(&sonde).args(&args).exec();
             Err(err).with_context(|| format!("running {}", sonde.display()))
         }
+        Task::Layers => layers::check(&util::root()),
         Task::Fuzz(args) => fuzz::run_all(&args),
         Task::Image(args) => image::run_image(&args),
         Task::Deb(args) => deb::run_deb(&args),
@@ -100,4 +113,20 @@ fn main() -> anyhow::Result<()> {
             bench::run(args)
         }
     }
+}
+
+/// `cargo test --release --features sonde/test-hooks` with the environment the tests read (where setup
+/// put the peers).
+fn test_command() -> anyhow::Result<Command> {
+    let mut cmd = Command::new(util::cargo());
+    cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
+    cmd.env(
+        "SONDE_TEST_ESBUILD",
+        std::env::join_paths(setup::esbuild_paths())?,
+    );
+    cmd.env("SONDE_TEST_JDK11", setup::jdk11_path());
+    // `test-hooks`: the hidden flags the tests use to make the agent stall, panic or fail a
+    // kernel program; release builds have none of them.
+    cmd.args(["test", "--release", "--features", "sonde/test-hooks"]);
+    Ok(cmd)
 }

@@ -5,7 +5,7 @@ use std::{path::Path, process::Command};
 
 use anyhow::{Context as _, bail};
 
-use crate::util::{root, run, succeeds};
+use crate::util::{cargo, root, run, succeeds};
 
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -70,7 +70,8 @@ pub fn peers_python() -> std::path::PathBuf {
 /// (the unwind table tests compare with it), Debian's xz and libc's debug file (the unwinding tests
 /// profile Debian's own binaries and name libc's internal functions), elfutils' debuginfod server (the
 /// symbol tests fetch debug files from a real one on loopback), podman, strace and cargo-deb (the deploy
-/// tests build the image and the .deb and check the unit's system call filter).
+/// tests build the image and the .deb and check the unit's system call filter), QEMU and a static
+/// busybox (the VM tests boot Debian's own kernels with sonde inside).
 pub fn peers() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
@@ -88,6 +89,8 @@ pub fn peers() -> anyhow::Result<()> {
         ("javac", "openjdk-17-jdk-headless"),
         // The unit test: `systemd-analyze verify` and `security`.
         ("systemd-analyze", "systemd"),
+        // The VM tests: Debian's own kernels under QEMU (software emulation where KVM does not work).
+        ("qemu-system-x86_64", "qemu-system-x86"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
@@ -95,6 +98,11 @@ pub fn peers() -> anyhow::Result<()> {
     .collect();
     if !succeeds("dpkg", &["-s", "libc6-dbg"]) {
         missing.push("libc6-dbg");
+    }
+    // The VM tests' initramfs runs a static busybox (Debian's `busybox` package is linked
+    // dynamically); it replaces `busybox` where that is installed.
+    if !succeeds("dpkg", &["-s", "busybox-static"]) {
+        missing.push("busybox-static");
     }
     if !missing.is_empty() {
         apt_install(
@@ -133,7 +141,7 @@ pub fn peers() -> anyhow::Result<()> {
     node_peers()?;
     kustomize()?;
     // The package test builds the .deb.
-    crate::deb::install_cargo_deb()
+    install_cargo_deb()
 }
 
 /// The manifest test renders the Kubernetes base with real kustomize, `kubectl kustomize`. No package
@@ -309,4 +317,32 @@ pub(crate) fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
         .env("DEBIAN_FRONTEND", "noninteractive")
         .args(["install", "-y", "-qq"])
         .args(packages))
+}
+
+/// The cargo-deb release `setup` installs (`cargo install --locked`).
+const CARGO_DEB_VERSION: &str = "3.8.0";
+
+/// `cargo install cargo-deb` unless this version is already there (idempotent, about a minute).
+pub fn install_cargo_deb() -> anyhow::Result<()> {
+    let installed = Command::new(cargo())
+        .args(["deb", "--version"])
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(CARGO_DEB_VERSION)
+        });
+    if installed {
+        return Ok(());
+    }
+    eprintln!("xtask: installing cargo-deb {CARGO_DEB_VERSION} (builds the .deb)");
+    run(Command::new(cargo()).args([
+        "install",
+        "cargo-deb",
+        "--locked",
+        "--version",
+        CARGO_DEB_VERSION,
+    ]))?;
+    if !succeeds(&cargo(), &["deb", "--version"]) {
+        bail!("cargo-deb was installed but `cargo deb --version` fails: is ~/.cargo/bin on PATH?");
+    }
+    Ok(())
 }

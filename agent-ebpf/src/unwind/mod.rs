@@ -12,7 +12,6 @@ mod go_roots;
 mod hotspot;
 mod lookup;
 mod python;
-pub mod regs;
 mod step;
 mod table_step;
 mod v8;
@@ -30,6 +29,7 @@ use sonde_abi::{
     v8::V8Proc,
 };
 
+use crate::regs::UserRegs;
 use crate::vmas::AddressSpace;
 use crate::{
     globals,
@@ -39,7 +39,6 @@ use crate::{
     runtime::walker,
     verifier::forget,
 };
-use regs::UserRegs;
 use step::Flow;
 
 /// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 1 KiB). Here,

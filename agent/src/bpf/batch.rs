@@ -32,15 +32,18 @@ struct BatchAttr {
 fn call(command: libc::c_long, attr: &mut BatchAttr, map: &'static str) -> Result<(), BpfError> {
     // SAFETY: `attr` is a valid batch attribute whose pointers reference buffers the caller keeps alive
     // for the call, each sized for `attr.count` elements.
-    unsafe { bpf(command, attr) }.map_err(|source| BpfError::Batch { map, source })
+    unsafe { bpf(command, attr) }
+        .map(drop)
+        .map_err(|source| BpfError::Batch { map, source })
 }
 
-/// `bpf(2)` for a command aya 0.14 lacks, `attr` being that command's member of `union bpf_attr`.
+/// `bpf(2)` for a command aya 0.14 lacks, `attr` being that command's member of `union bpf_attr`;
+/// the call's non-negative result (a new descriptor for the commands that make one).
 ///
 /// # Safety
 /// `attr` is `command`'s attribute layout, and every pointer in it references memory the caller
 /// keeps alive, sized as the attribute says.
-pub(super) unsafe fn bpf<A>(command: libc::c_long, attr: &mut A) -> std::io::Result<()> {
+pub(super) unsafe fn bpf<A>(command: libc::c_long, attr: &mut A) -> std::io::Result<i32> {
     // SAFETY: the caller's contract.
     let rc = unsafe {
         libc::syscall(
@@ -51,7 +54,7 @@ pub(super) unsafe fn bpf<A>(command: libc::c_long, attr: &mut A) -> std::io::Res
         )
     };
     match rc {
-        0.. => Ok(()),
+        0.. => Ok(rc as i32),
         _ => Err(std::io::Error::last_os_error()),
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Off by default. The loader turns it on when the kernel's target is enabled at debug level
 //! (`--log sonde::bpf=debug` or `--log sonde::bpf::kernel=debug`, or the same in `SONDE_LOG`) or when
-//! [`super::loader::LoadOptions::kernel_log`] asks for it. It then sets the read-only global `KERNEL_LOG` so the programs' log calls are kept, and
+//! [`super::options::LoadOptions::kernel_log`] asks for it. It then sets the read-only global `KERNEL_LOG` so the programs' log calls are kept, and
 //! starts a thread that reads aya-log's `AYA_LOGS` ring buffer. Off, the verifier prunes every log
 //! call, the ring buffer is shrunk to one page and no thread runs.
 //!

@@ -18,8 +18,7 @@ use sonde_abi::{
     names,
 };
 
-use super::{BpfError, batch::bpf, loader::typed_program, maps::take_map};
-use crate::symbolize::NameKernel;
+use super::{BpfError, batch::bpf, maps::take_map, object::typed_program};
 
 /// `bpf(2)` command (`include/uapi/linux/bpf.h`).
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
@@ -92,8 +91,15 @@ impl KernelNames {
         };
         // SAFETY: `attr` is the test-run attribute; its one pointer, the context, is `args`, alive
         // for the call and `ctx_size_in` bytes long.
-        unsafe { bpf(BPF_PROG_TEST_RUN, &mut attr) }
+        unsafe { bpf(BPF_PROG_TEST_RUN, &mut attr) }.map(drop)
     }
+}
+
+/// Names kernel addresses by the kernel's own symbol lookup: the symbolizer's way to kernel names,
+/// a trait so its tests can stand in for the kernel.
+pub(crate) trait NameKernel: Send {
+    /// The function holding each of `addrs`, in order; `None` where no symbol does.
+    fn names(&mut self, addrs: &[u64]) -> std::io::Result<Vec<Option<String>>>;
 }
 
 impl NameKernel for KernelNames {
@@ -139,7 +145,7 @@ fn function(printed: &[u8]) -> Option<String> {
 #[cfg(test)]
 pub(crate) fn load_for_tests() -> (Ebpf, KernelNames) {
     let mut ebpf = aya::EbpfLoader::new()
-        .load(super::loader::OBJECT)
+        .load(super::object::OBJECT)
         .expect("loading the eBPF object (the tests run as root)");
     let names = KernelNames::try_load(&mut ebpf).expect("loading sonde_kernel_names");
     (ebpf, names)

@@ -10,7 +10,7 @@ use sonde_abi::names::globals;
 use super::{
     btf::{BtfError, KernelBtf},
     kernel_log,
-    loader::LoadOptions,
+    options::LoadOptions,
     tracefs,
     unwind_maps::UnwindMode,
 };
@@ -115,7 +115,7 @@ impl Globals {
 /// Where the kernel keeps a task's fs base, which recognises CPython 3.9/3.10 threads (their thread
 /// states hold `pthread_self()`, the fs base, and no native thread id); 0 when unknown (x86_64 only).
 fn fsbase_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
-    if !cfg!(target_arch = "x86_64") {
+    if !crate::platform::arch::THREAD_POINTER_IN_TASK {
         return 0;
     }
     let found = vmlinux
@@ -137,7 +137,7 @@ fn vma_layout(
     vmlinux: &Result<KernelBtf, BtfError>,
     tracefs: &std::path::Path,
 ) -> sonde_abi::VmaLayout {
-    if !cfg!(target_arch = "x86_64") {
+    if !crate::platform::arch::KERNEL_RECORDS_MAPPINGS {
         return sonde_abi::VmaLayout::default();
     }
     let found = vmlinux

@@ -1,8 +1,6 @@
 //! Loads the embedded eBPF object, sizes its maps for the job, attaches the programs and hands out the
 //! drain and the process-event ring buffer.
 
-use std::time::Duration;
-
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, PerCpuValues, ProgramArray, RingBuf},
@@ -12,10 +10,15 @@ use aya::{
     },
 };
 use sonde_abi::{
-    Control, OffCpuKind, OffCpuSampling,
+    Control, OffCpuSampling,
     names::{self, runtime_programs},
     python::PyProc,
     unwind::MAX_RULES,
+};
+
+use crate::platform::{
+    arch,
+    kernel::{Feature, KernelFeatures},
 };
 
 use super::unwind_maps::{
@@ -28,6 +31,8 @@ use super::{
     kernel_log,
     load_globals::Globals,
     maps::{AyaMaps, map_err, take_map},
+    object::{OBJECT, log_verified, typed_program},
+    options::LoadOptions,
     privileges::{self, Step},
     sampling::{LONG_NS_MIN, SamplingMaps, track_all},
     tracefs,
@@ -42,91 +47,6 @@ const MAX_FILE_TABLES: u32 = 8192;
 const MAX_VMA_PROCESSES: u32 = 8192;
 /// The program whose unloading ends the kernel log reader (loaded by every configuration).
 const KERNEL_LOG_WATCHED: &str = "sonde_exit";
-
-/// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
-pub(super) static OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
-
-/// Off-CPU tracking settings.
-#[derive(Clone, Copy, Debug)]
-pub struct OffCpuOptions {
-    /// Which episodes count.
-    pub kind: OffCpuKind,
-    /// Shorter episodes are counted as short and dropped.
-    pub min_block: Duration,
-    /// Stack walks per CPU per second (0: every episode is tracked).
-    pub budget: u32,
-}
-
-/// Default `--offcpu-budget`, walks per CPU per second.
-pub const DEFAULT_OFFCPU_BUDGET: u32 = 500;
-
-/// Default on-CPU sampling frequency per CPU, Hz: not a divisor of common timer rates, so sampling does
-/// not lock step with periodic work.
-pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
-
-/// Default `--max-unwind-table-mib`: the tables of about 200 distinct binaries of a busy node.
-pub const DEFAULT_UNWIND_TABLE_MIB: u32 = 64;
-
-/// What to load and how.
-#[derive(Clone, Debug)]
-pub struct LoadOptions {
-    /// On-CPU sampling frequency per CPU; None disables on-CPU sampling.
-    pub frequency_hz: Option<u64>,
-    /// Off-CPU tracking; None disables it.
-    pub off_cpu: Option<OffCpuOptions>,
-    /// Only these processes; all when empty.
-    pub pids: Vec<u32>,
-    /// Entries per aggregation map (per slot).
-    pub max_stacks: u32,
-    /// Only one window will be drained (`sonde record`): the other slots are never written (with
-    /// `pids`, slot 0 only while the named processes' tables load), so they get one entry each
-    /// instead of full size (less kernel memory, faster start).
-    pub single_window: bool,
-    /// How user stacks are walked.
-    pub unwind: UnwindMode,
-    /// Kernel memory for unwind rows, MiB (allocated in full at load).
-    pub max_unwind_table_mib: u32,
-    /// Have the programs log their failed invocations (see [`super::kernel_log`]) even when the log
-    /// filter does not enable `sonde::bpf::kernel` at debug level (the lines still go through it).
-    pub kernel_log: bool,
-    /// The runtimes that are on (`--runtimes`): Python frames are walked when `python` is.
-    pub runtimes: crate::runtimes::Runtimes,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self {
-            frequency_hz: Some(DEFAULT_FREQUENCY_HZ),
-            off_cpu: None,
-            pids: Vec::new(),
-            max_stacks: 16384,
-            single_window: false,
-            unwind: UnwindMode::Auto,
-            max_unwind_table_mib: DEFAULT_UNWIND_TABLE_MIB,
-            kernel_log: false,
-            runtimes: crate::runtimes::Runtimes::all(),
-        }
-    }
-}
-
-impl LoadOptions {
-    pub(super) fn walks_python(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Python)
-    }
-
-    pub(super) fn reads_go_labels(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Go)
-    }
-
-    pub(super) fn walks_java(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Java) && self.unwind != UnwindMode::Fp
-    }
-
-    pub(super) fn walks_node(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Node) && self.unwind != UnwindMode::Fp
-    }
-}
 
 /// A loaded and attached set of programs. Dropping it detaches everything.
 pub struct Loaded {
@@ -154,6 +74,8 @@ pub struct Loaded {
     pub(crate) runtime_arrays: (Option<ProgramArray<MapData>>, Option<ProgramArray<MapData>>),
     /// The kernel's own lookup of kernel frames' names, where the kernel allows it.
     pub(crate) kernel_names: Option<super::kernel_names::KernelNames>,
+    /// What the running kernel offers, probed before loading.
+    pub features: KernelFeatures,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -161,6 +83,11 @@ pub struct Loaded {
 pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     privileges::check()?;
     privileges::warn_degraded();
+    // Before anything is loaded: a kernel below the floor gets one error naming what it lacks, not
+    // the verifier's complaint about the first program that uses it.
+    let features = KernelFeatures::probe();
+    features.check_floor()?;
+    features.log();
     // Process exec/exit and off-CPU tracking use classic tracepoints.
     let tracefs = tracefs::ensure_mounted()?;
     let layout = match options.off_cpu {
@@ -168,10 +95,8 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         None => None,
     };
 
-    if options.unwind != UnwindMode::Fp && !cfg!(target_arch = "x86_64") {
-        return Err(BpfError::UnwindUnsupported {
-            arch: std::env::consts::ARCH,
-        });
+    if options.unwind != UnwindMode::Fp && !arch::TABLE_UNWINDING {
+        return Err(BpfError::UnwindUnsupported { arch: arch::NAME });
     }
     let stacks = options.max_stacks;
     let stack_maps = options.max_stacks / 2;
@@ -341,7 +266,10 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if globals.kernel_log != 0 {
         kernel_log::start(&mut ebpf, KERNEL_LOG_WATCHED);
     }
-    let kernel_names = super::kernel_names::KernelNames::load(&mut ebpf);
+    let kernel_names = match features.has(Feature::Snprintf) {
+        true => super::kernel_names::KernelNames::load(&mut ebpf),
+        false => None,
+    };
     if kernel_names.is_none() {
         privileges::warn_if_kallsyms_hidden();
     }
@@ -358,6 +286,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         node,
         runtime_arrays: (on_cpu_programs, off_cpu_programs),
         kernel_names,
+        features,
     })
 }
 
@@ -426,29 +355,11 @@ fn sizes_for(on: u32, off: u32, stacks: u32, single: Option<u64>) -> Vec<(&'stat
         .collect()
 }
 
-fn program_err(program: &'static str) -> impl Fn(aya::programs::ProgramError) -> BpfError {
-    move |source| BpfError::Program { program, source }
-}
-
 /// Like [`program_err`], but a refusal of `step` names the capability it needs.
 fn step_err(program: &'static str, step: Step) -> impl Fn(aya::programs::ProgramError) -> BpfError {
     move |source| {
         privileges::refused(step, &source).unwrap_or(BpfError::Program { program, source })
     }
-}
-
-/// Program `name` of `ebpf` as its kind `T` (a tracepoint, a perf event program...).
-pub(super) fn typed_program<'a, T>(
-    ebpf: &'a mut Ebpf,
-    name: &'static str,
-) -> Result<&'a mut T, BpfError>
-where
-    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
-{
-    ebpf.program_mut(name)
-        .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
-        .and_then(TryInto::try_into)
-        .map_err(program_err(name))
 }
 
 fn attach_tracepoint(
@@ -479,20 +390,6 @@ fn attach_tracepoint_in(
         step_err(program, step)(source)
     })?;
     Ok(())
-}
-
-/// What the verifier made of a program: the start-up cost an operator pays once per program.
-pub(super) fn log_verified(
-    program: &str,
-    info: Option<aya::programs::ProgramInfo>,
-    began: std::time::Instant,
-) {
-    tracing::debug!(
-        program,
-        verified_instructions = info.and_then(|i| i.verified_instruction_count()),
-        seconds = began.elapsed().as_secs_f64(),
-        "program verified and loaded"
-    );
 }
 
 fn attach_on_cpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), BpfError> {

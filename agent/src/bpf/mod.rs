@@ -6,11 +6,14 @@ pub(crate) mod batch;
 pub(crate) mod btf;
 pub(crate) mod cost;
 pub mod drain;
+mod inner_maps;
 pub(crate) mod kernel_log;
 pub(crate) mod kernel_names;
 mod load_globals;
 pub mod loader;
 pub mod maps;
+mod object;
+pub mod options;
 pub mod privileges;
 pub(crate) mod runtime_programs;
 pub mod sampling;
@@ -103,6 +106,9 @@ pub enum BpfError {
         #[source]
         source: aya::maps::MapError,
     },
+    /// The kernel lacks a feature sonde cannot run without.
+    #[error(transparent)]
+    BelowFloor(#[from] crate::platform::kernel::BelowFloor),
     /// Unwind tables are not built for this architecture yet.
     #[error(
         "unwinding with tables is not supported on {arch} yet (only x86_64): run with --unwind fp (complete stacks then need frame pointers)"
@@ -112,7 +118,7 @@ pub enum BpfError {
         arch: &'static str,
     },
     /// A whole-array read or write failed.
-    #[error("map {map}: batch operation failed ({source}); sonde needs Linux 5.6 or later")]
+    #[error("map {map}: batch operation failed ({source})")]
     Batch {
         /// Map name.
         map: &'static str,

@@ -20,7 +20,7 @@ use aya::{
 };
 use sonde_abi::names::runtime_programs::{COUNT, NATIVE, OFF_CPU, ON_CPU};
 
-use super::{BpfError, loader::log_verified, maps::map_err};
+use super::{BpfError, maps::map_err, object::log_verified};
 
 /// Where a runtime's programs stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -89,7 +89,7 @@ impl RowChunks {
         let inner = match slot {
             Some(inner) => inner,
             None => {
-                let inner = Array::<MapData, RowBlock>::create(ROW_CHUNK_BLOCKS, 0)?;
+                let inner = super::inner_maps::array::<RowBlock>(ROW_CHUNK_BLOCKS)?;
                 self.outer.set(chunk, &inner, 0)?;
                 slot.insert(inner)
             }
@@ -119,7 +119,7 @@ impl PageHash {
         limit: u32,
     ) -> Result<Self, MapError> {
         let capacity = FIRST_PAGE_ENTRIES.min(limit).max(1);
-        let inner = BpfHashMap::create(capacity, BPF_F_NO_PREALLOC)?;
+        let inner = super::inner_maps::hash(capacity, BPF_F_NO_PREALLOC)?;
         outer.set(0, &inner, 0)?;
         Ok(Self {
             outer,
@@ -156,7 +156,7 @@ impl PageHash {
     }
 
     fn grow(&mut self, capacity: u32) -> Result<(), MapError> {
-        let mut bigger = BpfHashMap::create(capacity, BPF_F_NO_PREALLOC)?;
+        let mut bigger = super::inner_maps::hash(capacity, BPF_F_NO_PREALLOC)?;
         for (key, entry) in &self.entries {
             bigger.insert(key, entry, 0)?;
         }

@@ -8,10 +8,23 @@ use clap::ValueEnum as _;
 
 use super::{ConfigError, invalid, ranges};
 use crate::{
-    bpf::loader::{DEFAULT_FREQUENCY_HZ, DEFAULT_OFFCPU_BUDGET, DEFAULT_UNWIND_TABLE_MIB},
+    bpf::options::LoadOptions,
     runtimes::{Runtime, Runtimes},
     unwind::UnwindMode,
 };
+
+/// Default `--offcpu-budget`, walks per CPU per second.
+pub(crate) const DEFAULT_OFFCPU_BUDGET: u32 = 500;
+
+/// Default on-CPU sampling frequency per CPU, Hz: not a divisor of common timer rates, so sampling does
+/// not lock step with periodic work.
+pub(crate) const DEFAULT_FREQUENCY_HZ: u64 = 99;
+
+/// Default `--max-unwind-table-mib`: the tables of about 200 distinct binaries of a busy node.
+pub(crate) const DEFAULT_UNWIND_TABLE_MIB: u32 = 64;
+
+/// Entries per aggregation map (per slot): not a setting, the loader's sizing of one window.
+const MAX_STACKS: u32 = 16384;
 
 /// Sampling and unwinding flags of `record` and `run` (keys of `run`'s file of the same names).
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -128,6 +141,24 @@ impl SamplingArgs {
     /// The flags alone (`record`, which has no config file).
     pub fn resolve_flags(&self) -> Result<Sampling, ConfigError> {
         self.resolve(&SamplingFile::default())
+    }
+}
+
+impl Sampling {
+    /// What the loader is asked for: on-CPU sampling at the frequency, off-CPU off, every process
+    /// (the commands add off-CPU, a pid filter, a single window).
+    pub(crate) fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            frequency_hz: Some(self.frequency_hz),
+            off_cpu: None,
+            pids: Vec::new(),
+            max_stacks: MAX_STACKS,
+            single_window: false,
+            unwind: self.unwind,
+            max_unwind_table_mib: self.max_unwind_table_mib,
+            kernel_log: false,
+            runtimes: self.runtimes,
+        }
     }
 }
 

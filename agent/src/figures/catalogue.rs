@@ -513,6 +513,13 @@ pub(crate) static WINDOW: &[Figure] = &[
         (time.as_nanos() as f64, runs as f64)
     }),
     labelled(
+        "kernel_feature",
+        Kind::Gauge,
+        "Whether the running kernel offers each feature sonde's programs use (1) or not (0), by feature, with the kernel's release: ringbuf, bpf_loop, bpf_find_vma and alloc_in_perf_event are required; without bpf_snprintf kernel frames are named from /proc/kallsyms, without vmlinux_btf CPython 3.9/3.10 threads and processes younger than their first capture are not recognised.",
+        &["feature", "kernel"],
+        |i| i.window.kernel_features.as_deref().map(crate::platform::kernel::KernelFeatures::series).unwrap_or_default(),
+    ),
+    labelled(
         "oncpu_sample_nanoseconds",
         Kind::Gauge,
         "Run time of the on-CPU program for one recorded sample, nanoseconds, over the agent's lifetime (p50, p90), by the walker that did the most: frame_pointers, tables, python, java, v8, or kernel (no user stack). Timed by the program itself, 250 ns buckets; needs no bpf_stats.",

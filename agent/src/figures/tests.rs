@@ -153,6 +153,7 @@ fn window(kernel: &[(u32, u64)], unwind_built: u64) -> Window {
         processes_held: 0,
         kernel_cost: Default::default(),
         offcpu: None,
+        kernel_features: None,
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod elf_v8;
 pub(crate) mod events;
 pub(crate) mod file_ids;
 mod java;
+pub(crate) mod load_bias;
 mod maps_file;
 pub(crate) mod memfd;
 mod node;

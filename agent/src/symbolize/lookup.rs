@@ -13,16 +13,10 @@ use super::{
     debuginfo::{Resolved, reads_dwarf},
     kallsyms::{self, Kallsyms},
 };
-use crate::{process::Binary, profile::Symbol};
+use crate::{bpf::kernel_names::NameKernel, process::Binary, profile::Symbol};
 
 /// Inline chain, innermost first; empty when the address has no symbol.
 pub(crate) type Chain = Arc<[Symbol]>;
-
-/// Names kernel addresses by the kernel's own symbol lookup (`bpf::kernel_names`).
-pub(crate) trait NameKernel: Send {
-    /// The function holding each of `addrs`, in order; `None` where no symbol does.
-    fn names(&mut self, addrs: &[u64]) -> std::io::Result<Vec<Option<String>>>;
-}
 
 pub(crate) struct Lookup {
     blaze: Blaze,

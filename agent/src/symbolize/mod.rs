@@ -36,9 +36,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub(crate) use crate::bpf::kernel_names::NameKernel;
 pub(crate) use cache::SymbolCache;
 pub(crate) use debuginfo::{DebugInfoStats, Reason};
-pub(crate) use lookup::NameKernel;
 pub(crate) use offenders::Offender;
 pub(crate) use perfmap::PerfMapStats;
 pub(crate) use unmapped::UnmappedFrames;

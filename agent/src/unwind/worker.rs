@@ -476,8 +476,11 @@ impl Worker {
                     None => Unwinding::NoInfo,
                     Some(key) => match (self.store.get(&key), self.binaries.get(&key)) {
                         (Some(id), Some(BinaryState::Usable(segments))) => {
-                            let bias =
-                                mappings::bias(m.module.start, m.module.file_offset, segments);
+                            let bias = crate::process::load_bias::load_bias(
+                                m.module.start,
+                                m.module.file_offset,
+                                segments,
+                            );
                             let delta = m
                                 .module
                                 .start

@@ -48,7 +48,7 @@ const SLICE_FROM_MINOR: u32 = 24;
 
 /// The kernel's settings for a Go binary built by `info`'s toolchain; `elf_bytes` is the binary.
 pub(crate) fn settings(info: &BuildInfo, elf_bytes: &[u8]) -> Result<GoProc, Unsupported> {
-    if !cfg!(target_arch = "x86_64") {
+    if !crate::platform::arch::GO_LABELS {
         return Err(Unsupported::Arch);
     }
     let minor = minor_version(&info.go_version)

@@ -150,7 +150,7 @@ fn libjvm(mappings: &[Mapping]) -> Option<(&Arc<Binary>, &HotspotSymbols, u64)> 
     mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
         let symbols = binary.elf.hotspot.as_ref()?;
-        let bias = crate::unwind::mappings::bias(
+        let bias = crate::process::load_bias::load_bias(
             m.module.start,
             m.module.file_offset,
             &binary.elf.segments,

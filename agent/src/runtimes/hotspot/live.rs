@@ -382,7 +382,7 @@ fn vmstructs_of(pid: u32, info: &ProcessInfo) -> VmStructs {
         .find_map(|m| {
             let b = m.binary.as_ref()?;
             let symbols = b.elf.hotspot.as_ref()?;
-            let bias = crate::unwind::mappings::bias(
+            let bias = crate::process::load_bias::load_bias(
                 m.module.start,
                 m.module.file_offset,
                 &b.elf.segments,

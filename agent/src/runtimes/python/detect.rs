@@ -136,7 +136,7 @@ pub(crate) fn detect(pid: u32, mappings: &[Mapping]) -> Result<Option<Interprete
     let Some((binary, runtime)) = mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
         let symbol = binary.elf.py_runtime?;
-        let bias = crate::unwind::mappings::bias(
+        let bias = crate::process::load_bias::load_bias(
             m.module.start,
             m.module.file_offset,
             &binary.elf.segments,

@@ -96,7 +96,7 @@ fn v8_binary(mappings: &[Mapping]) -> Option<(&Arc<Binary>, &V8Symbols, u64)> {
     mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
         let symbols = binary.elf.v8.as_ref()?;
-        let bias = crate::unwind::mappings::bias(
+        let bias = crate::process::load_bias::load_bias(
             m.module.start,
             m.module.file_offset,
             &binary.elf.segments,
@@ -112,7 +112,7 @@ fn builtin_ranges(mappings: &[Mapping], id: (u64, u64), blob: (u64, u64)) -> Vec
         .iter()
         .filter_map(|m| {
             let binary = m.binary.as_ref().filter(|b| b.id == id)?;
-            let bias = crate::unwind::mappings::bias(
+            let bias = crate::process::load_bias::load_bias(
                 m.module.start,
                 m.module.file_offset,
                 &binary.elf.segments,

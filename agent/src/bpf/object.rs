@@ -1,0 +1,44 @@
+//! The embedded eBPF object and what every loader of its programs shares: finding a program by
+//! name and kind, and saying what the verifier made of it.
+
+use aya::Ebpf;
+
+use super::BpfError;
+
+/// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
+pub(super) static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
+
+pub(super) fn program_err(
+    program: &'static str,
+) -> impl Fn(aya::programs::ProgramError) -> BpfError {
+    move |source| BpfError::Program { program, source }
+}
+
+/// Program `name` of `ebpf` as its kind `T` (a tracepoint, a perf event program...).
+pub(super) fn typed_program<'a, T>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut T, BpfError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
+        .and_then(TryInto::try_into)
+        .map_err(program_err(name))
+}
+
+/// What the verifier made of a program: the start-up cost an operator pays once per program.
+pub(super) fn log_verified(
+    program: &str,
+    info: Option<aya::programs::ProgramInfo>,
+    began: std::time::Instant,
+) {
+    tracing::debug!(
+        program,
+        verified_instructions = info.and_then(|i| i.verified_instruction_count()),
+        seconds = began.elapsed().as_secs_f64(),
+        "program verified and loaded"
+    );
+}

@@ -1,0 +1,63 @@
+//! What the loader is asked to load and how: the value the commands derive from their settings.
+
+use std::time::Duration;
+
+use sonde_abi::OffCpuKind;
+
+use super::unwind_maps::UnwindMode;
+
+/// Off-CPU tracking settings.
+#[derive(Clone, Copy, Debug)]
+pub struct OffCpuOptions {
+    /// Which episodes count.
+    pub kind: OffCpuKind,
+    /// Shorter episodes are counted as short and dropped.
+    pub min_block: Duration,
+    /// Stack walks per CPU per second (0: every episode is tracked).
+    pub budget: u32,
+}
+
+/// What to load and how, derived from the settings (`config::Sampling::load_options`, which owns
+/// every default).
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// On-CPU sampling frequency per CPU; None disables on-CPU sampling.
+    pub frequency_hz: Option<u64>,
+    /// Off-CPU tracking; None disables it.
+    pub off_cpu: Option<OffCpuOptions>,
+    /// Only these processes; all when empty.
+    pub pids: Vec<u32>,
+    /// Entries per aggregation map (per slot).
+    pub max_stacks: u32,
+    /// Only one window will be drained (`sonde record`): the other slots are never written (with
+    /// `pids`, slot 0 only while the named processes' tables load), so they get one entry each
+    /// instead of full size (less kernel memory, faster start).
+    pub single_window: bool,
+    /// How user stacks are walked.
+    pub unwind: UnwindMode,
+    /// Kernel memory for unwind rows, MiB (allocated in full at load).
+    pub max_unwind_table_mib: u32,
+    /// Have the programs log their failed invocations (see [`super::kernel_log`]) even when the log
+    /// filter does not enable `sonde::bpf::kernel` at debug level (the lines still go through it).
+    pub kernel_log: bool,
+    /// The runtimes that are on (`--runtimes`): Python frames are walked when `python` is.
+    pub runtimes: crate::runtimes::Runtimes,
+}
+
+impl LoadOptions {
+    pub(super) fn walks_python(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Python)
+    }
+
+    pub(super) fn reads_go_labels(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Go)
+    }
+
+    pub(super) fn walks_java(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Java) && self.unwind != UnwindMode::Fp
+    }
+
+    pub(super) fn walks_node(&self) -> bool {
+        self.runtimes.has(crate::runtimes::Runtime::Node) && self.unwind != UnwindMode::Fp
+    }
+}

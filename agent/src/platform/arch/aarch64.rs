@@ -1,0 +1,21 @@
+//! aarch64: what sonde's userspace knows of its registers and layouts. The kernel programs' AArch64
+//! walk is frame pointers only for now: the `.eh_frame` rules and the runtimes' layouts are x86_64's.
+
+/// The architecture's name as `uname -m` and Rust give it.
+pub(crate) const NAME: &str = "aarch64";
+
+/// The page size executable mappings are aligned to: Debian's, Amazon Linux's and Ubuntu's arm64
+/// kernels use 4 KiB pages (a 16 or 64 KiB kernel is not supported yet).
+pub(crate) const PAGE_SIZE: u64 = 4096;
+
+/// No AArch64 table rules in the kernel programs yet: frame pointers only.
+pub(crate) const TABLE_UNWINDING: bool = false;
+
+/// The TLS base (tpidr_el0) is not read from the task yet.
+pub(crate) const THREAD_POINTER_IN_TASK: bool = false;
+
+/// The syscall tracepoints' layout is not read on AArch64 yet.
+pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = false;
+
+/// Go keeps `g` in a register (x28) on arm64, not in TLS: not read yet.
+pub(crate) const GO_LABELS: bool = false;

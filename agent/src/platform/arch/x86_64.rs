@@ -1,0 +1,22 @@
+//! x86_64: what sonde's userspace knows of its registers and layouts.
+
+/// The architecture's name as `uname -m` and Rust give it.
+pub(crate) const NAME: &str = "x86_64";
+
+/// The page size executable mappings are aligned to (the kernel maps a segment from its
+/// page-aligned file offset).
+pub(crate) const PAGE_SIZE: u64 = 4096;
+
+/// The kernel programs walk `.eh_frame` tables with x86_64's rules (CFA from rsp or rbp, return
+/// address at CFA - 8).
+pub(crate) const TABLE_UNWINDING: bool = true;
+
+/// A thread's TLS base is the task's saved fs base (`thread.fsbase`), which CPython 3.9/3.10 thread
+/// states hold as `pthread_self()`.
+pub(crate) const THREAD_POINTER_IN_TASK: bool = true;
+
+/// The kernel programs record new processes' executable mappings from x86_64's syscall tracepoints.
+pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = true;
+
+/// Go keeps `g` in TLS at a negative offset from the fs base, read by the goroutine-label walker.
+pub(crate) const GO_LABELS: bool = true;

@@ -1,0 +1,289 @@
+//! What the running kernel offers sonde's kernel programs, probed once at start into one value
+//! ([`KernelFeatures`]): the loader chooses what to load from it, the start log and the reports show
+//! it. Nothing else probes the kernel or compares its version.
+//!
+//! Features are probed where the kernel can be asked (a helper by loading a two-instruction program
+//! that calls it, as libbpf and aya probe; a map type by creating one), not inferred from the version
+//! number, since distribution kernels backport (RHEL 9's 5.14 has `bpf_loop`). The one exception is
+//! allocation in perf_event programs, which no probe short of a full program shows: it is taken from
+//! the version (Linux 6.1, `bpf_mem_alloc`).
+
+use std::fmt;
+
+use aya::{
+    maps::MapType,
+    programs::ProgramType,
+    sys::{BpfHelper, is_helper_supported, is_map_supported},
+};
+
+/// The oldest Linux whose every required feature sonde's programs use, as users know it.
+pub const FLOOR: &str = "6.1";
+
+/// A kernel feature sonde's programs use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feature {
+    /// Ring buffer maps (`PROC_EVENTS`, the kernel namer's output).
+    RingBuf,
+    /// `bpf_loop`: every stack walk is a loop of frame steps.
+    Loop,
+    /// `bpf_find_vma`: the mappings of processes younger than their first capture.
+    FindVma,
+    /// Hash maps allocated from perf_event programs (not preallocated: stacks and aggregates).
+    AllocInPerfEvent,
+    /// `bpf_snprintf`'s `%ps`: kernel frames named by the kernel itself.
+    Snprintf,
+    /// The kernel's own BTF (`/sys/kernel/btf/vmlinux`): task and VMA field offsets.
+    VmlinuxBtf,
+}
+
+impl Feature {
+    /// Every feature, in report order.
+    pub const ALL: [Feature; 6] = [
+        Feature::RingBuf,
+        Feature::Loop,
+        Feature::FindVma,
+        Feature::AllocInPerfEvent,
+        Feature::Snprintf,
+        Feature::VmlinuxBtf,
+    ];
+
+    /// The name reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::RingBuf => "ringbuf",
+            Feature::Loop => "bpf_loop",
+            Feature::FindVma => "bpf_find_vma",
+            Feature::AllocInPerfEvent => "alloc_in_perf_event",
+            Feature::Snprintf => "bpf_snprintf",
+            Feature::VmlinuxBtf => "vmlinux_btf",
+        }
+    }
+
+    /// The first upstream Linux with it.
+    pub fn since(self) -> &'static str {
+        match self {
+            Feature::RingBuf => "5.8",
+            Feature::Loop | Feature::FindVma => "5.17",
+            Feature::AllocInPerfEvent => "6.1",
+            Feature::Snprintf => "5.13",
+            Feature::VmlinuxBtf => "5.4 with CONFIG_DEBUG_INFO_BTF",
+        }
+    }
+
+    /// What the user sees without it; None when sonde cannot run without it.
+    pub fn without(self) -> Option<&'static str> {
+        match self {
+            Feature::RingBuf | Feature::Loop | Feature::FindVma | Feature::AllocInPerfEvent => None,
+            Feature::Snprintf => Some(
+                "kernel frames are named from /proc/kallsyms (slower at the first window, needs CAP_SYSLOG)",
+            ),
+            Feature::VmlinuxBtf => Some(
+                "CPython 3.9/3.10 threads and the mappings of processes younger than their first capture are not recognised",
+            ),
+        }
+    }
+}
+
+/// A kernel release as `uname -r` gives it, and its version numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// `uname -r`.
+    pub name: String,
+    /// Major, minor, patch (0 where absent).
+    pub version: (u32, u32, u32),
+}
+
+impl Release {
+    /// The running kernel's.
+    fn running() -> Self {
+        // SAFETY: `uname` fills the zeroed struct it is given.
+        let mut buf: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `buf` is a valid utsname.
+        let name = match unsafe { libc::uname(&mut buf) } {
+            0 => {
+                // SAFETY: the kernel NUL-terminates `release`.
+                unsafe { std::ffi::CStr::from_ptr(buf.release.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned()
+            }
+            _ => String::from("unknown"),
+        };
+        Self::parse(&name)
+    }
+
+    fn parse(name: &str) -> Self {
+        let mut numbers = name
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        let mut next = || numbers.next().unwrap_or(0);
+        let version = (next(), next(), next());
+        Self {
+            name: name.to_owned(),
+            version,
+        }
+    }
+}
+
+/// What the running kernel offers, probed once.
+#[derive(Clone, Debug)]
+pub struct KernelFeatures {
+    /// The running kernel.
+    pub release: Release,
+    present: [bool; Feature::ALL.len()],
+}
+
+/// The kernel lacks a feature sonde cannot run without.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "sonde needs Linux {FLOOR} or later: this kernel, {release}, lacks {missing}. Run sonde on a node with a newer kernel (Debian 12, Ubuntu 24.04, Amazon Linux 2023, RHEL 9.2+ and COS 105+ qualify)"
+)]
+pub struct BelowFloor {
+    /// `uname -r`.
+    pub release: String,
+    /// The missing features with the version that brought each.
+    pub missing: String,
+}
+
+impl KernelFeatures {
+    /// Probes the running kernel. Needs the privileges the loader checks first (CAP_BPF,
+    /// CAP_PERFMON): a probe that cannot tell counts the feature as present, so the load itself
+    /// says what failed rather than a guess.
+    pub fn probe() -> Self {
+        let release = Release::running();
+        let helper = |helper: BpfHelper| {
+            is_helper_supported(ProgramType::PerfEvent, helper).unwrap_or_else(|e| {
+                tracing::debug!(?helper, "cannot probe the helper ({e}); taken as present");
+                true
+            })
+        };
+        let present = Feature::ALL.map(|feature| match feature {
+            Feature::RingBuf => is_map_supported(MapType::RingBuf).unwrap_or(true),
+            Feature::Loop => helper(BpfHelper::BPF_FUNC_loop),
+            Feature::FindVma => helper(BpfHelper::BPF_FUNC_find_vma),
+            Feature::Snprintf => helper(BpfHelper::BPF_FUNC_snprintf),
+            Feature::AllocInPerfEvent => release.version >= (6, 1, 0),
+            Feature::VmlinuxBtf => std::path::Path::new("/sys/kernel/btf/vmlinux").exists(),
+        });
+        Self { release, present }
+    }
+
+    /// Whether the kernel offers `feature`.
+    pub fn has(&self, feature: Feature) -> bool {
+        let index = Feature::ALL.iter().position(|f| *f == feature);
+        index.is_some_and(|i| self.present[i])
+    }
+
+    /// An error naming what is missing when sonde cannot run on this kernel.
+    pub fn check_floor(&self) -> Result<(), BelowFloor> {
+        let missing: Vec<String> = Feature::ALL
+            .into_iter()
+            .filter(|f| f.without().is_none() && !self.has(*f))
+            .map(|f| format!("{} (Linux {})", f.name(), f.since()))
+            .collect();
+        match missing.is_empty() {
+            true => Ok(()),
+            false => Err(BelowFloor {
+                release: self.release.name.clone(),
+                missing: missing.join(", "),
+            }),
+        }
+    }
+
+    /// One series per feature (feature, kernel release), 1 when present: the `kernel_feature` figure.
+    pub(crate) fn series(&self) -> Vec<(Vec<String>, f64)> {
+        Feature::ALL
+            .into_iter()
+            .map(|f| {
+                let labels = vec![f.name().to_owned(), self.release.name.clone()];
+                (labels, f64::from(u8::from(self.has(f))))
+            })
+            .collect()
+    }
+
+    /// Says once at start what the kernel offers, and what each missing feature costs.
+    pub fn log(&self) {
+        tracing::info!(kernel = %self.release.name, features = %self, "kernel features probed");
+        for feature in Feature::ALL.into_iter().filter(|f| !self.has(*f)) {
+            if let Some(without) = feature.without() {
+                tracing::warn!(
+                    kernel = %self.release.name,
+                    "this kernel lacks {} (Linux {}): {without}",
+                    feature.name(),
+                    feature.since()
+                );
+            }
+        }
+    }
+}
+
+impl fmt::Display for KernelFeatures {
+    /// `bpf_loop=yes,bpf_find_vma=yes,...`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, feature) in Feature::ALL.into_iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let yes = if self.has(feature) { "yes" } else { "no" };
+            write!(f, "{sep}{}={yes}", feature.name())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_parse_as_distributions_name_them() {
+        assert_eq!(Release::parse("6.1.0-50-cloud-amd64").version, (6, 1, 0));
+        assert_eq!(Release::parse("5.10.0-32-cloud-amd64").version, (5, 10, 0));
+        assert_eq!(Release::parse("6.18.44-fc-v1272").version, (6, 18, 44));
+        assert_eq!(
+            Release::parse("5.14.0-427.13.1.el9_4.x86_64").version,
+            (5, 14, 0)
+        );
+        assert_eq!(Release::parse("6.12").version, (6, 12, 0));
+    }
+
+    #[test]
+    fn a_kernel_without_a_required_feature_is_refused_by_name() {
+        let mut features = KernelFeatures {
+            release: Release::parse("5.10.0-32-cloud-amd64"),
+            present: [true; Feature::ALL.len()],
+        };
+        assert!(features.check_floor().is_ok());
+        // Optional features missing: still runs.
+        features.present[Feature::ALL
+            .iter()
+            .position(|f| *f == Feature::Snprintf)
+            .unwrap()] = false;
+        assert!(features.check_floor().is_ok());
+        features.present[Feature::ALL
+            .iter()
+            .position(|f| *f == Feature::Loop)
+            .unwrap()] = false;
+        let err = features.check_floor().unwrap_err().to_string();
+        assert!(
+            err.starts_with("sonde needs Linux 6.1 or later")
+                && err.contains("5.10.0-32-cloud-amd64")
+                && err.contains("bpf_loop (Linux 5.17)")
+                && !err.contains("bpf_snprintf"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_running_kernel_is_probed_as_having_what_sonde_needs() {
+        // The test machine's kernel (6.18) has every feature; the VM test covers older ones.
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "probes load programs: run as root"
+        );
+        let features = KernelFeatures::probe();
+        assert!(features.check_floor().is_ok(), "{features}");
+        for feature in Feature::ALL {
+            assert!(features.has(feature), "{}: {features}", feature.name());
+        }
+    }
+}
