@@ -1,7 +1,10 @@
 //! sonde: an always-on eBPF profiler. The modules follow one sample through the agent:
-//! kernel sampler (`bpf`) -> process capture (`process`) -> drain (`sampler`) -> `symbolize` -> `profile`
-//! encoders -> `metadata` (tags per process) -> `export` (OTLP or local directory) -> commands (`record`,
-//! `run` in `daemon`, configured by `config`); `diff` consumes stored profiles.
+//! kernel sampler (`bpf`, loading what `platform::kernel` found the kernel offers) -> process capture
+//! (`capture`: the `process` model read, every registered runtime of `runtimes` looking at it, the
+//! `unwind` tables built) -> drain (`sampler`) -> `symbolize` -> `profile` encoders -> `metadata`
+//! (tags per process) -> `export` (OTLP or local directory) -> commands (`record`, `run` in `daemon`,
+//! configured by `config`, which owns every setting); `diff` consumes stored profiles. The layers, and
+//! which may import which, are in ARCHITECTURE.md (checked by `cargo xtask layers`).
 #![warn(unreachable_pub)]
 
 /// The value of a test hook (a hidden flag that only builds with the `test-hooks` feature have, as
@@ -17,6 +20,7 @@ macro_rules! test_hook {
 }
 
 pub mod bpf;
+pub(crate) mod capture;
 pub mod cli;
 pub(crate) mod clock;
 pub mod config;

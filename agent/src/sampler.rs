@@ -7,8 +7,6 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use sonde_abi::names;
-
 use crate::{
     bpf::{
         BpfError,
@@ -19,13 +17,11 @@ use crate::{
         runtime_programs::RuntimePrograms,
         sampling::Controller,
     },
+    capture::{Capturer, events::EventThread},
     platform::kernel::KernelFeatures,
-    process::{
-        CaptureStats, ProcessTable,
-        events::{Announced, EventThread},
-    },
+    process::CaptureStats,
     profile::{Profile, ProfileKind},
-    runtimes::publish::Publisher,
+    runtimes::registry,
     symbolize::{DebugInfoStats, Offender, PerfMapStats, SymbolizeStats, Symbolizer},
     unwind::{UnwindStats, Unwinder},
 };
@@ -113,7 +109,7 @@ pub(crate) struct Sampler {
     ebpf: Arc<Mutex<aya::Ebpf>>,
     drainer: Drainer<AyaMaps>,
     options: LoadOptions,
-    procs: Arc<Mutex<ProcessTable>>,
+    procs: Arc<Mutex<Capturer>>,
     events: Option<EventThread>,
     unwinder: Option<Unwinder>,
     offcpu_sampling: Option<Controller>,
@@ -143,10 +139,7 @@ impl Sampler {
             events,
             unwind,
             sampling,
-            python,
-            go,
-            java,
-            node,
+            runtime_maps,
             runtime_arrays,
             kernel_names,
             features,
@@ -162,30 +155,13 @@ impl Sampler {
             (Some(maps), Some(off)) => Some(Controller::start(maps, off.budget)?),
             _ => None,
         };
-        let mut table = ProcessTable::default();
-        if let Some(map) = python {
-            table.publish_python(Publisher::new(map, names::PY_PROCS, "Python"));
-        }
-        if let Some(map) = go {
-            table.publish_go(Publisher::new(map, names::GO_PROCS, "Go"));
-        }
-        if let Some(map) = java {
-            table.publish_java(Publisher::new(map, names::HS_PROCS, "Java"));
-        }
-        if let Some(map) = node {
-            table.publish_node(Publisher::new(map, names::V8_PROCS, "Node.js"));
-        }
+        let table = Capturer::new(registry::captures(runtime_maps, &symbolizer.name_caches()));
         let procs = Arc::new(Mutex::new(table));
         let unwinder = unwind.map(|maps| Unwinder::start(maps, symbolizer.file_ids(), saved));
         let events = Some(EventThread::spawn(
             events,
             procs.clone(),
             unwinder.as_ref().map(Unwinder::handle),
-            Announced {
-                python: symbolizer.python_cache(),
-                java: symbolizer.java_cache(),
-                v8: symbolizer.v8_cache(),
-            },
             programs,
         ));
         let mut sampler = Self {
@@ -263,8 +239,8 @@ impl Sampler {
         window.perf_maps = self.symbolizer.perf_map_stats();
         {
             let procs = self.procs.lock().expect("process table lock");
-            window.capture = procs.stats;
-            window.processes_held = procs.len();
+            window.capture = procs.stats();
+            window.processes_held = procs.table().len();
         }
         let ebpf = self.ebpf.lock().expect("BPF object lock");
         let maps = self.map_memory.read().to_vec();
@@ -292,6 +268,9 @@ impl Sampler {
     fn symbolize(&mut self, raw: RawWindow, start: SystemTime, duration: Duration) -> Window {
         let time_nanos = crate::clock::unix_nanos(start);
         let mut procs = self.procs.lock().expect("process table lock");
+        // Processes not yet captured are captured now if still alive.
+        let infos = procs.ensure_all(raw.on_cpu.iter().chain(&raw.off_cpu).map(|s| s.key.tgid));
+        drop(procs);
         let mut make = |kind: ProfileKind,
                         period: i64,
                         samples: &[crate::bpf::drain::RawSample],
@@ -300,7 +279,7 @@ impl Sampler {
             time_nanos,
             duration_nanos: duration.as_nanos() as i64,
             period,
-            samples: self.symbolizer.symbolize(kind, samples, &mut procs, period),
+            samples: self.symbolizer.symbolize(kind, samples, &infos, period),
             notes,
         };
         let on_cpu = self.options.frequency_hz.map(|hz| {
@@ -362,7 +341,7 @@ impl Sampler {
             .is_multiple_of(LIST_EVERY)
             .then(crate::process::listed_pids)
             .flatten();
-        for pid in procs.live_pids() {
+        for pid in procs.table().live_pids() {
             let unlisted = listed.as_ref().is_some_and(|l| !l.contains(&pid));
             if unlisted || (pid % SWEEP_SHARES == share && crate::process::is_gone(pid)) {
                 procs.mark_exited(pid, Instant::now());
@@ -373,8 +352,8 @@ impl Sampler {
         }
         let gone = procs.evict_exited_before(cutoff);
         if !gone.is_empty() {
-            let live: HashSet<(u64, u64)> = procs.live_binaries();
-            let live_pids: HashSet<u32> = procs.live_pids().into_iter().collect();
+            let live: HashSet<(u64, u64)> = procs.table().live_binaries();
+            let live_pids: HashSet<u32> = procs.table().live_pids().into_iter().collect();
             self.symbolizer.retain(&live, &live_pids);
         }
         gone

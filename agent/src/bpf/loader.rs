@@ -12,7 +12,6 @@ use aya::{
 use sonde_abi::{
     Control, OffCpuSampling,
     names::{self, runtime_programs},
-    python::PyProc,
     unwind::MAX_RULES,
 };
 
@@ -20,6 +19,7 @@ use crate::platform::{
     arch,
     kernel::{Feature, KernelFeatures},
 };
+use crate::runtimes::registry::RuntimeMaps;
 
 use super::unwind_maps::{
     PAGES_PER_BLOCK, PageHash, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget,
@@ -60,14 +60,8 @@ pub struct Loaded {
     pub(crate) unwind: Option<UnwindMaps>,
     /// The off-CPU sampling maps, when off-CPU time is tracked.
     pub sampling: Option<SamplingMaps>,
-    /// `PY_PROCS`, when Python frames are walked.
-    pub(crate) python: Option<HashMap<MapData, u32, PyProc>>,
-    /// `GO_PROCS`, when goroutine labels are read.
-    pub(crate) go: Option<HashMap<MapData, u32, sonde_abi::go::GoProc>>,
-    /// `HS_PROCS`, when Java frames are walked.
-    pub(crate) java: Option<HashMap<MapData, u32, sonde_abi::hotspot::HsProc>>,
-    /// `V8_PROCS`, when JavaScript frames are walked.
-    pub(crate) node: Option<HashMap<MapData, u32, sonde_abi::v8::V8Proc>>,
+    /// The runtimes' per-process settings maps, for those whose kernel side is on.
+    pub(crate) runtime_maps: RuntimeMaps,
     /// `ONCPU_RUNTIMES` and `OFFCPU_RUNTIMES`, for the programs enabled, holding the native
     /// walking programs; the runtimes' are loaded later, on demand ([`super::runtime_programs`]).
     /// Closing an array empties it, so they are held open for the programs' lifetime.
@@ -212,21 +206,23 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         Some(_) => Some(sampling_maps(&mut ebpf)?),
         None => None,
     };
-    let python = match options.walks_python() {
-        true => Some(take_map(&mut ebpf, names::PY_PROCS)?),
-        false => None,
-    };
-    let go = match options.reads_go_labels() {
-        true => Some(take_map(&mut ebpf, names::GO_PROCS)?),
-        false => None,
-    };
-    let java = match options.walks_java() {
-        true => Some(take_map(&mut ebpf, names::HS_PROCS)?),
-        false => None,
-    };
-    let node = match options.walks_node() {
-        true => Some(take_map(&mut ebpf, names::V8_PROCS)?),
-        false => None,
+    let runtime_maps = RuntimeMaps {
+        python: match options.walks_python() {
+            true => Some(take_map(&mut ebpf, names::PY_PROCS)?),
+            false => None,
+        },
+        go: match options.reads_go_labels() {
+            true => Some(take_map(&mut ebpf, names::GO_PROCS)?),
+            false => None,
+        },
+        java: match options.walks_java() {
+            true => Some(take_map(&mut ebpf, names::HS_PROCS)?),
+            false => None,
+        },
+        node: match options.walks_node() {
+            true => Some(take_map(&mut ebpf, names::V8_PROCS)?),
+            false => None,
+        },
     };
     // The attached programs dispatch to the walking programs through these arrays; the native
     // ones go in now, before anything is attached, the runtimes' on demand.
@@ -280,10 +276,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         events,
         unwind,
         sampling,
-        python,
-        go,
-        java,
-        node,
+        runtime_maps,
         runtime_arrays: (on_cpu_programs, off_cpu_programs),
         kernel_names,
         features,

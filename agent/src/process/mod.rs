@@ -1,5 +1,7 @@
-//! Process capture: the mappings and binaries of every sampled process, taken when the kernel first
-//! reports the process, so a process that exits before the window is drained can still be symbolized.
+//! What a process is to sonde: its mappings and binaries, read when the kernel first reports the
+//! process, so a process that exits before the window is drained can still be symbolized. The data
+//! model below every other area; what happens when a process appears (its runtimes, its unwind
+//! tables) is `crate::capture`'s.
 //!
 //! Each executable mapping's file is opened through `/proc/PID/map_files/` (which works across mount
 //! namespaces and for deleted files), or else by path inside the process's root, checked against the
@@ -13,13 +15,10 @@
 pub(crate) mod binary;
 pub(crate) mod elf_info;
 pub(crate) mod elf_v8;
-pub(crate) mod events;
 pub(crate) mod file_ids;
-mod java;
 pub(crate) mod load_bias;
 mod maps_file;
 pub(crate) mod memfd;
-mod node;
 mod open;
 pub(crate) mod untrusted;
 mod vdso;
@@ -34,7 +33,6 @@ use std::{
 
 pub(crate) use binary::{Binary, JIT_PATH, Mapping};
 
-use crate::runtimes::publish::Publisher;
 pub(crate) use elf_info::{ElfInfo, Segment, inflated_dwarf_of};
 
 use crate::profile::Module;
@@ -49,7 +47,7 @@ pub(crate) use maps_file::{
 const OPEN_ATTEMPTS: u32 = 3;
 
 /// What sonde knows about one process.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct ProcessInfo {
     /// Process id.
     pub pid: u32,
@@ -59,13 +57,13 @@ pub(crate) struct ProcessInfo {
     pub mappings: Vec<Mapping>,
     /// When the kernel reported the exit, if it did.
     pub exited_at: Option<Instant>,
-    /// The CPython interpreter it runs, when Python detection is on and found one sonde can walk.
-    pub(crate) python: Option<Arc<crate::runtimes::python::detect::Interpreter>>,
-    /// The HotSpot JVM it runs, when Java detection is on and found one sonde can walk.
-    pub(crate) java: Option<Arc<crate::runtimes::hotspot::Jvm>>,
-    /// The Node.js (V8) it runs, when Node detection is on and found one sonde can walk.
-    pub(crate) node: Option<Arc<crate::runtimes::v8::Node>>,
+    /// The language runtimes found in it, by runtime name: what `crate::runtimes` detected, opaque
+    /// here (the data model knows no runtime; each reads its own back by type).
+    pub(crate) runtimes: Vec<(&'static str, RuntimeInstance)>,
 }
+
+/// A language runtime found in a process (an interpreter, a JVM, a V8): a `crate::runtimes` type.
+pub(crate) type RuntimeInstance = Arc<dyn std::any::Any + Send + Sync>;
 
 impl ProcessInfo {
     /// The mapping containing `address`.
@@ -73,6 +71,27 @@ impl ProcessInfo {
         let idx = self.mappings.partition_point(|m| m.module.start <= address);
         let m = self.mappings.get(idx.checked_sub(1)?)?;
         (address < m.module.limit).then_some(m)
+    }
+
+    /// What runtime `name` found in it.
+    pub(crate) fn runtime(&self, name: &str) -> Option<&RuntimeInstance> {
+        self.runtimes
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, instance)| instance)
+    }
+}
+
+impl std::fmt::Debug for ProcessInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let runtimes: Vec<&str> = self.runtimes.iter().map(|(name, _)| *name).collect();
+        f.debug_struct("ProcessInfo")
+            .field("pid", &self.pid)
+            .field("name", &self.name)
+            .field("mappings", &self.mappings)
+            .field("exited_at", &self.exited_at)
+            .field("runtimes", &runtimes)
+            .finish()
     }
 }
 
@@ -125,24 +144,6 @@ pub(crate) struct ProcessTable {
     denied: HashSet<u32>,
     /// Which refusals were warned about already (maps, binaries): once each, then debug.
     warned: (bool, bool),
-    /// Whether captures look for a CPython interpreter (`--python`).
-    python: bool,
-    /// Processes already counted in `python_unsupported` (until evicted).
-    python_unsupported: HashSet<u32>,
-    /// Interpreter binaries whose refusal was warned about: once per binary, then debug.
-    python_warned: HashSet<String>,
-    /// Whether an interpreter's memory was refused and warned about: once, then debug.
-    python_memory_warned: bool,
-    /// Where found interpreters are handed to the kernel (`PY_PROCS`), when it walks Python frames.
-    python_publisher: Option<Publisher<sonde_abi::python::PyProc>>,
-    /// Where Go processes are described to the kernel (`GO_PROCS`), when it reads goroutine labels.
-    go_publisher: Option<Publisher<sonde_abi::go::GoProc>>,
-    /// The label settings of each Go binary seen (None: its labels cannot be read), by identity.
-    go_settings: HashMap<(u64, u64), Option<sonde_abi::go::GoProc>>,
-    /// Java detection, its kernel settings and its retries.
-    java: java::JavaCapture,
-    /// Node.js detection and its kernel settings.
-    node: node::NodeCapture,
     /// Capture counters.
     pub stats: CaptureStats,
 }
@@ -161,106 +162,6 @@ impl ProcessTable {
             .clone()
     }
 
-    /// Whether captures look for a CPython interpreter in each process (tests; the sampler publishes).
-    #[cfg(test)]
-    pub(crate) fn set_python(&mut self, on: bool) {
-        self.python = on;
-    }
-
-    /// Whether captures look for a HotSpot JVM in each process (tests; the sampler publishes).
-    #[cfg(test)]
-    pub(crate) fn set_java(&mut self, on: bool) {
-        self.java.on = on;
-    }
-
-    /// Looks for CPython in every capture and keeps the kernel's `PY_PROCS` in step: written at each
-    /// capture that finds an interpreter, removed at exit or at an exec into something else.
-    pub(crate) fn publish_python(&mut self, publisher: Publisher<sonde_abi::python::PyProc>) {
-        self.python = true;
-        self.python_publisher = Some(publisher);
-    }
-
-    /// Looks for HotSpot in every capture and keeps the kernel's `HS_PROCS` in step: written at each
-    /// capture that finds a JVM, removed at exit or at an exec into something else.
-    pub(crate) fn publish_java(&mut self, publisher: Publisher<sonde_abi::hotspot::HsProc>) {
-        self.java.publish(publisher);
-    }
-
-    /// Looks for V8 in every capture and keeps the kernel's `V8_PROCS` in step: written at each
-    /// capture that finds Node.js, removed at exit or at an exec into something else.
-    pub(crate) fn publish_node(&mut self, publisher: Publisher<sonde_abi::v8::V8Proc>) {
-        self.node.publish(publisher);
-    }
-
-    /// The runtimes whose kernel program a published process needs, by
-    /// `sonde_abi::names::runtime_programs` index.
-    pub(crate) fn runtimes_published(&self) -> impl Iterator<Item = u32> + use<> {
-        use sonde_abi::names::runtime_programs::{JAVA, V8};
-        let found = [
-            (JAVA, self.java.published_any()),
-            (V8, self.node.published_any()),
-        ];
-        found
-            .into_iter()
-            .filter(|(_, on)| *on)
-            .map(|(index, _)| index)
-    }
-
-    /// Looks again at JVMs that had no code cache when captured (they were starting), those whose
-    /// delay is over: cheap when none is waited for. Call often (the event thread does, every 50 ms).
-    pub(crate) fn retry_java(&mut self) {
-        if !self.java.has_pending() {
-            return;
-        }
-        for pid in self.java.due(Instant::now()) {
-            let Some(info) = self.procs.get(&pid).filter(|p| p.exited_at.is_none()) else {
-                self.java.evicted(pid);
-                continue;
-            };
-            let (name, mappings) = (info.name.clone(), info.mappings.clone());
-            let Some(jvm) = self
-                .java
-                .detect(pid, &name, &mappings, None, &mut self.stats)
-            else {
-                continue;
-            };
-            self.stats.java_processes += 1;
-            self.java.captured(pid, Some(&jvm));
-            if let Some(info) = self.procs.get_mut(&pid) {
-                Arc::make_mut(info).java = Some(jvm);
-            }
-        }
-    }
-
-    /// Describes every captured Go process to the kernel (`GO_PROCS`), so it reads goroutine labels.
-    pub(crate) fn publish_go(&mut self, publisher: Publisher<sonde_abi::go::GoProc>) {
-        self.go_publisher = Some(publisher);
-    }
-
-    /// The kernel's settings for the Go executable among `mappings`, read once per binary, with the
-    /// process's load bias; a binary whose labels cannot be read is counted and said once (its roots
-    /// are still published).
-    fn go_settings(&mut self, pid: u32, mappings: &[Mapping]) -> Option<sonde_abi::go::GoProc> {
-        let (module, binary) = mappings
-            .iter()
-            .find_map(|m| Some((&m.module, m.binary.as_ref().filter(|b| b.elf.is_go)?)))?;
-        let stats = &mut self.stats;
-        let settings = self.go_settings.entry(binary.id).or_insert_with(|| {
-            let (settings, labels) = crate::runtimes::go::kernel_settings(binary)?;
-            if let Err(why) = labels {
-                stats.go_labels_unsupported += 1;
-                tracing::warn!(pid, binary = %binary.path, "goroutine labels not read: {why}");
-            }
-            Some(settings)
-        });
-        let mut settings = (*settings)?;
-        // A PIE Go binary runs where it was loaded; its root ranges are link-time addresses.
-        settings.bias = module
-            .start
-            .wrapping_sub(binary.elf.vaddr_of(module.file_offset));
-        Some(settings)
-    }
-
     /// The captured process `pid`.
     pub(crate) fn get(&self, pid: u32) -> Option<Arc<ProcessInfo>> {
         self.procs.get(&pid).cloned()
@@ -273,37 +174,12 @@ impl ProcessTable {
         self.procs.remove(&pid);
     }
 
-    /// Captures `pid` now (again after an exec, or when new code was mapped). None when the process
-    /// is already gone.
-    pub(crate) fn capture(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
+    /// Reads `pid` now (again after an exec, or when new code was mapped): its name and mappings,
+    /// its binaries opened. None when the process is gone or its mappings are refused (counted, and
+    /// warned about once).
+    pub(crate) fn read(&mut self, pid: u32) -> Option<ProcessInfo> {
         match self.read_process(pid) {
-            Ok(info) => {
-                // A process is captured again after an exec or new mappings: count its interpreter
-                // once per image.
-                let known_python = self.procs.get(&pid).is_some_and(|p| p.python.is_some());
-                if info.python.is_some() && !known_python {
-                    self.stats.python_processes += 1;
-                }
-                if let Some(publisher) = &mut self.python_publisher {
-                    publisher.captured(pid, info.python.as_ref().map(|i| i.kernel_settings()));
-                }
-                let known_java = self.procs.get(&pid).is_some_and(|p| p.java.is_some());
-                if info.java.is_some() && !known_java {
-                    self.stats.java_processes += 1;
-                }
-                self.java.captured(pid, info.java.as_deref());
-                if self.go_publisher.is_some() {
-                    let settings = self.go_settings(pid, &info.mappings);
-                    if let Some(publisher) = &mut self.go_publisher {
-                        publisher.captured(pid, settings);
-                    }
-                }
-                let info = Arc::new(info);
-                self.procs.insert(pid, info.clone());
-                self.denied.remove(&pid);
-                self.stats.captured += 1;
-                Some(info)
-            }
+            Ok(info) => Some(info),
             Err(maps_file::Unreadable::Gone) => {
                 self.stats.gone += 1;
                 None
@@ -323,25 +199,30 @@ impl ProcessTable {
         }
     }
 
-    /// Captures `pid` unless it is already known (or its mappings were refused already).
-    pub(crate) fn ensure(&mut self, pid: u32) -> Option<Arc<ProcessInfo>> {
-        if !self.procs.contains_key(&pid) && !self.denied.contains(&pid) {
-            self.capture(pid);
+    /// Holds `info`, just read (with what its runtimes found), in place of what was held for it.
+    pub(crate) fn insert(&mut self, info: ProcessInfo) -> Arc<ProcessInfo> {
+        let info = Arc::new(info);
+        self.procs.insert(info.pid, info.clone());
+        self.denied.remove(&info.pid);
+        self.stats.captured += 1;
+        info
+    }
+
+    /// Adds a runtime found late (after the process was captured) to `pid`.
+    pub(crate) fn add_runtime(&mut self, pid: u32, name: &'static str, instance: RuntimeInstance) {
+        if let Some(info) = self.procs.get_mut(&pid) {
+            Arc::make_mut(info).runtimes.push((name, instance));
         }
-        self.get(pid)
+    }
+
+    /// Whether `pid` is neither held nor refused already: a capture would read it.
+    pub(crate) fn unknown(&self, pid: u32) -> bool {
+        !self.procs.contains_key(&pid) && !self.denied.contains(&pid)
     }
 
     /// Records that `pid` exited; its data stays until [`ProcessTable::evict_exited_before`].
     pub(crate) fn mark_exited(&mut self, pid: u32, at: Instant) {
         self.denied.remove(&pid);
-        if let Some(publisher) = &mut self.python_publisher {
-            publisher.exited(pid);
-        }
-        if let Some(publisher) = &mut self.go_publisher {
-            publisher.exited(pid);
-        }
-        self.java.exited(pid);
-        self.node.exited(pid);
         if let Some(info) = self.procs.get_mut(&pid) {
             Arc::make_mut(info).exited_at = Some(at);
         }
@@ -357,13 +238,8 @@ impl ProcessTable {
             .collect();
         for pid in &gone {
             self.procs.remove(pid);
-            self.python_unsupported.remove(pid);
-            self.java.evicted(*pid);
-            self.node.evicted(*pid);
         }
         self.binaries.retain(|_, b| b.strong_count() > 0);
-        let binaries = &self.binaries;
-        self.go_settings.retain(|id, _| binaries.contains_key(id));
         gone
     }
 
@@ -424,83 +300,13 @@ impl ProcessTable {
                 ),
             );
         }
-        let python = if self.python {
-            // Captured again after new code was mapped: the same interpreter, and the code objects
-            // read through it (announced once, and gone with the process if it exits).
-            let previous = self.procs.get(&pid).and_then(|p| p.python.clone());
-            self.python(pid, &name, &mappings)
-                .map(|found| match previous {
-                    Some(previous) if previous.same_image(&found) => previous,
-                    _ => found,
-                })
-        } else {
-            None
-        };
-        let java = match self.java.on {
-            true => {
-                let previous = self.procs.get(&pid).and_then(|p| p.java.clone());
-                self.java
-                    .detect(pid, &name, &mappings, previous.as_ref(), &mut self.stats)
-            }
-            false => None,
-        };
-        let node = match self.node.on {
-            true => {
-                let previous = self.procs.get(&pid).and_then(|p| p.node.clone());
-                self.node
-                    .detect(pid, &name, &mappings, previous.as_ref(), &mut self.stats)
-            }
-            false => None,
-        };
         Ok(ProcessInfo {
             pid,
             name,
             mappings,
             exited_at: None,
-            python,
-            java,
-            node,
+            runtimes: Vec::new(),
         })
-    }
-
-    /// The CPython interpreter of `pid`, if it runs one sonde can walk; one it cannot is counted and
-    /// warned about once per binary.
-    fn python(
-        &mut self,
-        pid: u32,
-        name: &str,
-        mappings: &[Mapping],
-    ) -> Option<Arc<crate::runtimes::python::detect::Interpreter>> {
-        match crate::runtimes::python::detect::detect(pid, mappings) {
-            Ok(found) => {
-                if let Some(interpreter) = &found {
-                    tracing::debug!(pid, %name, binary = %interpreter.binary, version = ?interpreter.version, runtime = interpreter.runtime, "CPython found");
-                }
-                found.map(Arc::new)
-            }
-            Err(err) => {
-                match err.binary() {
-                    Some(binary) => {
-                        if self.python_unsupported.insert(pid) {
-                            self.stats.python_unsupported += 1;
-                        }
-                        if self.python_warned.insert(binary.to_owned()) {
-                            tracing::warn!(pid, %name, "{err}");
-                        } else {
-                            tracing::debug!(pid, %name, "{err}");
-                        }
-                    }
-                    // The process exited while it was read.
-                    None if maps_file::is_gone(pid) => tracing::debug!(pid, %name, "{err}"),
-                    // Its memory is refused: say once what to grant.
-                    None => warn_once(
-                        &mut self.python_memory_warned,
-                        &format!("process {pid} ({name}): {err}; its Python frames stay unnamed"),
-                    ),
-                }
-                None
-            }
-        }
     }
 
     /// The mapping of `line`; a file that could not be opened is noted in `unopenable`.
@@ -562,7 +368,7 @@ impl ProcessTable {
 
 /// Logs `message` at WARN the first time (`warned` still false), at debug level afterwards: one
 /// refusal says what to grant, a thousand processes refused the same way must not flood the log.
-fn warn_once(warned: &mut bool, message: &str) {
+pub(crate) fn warn_once(warned: &mut bool, message: &str) {
     if std::mem::replace(warned, true) {
         tracing::debug!("{message}");
     } else {

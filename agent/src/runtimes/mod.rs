@@ -1,9 +1,11 @@
 //! Language runtimes whose frames sonde names beyond what native symbols give: one home, one seam.
 //!
 //! A runtime plugs into the data flow at up to four points, always the same ones:
-//! 1. **detect at capture**: when a process is captured, find the runtime in its mappings
-//!    (`python::detect`: the interpreter and its structure offsets; `hotspot::detect`: the JVM and its
-//!    own VMStructs; `v8::detect`: `node` and its `v8dbg_*` constants, from the ELF file);
+//! 1. **detect at capture**: each runtime's `capture.rs` implements [`seam::RuntimeCapture`], and
+//!    [`registry`] lists them (the one place that names them all): when a process is captured, find
+//!    the runtime in its mappings (`python::detect`: the interpreter and its structure offsets;
+//!    `hotspot::detect`: the JVM and its own VMStructs; `v8::detect`: `node` and its `v8dbg_*`
+//!    constants, from the ELF file), kept in the process's `ProcessInfo` as an opaque instance;
 //! 2. **publish to the kernel**: per-process settings its kernel side needs, through one
 //!    [`publish::Publisher`] per runtime map: `PY_PROCS` for agent-ebpf `unwind/python.rs`, which
 //!    walks after the native frames; `GO_PROCS` for `go_labels.rs`, which copies the sampled
@@ -31,6 +33,8 @@ pub(crate) mod hotspot;
 pub(crate) mod memory;
 pub(crate) mod publish;
 pub(crate) mod python;
+pub(crate) mod registry;
+pub(crate) mod seam;
 pub(crate) mod v8;
 
 /// How naming one runtime frame went (the same for every runtime whose frames the kernel stores in

@@ -44,12 +44,8 @@ fn java_frames_stay_in_place_among_native_ones_and_are_counted() {
         leaf_head,
     ];
     let mut s = symbolizer();
-    let out = s.symbolize(
-        ProfileKind::Cpu,
-        &[sample(pid, words, 2)],
-        &mut live.table,
-        1,
-    );
+    let infos = live.table.ensure_all([pid]);
+    let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 2)], &infos, 1);
     let frames = &out[0].frames;
     assert_eq!(frames.len(), 4, "{frames:?}");
     // The compiled leaf: one frame, its inline chain innermost first.
@@ -92,17 +88,12 @@ fn java_frames_stay_in_place_among_native_ones_and_are_counted() {
     );
 
     // Without Java detection, Java frames are dropped (counted), the native one stays.
-    live.table.set_java(false);
-    let info = live.table.capture(pid).unwrap();
-    assert!(info.java.is_none());
+    let mut without = crate::capture::Capturer::default();
+    let infos = without.ensure_all([pid]);
+    assert!(crate::runtimes::hotspot::jvm_of(infos[&pid].as_ref().unwrap()).is_none());
     let mut s = symbolizer();
     let words = vec![leaf_head, leaf_data, native];
-    let out = s.symbolize(
-        ProfileKind::Cpu,
-        &[sample(pid, words, 1)],
-        &mut live.table,
-        1,
-    );
+    let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 1)], &infos, 1);
     assert_eq!(out[0].frames.len(), 1);
     assert_eq!(out[0].frames[0].address, native);
     assert_eq!((s.stats().java.frames, s.stats().java.dropped), (0, 1));

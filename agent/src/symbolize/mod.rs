@@ -55,13 +55,14 @@ use self::{
 };
 use crate::{
     bpf::drain::{RawSample, RawStack},
-    process::{Binary, JIT_PATH, ProcessInfo, ProcessTable, file_ids::FileIds},
+    process::{Binary, JIT_PATH, ProcessInfo, file_ids::FileIds},
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
     runtimes::{
         Runtime, Runtimes,
         go::{GoNames, GoStats},
         hotspot::{JavaNames, JavaStats},
-        python::PythonNames,
+        python::{self, PythonNames},
+        registry::NameCaches,
         v8::{V8Names, V8Stats},
     },
 };
@@ -160,9 +161,13 @@ impl Symbolizer {
         self.lookup.kernel_names = Some(namer);
     }
 
-    /// The Python frame cache, for the process-event thread to fill as the kernel announces code.
-    pub(crate) fn python_cache(&self) -> Arc<Mutex<PythonNames>> {
-        self.python.clone()
+    /// The runtimes' frame caches, for their captures to fill as the kernel announces code.
+    pub(crate) fn name_caches(&self) -> NameCaches {
+        NameCaches {
+            python: self.python.clone(),
+            java: self.java.clone(),
+            v8: self.v8.clone(),
+        }
     }
 
     /// The ids of binaries in file-relative frames, for the unwinder to give.
@@ -174,19 +179,8 @@ impl Symbolizer {
         self.python.lock().expect("python names lock")
     }
 
-    /// The Java frame cache, for the process-event thread to fill as the kernel announces frames.
-    pub(crate) fn java_cache(&self) -> Arc<Mutex<JavaNames>> {
-        self.java.clone()
-    }
-
     fn java_names(&self) -> std::sync::MutexGuard<'_, JavaNames> {
         self.java.lock().expect("java names lock")
-    }
-
-    /// The JavaScript frame cache, for the process-event thread to fill as the kernel announces
-    /// frames.
-    pub(crate) fn v8_cache(&self) -> Arc<Mutex<V8Names>> {
-        self.v8.clone()
     }
 
     fn v8_names(&self) -> std::sync::MutexGuard<'_, V8Names> {
@@ -233,25 +227,20 @@ impl Symbolizer {
         self.v8_names().retain(live_pids);
     }
 
-    /// Symbolizes `samples` of `kind`. Processes not yet captured are captured now if still alive.
+    /// Symbolizes `samples` of `kind`, whose processes are `infos` (None: gone before captured).
     pub(crate) fn symbolize(
         &mut self,
         kind: ProfileKind,
         samples: &[RawSample],
-        procs: &mut ProcessTable,
+        infos: &HashMap<u32, Option<Arc<ProcessInfo>>>,
         period: i64,
     ) -> Vec<StackSample> {
-        let infos: HashMap<u32, Option<Arc<ProcessInfo>>> = samples
-            .iter()
-            .map(|s| s.key.tgid)
-            .map(|pid| (pid, procs.ensure(pid)))
-            .collect();
         self.cache.trim(MAX_CACHED_ADDRESSES);
         self.python_names().trim();
         self.java_names().trim();
         self.v8_names().trim();
-        self.refresh_sources(samples, &infos);
-        self.resolve_missing(samples, &infos);
+        self.refresh_sources(samples, infos);
+        self.resolve_missing(samples, infos);
         self.release_idle_parses();
         samples
             .iter()
@@ -342,7 +331,7 @@ impl Symbolizer {
                 }
             }
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
-                if let Some(interpreter) = &info.python {
+                if let Some(interpreter) = &python::interpreter_of(info) {
                     for word in ips.iter().filter_map(|&w| unpack_frame(w)) {
                         self.python_names().resolve(s.key.tgid, interpreter, word);
                     }

@@ -15,7 +15,6 @@ use super::{
 };
 use crate::{
     bpf::drain::{RawSample, RawStack},
-    process::ProcessTable,
     profile::ProfileKind,
     runtimes::python::peer::Peer,
 };
@@ -88,13 +87,13 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
         pack_frame(outer, 0, true),
     ];
 
-    let mut with_python = ProcessTable::default();
-    with_python.set_python(true);
+    let mut with_python = crate::capture::Capturer::with(crate::runtimes::Runtime::Python);
+    let infos = with_python.ensure_all([pid]);
     let mut s = symbolizer();
     let out = s.symbolize(
         ProfileKind::Cpu,
         &[sample(pid, words.clone(), 3)],
-        &mut with_python,
+        &infos,
         1,
     );
     let names: Vec<String> = out[0].frames.iter().map(|f| f.display_name()).collect();
@@ -119,20 +118,14 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     // A code address that is not code: an unnamed `[python]` frame, counted.
     let mut bad = words.clone();
     bad[2] = pack_frame(0x1000, 0, false);
-    let out = s.symbolize(
-        ProfileKind::Cpu,
-        &[sample(pid, bad, 1)],
-        &mut with_python,
-        1,
-    );
+    let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, bad, 1)], &infos, 1);
     assert_eq!(out[0].frames[0].display_name(), "[python]+0x1000");
     assert_eq!(s.stats().python_unreadable, 1);
 
     // Without the interpreter (`--python off`), Python words are dropped and counted.
-    let mut without = ProcessTable::default();
-    without.set_python(false);
+    let without = crate::capture::Capturer::default().ensure_all([pid]);
     let mut s = symbolizer();
-    let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 2)], &mut without, 1);
+    let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 2)], &without, 1);
     let names: Vec<String> = out[0].frames.iter().map(|f| f.display_name()).collect();
     assert_eq!(names, ["_PyEval_EvalFrameDefault", "Py_RunMain"]);
     let stats = s.stats();

@@ -23,11 +23,11 @@ pub(super) struct Caches<'a> {
 pub(super) fn resolve(caches: &mut Caches<'_>, info: &ProcessInfo, ips: &[u64]) {
     for frame in runtime_frames(ips) {
         if hotspot::is_java_kind(frame.kind) {
-            if let Some(jvm) = &info.java {
+            if let Some(jvm) = &crate::runtimes::hotspot::jvm_of(info) {
                 caches.java.resolve(info.pid, jvm, frame);
             }
         } else if frame.kind != v8::kind::MARKER
-            && let Some(node) = &info.node
+            && let Some(node) = &crate::runtimes::v8::node_of(info)
         {
             caches.v8.resolve(info.pid, node, frame);
         }
@@ -84,19 +84,19 @@ impl RuntimeCounts {
     ) -> Option<Frame> {
         let pid = info.map_or(0, |i| i.pid);
         if hotspot::is_java_kind(frame.kind) {
-            let Some(jvm) = info.and_then(|i| i.java.as_ref()) else {
+            let Some(jvm) = info.and_then(crate::runtimes::hotspot::jvm_of) else {
                 self.java.dropped += 1;
                 return None;
             };
-            let (frame, outcome) = caches.java.frame(pid, jvm, frame);
+            let (frame, outcome) = caches.java.frame(pid, &jvm, frame);
             self.java.count(outcome);
             return Some(frame);
         }
-        let Some(node) = info.and_then(|i| i.node.as_ref()) else {
+        let Some(node) = info.and_then(crate::runtimes::v8::node_of) else {
             self.v8.dropped += 1;
             return None;
         };
-        let (frame, outcome) = caches.v8.frame(pid, node, frame);
+        let (frame, outcome) = caches.v8.frame(pid, &node, frame);
         self.v8.count(outcome);
         Some(frame)
     }

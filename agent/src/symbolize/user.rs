@@ -67,9 +67,9 @@ impl Symbolizer {
         unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
         runtimes: &mut RuntimeCounts,
     ) -> (Vec<Frame>, Vec<PyFrame>) {
-        let interpreter = info.and_then(|p| p.python.as_ref());
+        let interpreter = info.and_then(crate::runtimes::python::interpreter_of);
         let mut py = Vec::new();
-        if let Some(interpreter) = interpreter {
+        if let Some(interpreter) = &interpreter {
             py.extend(
                 ips.iter()
                     .filter_map(|&w| unpack_frame(w))
@@ -89,14 +89,14 @@ impl Symbolizer {
             let ip = match word {
                 Word::Native(ip) => ip,
                 Word::Runtime(f) => {
-                    match (marker_ip(f), info.and_then(|p| p.node.as_ref())) {
+                    match (marker_ip(f), info.and_then(crate::runtimes::v8::node_of)) {
                         (Some(ip), Some(node)) => {
                             // A V8 builtin or stub: named as native code, under its V8 name.
                             let mut frame = self.native_frame(s, info, ip, i, &mut Vec::new());
                             let native = frame.symbols.last().map(|s| s.name.as_str());
                             let name = crate::runtimes::v8::marker_name(
                                 native,
-                                node,
+                                &node,
                                 u64::from(f.position),
                             );
                             frame.symbols = Arc::from(vec![Symbol {

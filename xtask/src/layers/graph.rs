@@ -6,7 +6,7 @@ use std::{
     path::Path,
 };
 
-use super::parse::{Paths, code_of, paths_of};
+use super::parse::{Paths, code_of, paths_of, test_modules};
 
 /// A module by its path from the crate root (`["bpf", "loader"]`; the root is empty).
 pub type ModPath = Vec<String>;
@@ -34,6 +34,7 @@ impl Crate {
         walk(src, &mut files)?;
         let has_lib = src.join("lib.rs").exists();
         let mut modules = BTreeMap::new();
+        let mut test_only = Vec::new();
         for file in files {
             let rel = file.strip_prefix(src).expect("under src");
             let mut path: ModPath = rel
@@ -57,9 +58,16 @@ impl Crate {
             if path.iter().any(|s| s == "tests" || s.ends_with("_tests")) {
                 continue;
             }
-            let code = code_of(&std::fs::read_to_string(&file)?);
-            modules.insert(path, paths_of(&code));
+            let text = std::fs::read_to_string(&file)?;
+            for name in test_modules(&text) {
+                let mut child = path.clone();
+                child.push(name);
+                test_only.push(child);
+            }
+            modules.insert(path, paths_of(&code_of(&text)));
         }
+        // A module declared `#[cfg(test)]` is a test, and so is everything under it.
+        modules.retain(|m: &ModPath, _| !test_only.iter().any(|t| m.starts_with(t)));
         let mut krate = Self {
             modules,
             imported: BTreeMap::new(),

@@ -159,7 +159,13 @@ mod tests {
             "fn f() -> crate::high::Thing { loop {} }",
         )
         .unwrap();
-        std::fs::write(src.join("low/mod.rs"), "mod a; mod b; mod c;").unwrap();
+        // A test-only module may reach anything.
+        std::fs::write(
+            src.join("low/mod.rs"),
+            "mod a; mod b; mod c; #[cfg(test)]\npub(crate) mod fixture;",
+        )
+        .unwrap();
+        std::fs::write(src.join("low/fixture.rs"), "use crate::high::Thing;").unwrap();
         let krate = Crate::read(&src).unwrap();
         let edges = krate.edges();
         let found = circles(&edges);

@@ -54,6 +54,23 @@ pub fn code_of(src: &str) -> String {
     without_test_items(&out)
 }
 
+/// The child modules `code` declares as test-only (`#[cfg(test)] mod live;`): their files are tests.
+pub fn test_modules(code: &str) -> Vec<String> {
+    const MARK: &str = "#[cfg(test)]";
+    code.match_indices(MARK)
+        .filter_map(|(at, _)| {
+            let item = code[at + MARK.len()..].trim_start();
+            let item = ["pub(crate) ", "pub(super) ", "pub "]
+                .iter()
+                .find_map(|vis| item.strip_prefix(vis))
+                .unwrap_or(item);
+            let name = item.strip_prefix("mod ")?.split(';').next()?.trim();
+            let valid = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+            valid.then(|| name.to_owned())
+        })
+        .collect()
+}
+
 /// The length of a raw string literal (`r"…"`, `r#"…"#`, `br"…"`) starting `s`, if one does.
 fn raw_string_len(s: &str) -> Option<usize> {
     let start = s.strip_prefix('b').unwrap_or(s);
@@ -150,7 +167,8 @@ pub fn paths_of(code: &str) -> Paths {
             paths.push(segments(&code[at..end]));
         }
     }
-    paths.retain(|p| !p.is_empty());
+    // `crate::{…}` of a use tree is seen here as `crate` alone: the tree itself counts above.
+    paths.retain(|p| p.len() > 1);
     Paths {
         uses,
         names,

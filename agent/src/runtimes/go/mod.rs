@@ -6,6 +6,7 @@
 //! its threads' walks end (`GO_PROCS`).
 
 pub(crate) mod buildinfo;
+pub(crate) mod capture;
 pub(crate) mod labels;
 pub(crate) mod pclntab;
 #[cfg(test)]

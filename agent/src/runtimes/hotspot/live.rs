@@ -18,10 +18,7 @@ use super::{
     scopes::{Blob, BlobReader},
     vmstructs::VmStructs,
 };
-use crate::{
-    process::{ProcessInfo, ProcessTable},
-    runtimes::memory::ProcessMemory,
-};
+use crate::{process::ProcessInfo, runtimes::memory::ProcessMemory};
 
 pub(crate) const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
 const JAVAC: &str = "/usr/lib/jvm/java-17-openjdk-amd64/bin/javac";
@@ -170,7 +167,7 @@ impl Drop for Running {
 /// what sonde reads.
 pub(crate) struct Live {
     pub(crate) run: Running,
-    pub(crate) table: ProcessTable,
+    pub(crate) table: crate::capture::Capturer,
     pub(crate) info: Arc<ProcessInfo>,
     pub(crate) jvm: Arc<Jvm>,
     pub(crate) vms: VmStructs,
@@ -182,13 +179,10 @@ impl Live {
     pub(crate) fn start(java: &Path) -> Self {
         let run = Running::start(java, &[]);
         let pid = run.pid();
-        let mut table = ProcessTable::default();
-        table.set_java(true);
+        let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Java);
         let info = table.capture(pid).expect("the JVM runs");
-        let jvm = info
-            .java
-            .clone()
-            .unwrap_or_else(|| panic!("{}: no JVM found", java.display()));
+        let jvm =
+            super::jvm_of(&info).unwrap_or_else(|| panic!("{}: no JVM found", java.display()));
         let vms = vmstructs_of(pid, &info);
         Self {
             mem: ProcessMemory::new(pid),

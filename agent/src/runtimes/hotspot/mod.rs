@@ -4,6 +4,7 @@
 //! native ones: interpreted methods (`method`, `lines`) and compiled code with its inlined calls
 //! (`scopes`, `unsigned5`), cached per process (`names`).
 
+pub(crate) mod capture;
 pub(crate) mod detect;
 mod layout;
 mod lines;
@@ -17,6 +18,7 @@ mod tests;
 mod unsigned5;
 pub(crate) mod vmstructs;
 
+pub(crate) use capture::jvm_of;
 pub(crate) use detect::{HotspotError, Jvm};
 pub(crate) use names::JavaNames;
 

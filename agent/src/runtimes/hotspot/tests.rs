@@ -22,7 +22,7 @@ use super::{
     names::{JAVA_PATH, STUB_PREFIX},
     scopes::{Blob, BlobReader},
 };
-use crate::{process::ProcessTable, profile::Frame};
+use crate::profile::Frame;
 
 /// Names one frame with a fresh cache entry and says how it went.
 fn name(names: &mut JavaNames, live: &Live, words: [u64; 2]) -> (Frame, Outcome) {
@@ -98,8 +98,8 @@ fn detects_jvms_with_sane_kernel_settings() {
     for java in [PathBuf::from(JDK17), jdk21()] {
         let live = Live::start(&java);
         let jvm = &live.jvm;
-        assert_eq!(live.table.stats.java_processes, 1);
-        assert_eq!(live.table.stats.java_unsupported, 0);
+        assert_eq!(live.table.stats().java_processes, 1);
+        assert_eq!(live.table.stats().java_unsupported, 0);
         assert!(
             jvm.binary.ends_with("/lib/server/libjvm.so"),
             "{}",
@@ -362,13 +362,15 @@ fn a_starting_jvm_is_found_once_its_code_cache_exists() {
         .unwrap_or_else(|e| panic!("starting {JDK17}: {e}"));
     let run = Running(child);
     let pid = run.pid();
-    let mut table = ProcessTable::default();
-    table.set_java(true);
+    let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Java);
     // Until libjvm is mapped and paused, captures find no JVM, or one not ready yet.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let info = table.capture(pid).expect("the JVM runs");
-        assert!(info.java.is_none(), "a paused JVM has no code heap");
+        assert!(
+            super::jvm_of(&info).is_none(),
+            "a paused JVM has no code heap"
+        );
         match detect(pid, &info.mappings) {
             Err(HotspotError::NotReady { .. }) => break,
             other => {
@@ -377,23 +379,23 @@ fn a_starting_jvm_is_found_once_its_code_cache_exists() {
             }
         }
     }
-    assert_eq!(table.stats.java_not_ready, 1);
+    assert_eq!(table.stats().java_not_ready, 1);
     // Looked at again while paused: still not ready, still counted once.
     std::thread::sleep(Duration::from_millis(300));
-    table.retry_java();
-    assert!(table.get(pid).unwrap().java.is_none());
-    assert_eq!(table.stats.java_not_ready, 1);
+    table.retry();
+    assert!(super::jvm_of(&table.get(pid).unwrap()).is_none());
+    assert_eq!(table.stats().java_not_ready, 1);
     std::fs::remove_file(&pause).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while table.get(pid).unwrap().java.is_none() {
+    while super::jvm_of(&table.get(pid).unwrap()).is_none() {
         assert!(Instant::now() < deadline, "the retry never found the JVM");
         std::thread::sleep(Duration::from_millis(50));
-        table.retry_java();
+        table.retry();
     }
-    let jvm = table.get(pid).unwrap().java.clone().unwrap();
+    let jvm = super::jvm_of(&table.get(pid).unwrap()).unwrap();
     assert_eq!(jvm.heaps().len(), 3);
     assert_eq!(
-        (table.stats.java_processes, table.stats.java_abandoned),
+        (table.stats().java_processes, table.stats().java_abandoned),
         (1, 0)
     );
 }
@@ -403,10 +405,9 @@ fn a_starting_jvm_is_found_once_its_code_cache_exists() {
 fn jdk25_is_refused_with_its_reason() {
     let run = Running::start(Path::new(JDK25), &[]);
     let pid = run.pid();
-    let mut table = ProcessTable::default();
-    table.set_java(true);
+    let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Java);
     let info = table.capture(pid).expect("the JVM runs");
-    assert!(info.java.is_none());
+    assert!(super::jvm_of(&info).is_none());
     match detect(pid, &info.mappings) {
         Err(HotspotError::Unsupported {
             version,
@@ -419,19 +420,21 @@ fn jdk25_is_refused_with_its_reason() {
         }
         other => panic!("JDK 25 must be refused: {other:?}"),
     }
-    assert_eq!(table.stats.java_unsupported, 1);
+    assert_eq!(table.stats().java_unsupported, 1);
     table.capture(pid).unwrap();
-    assert_eq!(table.stats.java_unsupported, 1, "once per process");
+    assert_eq!(table.stats().java_unsupported, 1, "once per process");
 }
 
 #[test]
 fn a_process_without_a_jvm_has_none() {
-    let mut table = ProcessTable::default();
-    table.set_java(true);
+    let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Java);
     let info = table.capture(std::process::id()).unwrap();
-    assert!(info.java.is_none());
+    assert!(super::jvm_of(&info).is_none());
     assert!(detect(info.pid, &info.mappings).unwrap().is_none());
-    assert_eq!(table.stats.java_processes + table.stats.java_not_ready, 0);
+    assert_eq!(
+        table.stats().java_processes + table.stats().java_not_ready,
+        0
+    );
 }
 
 /// The layout sonde reads is refused outside JDK 11 to 22, whatever VMStructs say.

@@ -169,10 +169,7 @@ mod tests {
     use std::io::{BufRead as _, BufReader};
 
     use super::*;
-    use crate::{
-        process::ProcessTable,
-        runtimes::python::{offsets, peer::Peer},
-    };
+    use crate::runtimes::python::{offsets, peer::Peer};
 
     /// Prints, for code objects of several string kinds (ASCII, Latin-1, 2-byte and 4-byte
     /// characters), `id(code)`, name (qualified from 3.11), file, first line and line table, then a
@@ -244,10 +241,9 @@ sys.stdin.read()
         let pid = peer.0.id();
         // Without a table (3.13+), the interpreter describes itself: found as sonde finds it.
         let offsets = offsets.unwrap_or_else(|| {
-            let mut table = ProcessTable::default();
-            table.set_python(true);
+            let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Python);
             let info = table.capture(pid).expect("the interpreter runs");
-            let found = info.python.as_ref();
+            let found = crate::runtimes::python::interpreter_of(&info);
             found
                 .unwrap_or_else(|| panic!("{python}: no interpreter found"))
                 .offsets

@@ -207,7 +207,6 @@ mod tests {
     use sonde_abi::python::{OWNED_BY_CSTACK, layout};
 
     use super::*;
-    use crate::process::ProcessTable;
 
     const RUNTIME: u64 = 0x7f00_0000_0000;
 
@@ -412,8 +411,7 @@ mod tests {
         let script = spinner.dir.join("spin.py").display().to_string();
         let busy = (String::from("busy"), script.clone());
         let module = (String::from("<module>"), script.clone());
-        let mut table = ProcessTable::default();
-        table.set_python(true);
+        let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Python);
         let memory = ProcessMemory::new(pid);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -421,7 +419,10 @@ mod tests {
             let info = table.capture(pid).expect("the interpreter runs");
             let found = detect(pid, &info.mappings).unwrap_or_else(|e| panic!("{python:?}: {e}"));
             if let Some(interpreter) = found {
-                assert_eq!(info.python.as_deref(), Some(&interpreter));
+                assert_eq!(
+                    crate::runtimes::python::interpreter_of(&info).as_deref(),
+                    Some(&interpreter)
+                );
                 assert_eq!(interpreter.version, version, "{python:?}");
                 let names = frames(&memory, &interpreter);
                 if names.as_ref().and_then(|n| n.first()) == Some(&busy) {
@@ -437,8 +438,8 @@ mod tests {
                         // 3.9, 3.10: the only thread holds the GIL while it spins.
                         None => assert_eq!(memory.u64(s.gil_tstate).unwrap(), tstate),
                     }
-                    assert_eq!(table.stats.python_processes, 1);
-                    assert_eq!(table.stats.python_unsupported, 0);
+                    assert_eq!(table.stats().python_processes, 1);
+                    assert_eq!(table.stats().python_unsupported, 0);
                     return interpreter;
                 }
             }
@@ -496,12 +497,11 @@ mod tests {
 
     #[test]
     fn a_process_without_python_has_none() {
-        let mut table = ProcessTable::default();
-        table.set_python(true);
+        let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Python);
         let info = table.capture(std::process::id()).unwrap();
-        assert!(info.python.is_none());
+        assert!(crate::runtimes::python::interpreter_of(&info).is_none());
         assert!(detect(info.pid, &info.mappings).unwrap().is_none());
-        assert_eq!(table.stats.python_processes, 0);
+        assert_eq!(table.stats().python_processes, 0);
     }
 
     #[test]
@@ -526,8 +526,7 @@ mod tests {
         let python = python.as_path();
         let spinner = Spinner::start(python);
         let pid = spinner.child.id();
-        let mut table = ProcessTable::default();
-        table.set_python(true);
+        let mut table = crate::capture::Capturer::with(crate::runtimes::Runtime::Python);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let info = table.capture(pid).unwrap();
@@ -535,11 +534,11 @@ mod tests {
                 Err(PythonError::Unsupported { version, binary }) => {
                     assert_eq!(version, (3, minor));
                     assert!(binary.contains(&format!("/libpython3.{minor}")), "{binary}");
-                    assert!(info.python.is_none());
-                    assert_eq!(table.stats.python_unsupported, 1);
+                    assert!(crate::runtimes::python::interpreter_of(&info).is_none());
+                    assert_eq!(table.stats().python_unsupported, 1);
                     // Captured again (new mappings): still one process.
                     table.capture(pid).unwrap();
-                    assert_eq!(table.stats.python_unsupported, 1);
+                    assert_eq!(table.stats().python_unsupported, 1);
                     return;
                 }
                 other => assert!(

@@ -3,6 +3,7 @@
 //! process, `code`, `linetable`), merged into the native stack in place of the evaluation loop's frames
 //! (`merge`). The kernel's side of the contract is `sonde_abi::python`.
 
+pub(crate) mod capture;
 pub(crate) mod code;
 pub(crate) mod debug_offsets;
 pub(crate) mod detect;
@@ -14,4 +15,5 @@ pub(crate) mod offsets;
 pub(crate) mod peer;
 pub(crate) mod strings;
 
+pub(crate) use capture::interpreter_of;
 pub(crate) use names::PythonNames;

@@ -5,6 +5,7 @@
 //! `heap`, `positions`), optimized code with the functions it inlined, cached and validated per
 //! process (`names`).
 
+pub(crate) mod capture;
 pub(crate) mod detect;
 mod heap;
 pub(crate) mod layout;
@@ -14,6 +15,7 @@ mod positions;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use capture::node_of;
 pub(crate) use detect::Node;
 pub(crate) use names::{V8Names, marker_name};
 

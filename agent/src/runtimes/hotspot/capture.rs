@@ -1,7 +1,7 @@
-//! The process table's side of Java: looking for a HotSpot JVM in each capture
-//! (`runtimes::hotspot::detect`), handing what was found to the kernel (`HS_PROCS`), counting and
-//! saying once per binary what cannot be walked, and looking again at JVMs that were captured before
-//! their code cache existed.
+//! HotSpot's side of process capture: looking for a JVM in each capture (`detect`), handing what was
+//! found to the kernel (`HS_PROCS`), counting and saying once per binary what cannot be walked,
+//! looking again at JVMs that were captured before their code cache existed, and reading the methods
+//! and code the kernel announces while they live.
 //!
 //! A JVM is usually first sampled while it starts: its first sample is what makes sonde capture it,
 //! and the code heaps come a few tens of milliseconds later. Such a process is kept in a bounded
@@ -15,13 +15,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sonde_abi::hotspot::HsProc;
+use std::sync::Mutex;
 
-use super::{CaptureStats, Mapping, maps_file, warn_once};
-use crate::runtimes::{
-    hotspot::{HotspotError, Jvm, detect::detect},
-    publish::Publisher,
+use sonde_abi::{ProcEvent, hotspot::HsProc, names::runtime_programs, proc_event};
+
+use super::{HotspotError, JavaNames, Jvm, detect::detect};
+use crate::{
+    process::{CaptureStats, ProcessInfo, RuntimeInstance, is_gone, warn_once},
+    runtimes::{publish::Publisher, seam::RuntimeCapture},
 };
+
+/// The runtime's name (`--runtimes java`).
+pub(crate) const NAME: &str = "java";
 
 /// First delay before a starting JVM is looked at again.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
@@ -43,13 +48,12 @@ struct Pending {
     next: Instant,
 }
 
-/// Java detection state of the process table.
-#[derive(Default)]
+/// HotSpot's capture state.
 pub(crate) struct JavaCapture {
-    /// Whether captures look for a JVM.
-    pub(crate) on: bool,
     /// Where found JVMs are handed to the kernel (`HS_PROCS`), when it walks Java frames.
     publisher: Option<Publisher<HsProc>>,
+    /// Where announced methods and code are read into (the symbolizer's cache).
+    names: Arc<Mutex<JavaNames>>,
     /// Processes already counted in `java_unsupported` (until evicted).
     unsupported: HashSet<u32>,
     /// `libjvm.so` files whose refusal was warned about: once per binary, then debug.
@@ -61,24 +65,24 @@ pub(crate) struct JavaCapture {
 }
 
 impl JavaCapture {
-    /// Looks for a JVM in every capture and keeps `HS_PROCS` in step through `publisher`.
-    pub(crate) fn publish(&mut self, publisher: Publisher<HsProc>) {
-        self.on = true;
-        self.publisher = Some(publisher);
-    }
-
-    /// Whether a JVM's settings are in `HS_PROCS`.
-    pub(crate) fn published_any(&self) -> bool {
-        self.publisher.as_ref().is_some_and(Publisher::holds_any)
+    pub(crate) fn new(publisher: Option<Publisher<HsProc>>, names: Arc<Mutex<JavaNames>>) -> Self {
+        Self {
+            publisher,
+            names,
+            unsupported: HashSet::new(),
+            warned: HashSet::new(),
+            memory_warned: false,
+            pending: HashMap::new(),
+        }
     }
 
     /// The JVM of `pid` (named `name`), if it runs one sonde can walk; one it cannot is counted and
     /// warned about once per binary; one that is starting is retried later.
-    pub(crate) fn detect(
+    fn detect(
         &mut self,
         pid: u32,
         name: &str,
-        mappings: &[Mapping],
+        mappings: &[crate::process::Mapping],
         previous: Option<&Arc<Jvm>>,
         stats: &mut CaptureStats,
     ) -> Option<Arc<Jvm>> {
@@ -111,7 +115,7 @@ impl JavaCapture {
             }
             HotspotError::Unreadable { .. } => {
                 self.pending.remove(&pid);
-                match maps_file::is_gone(pid) {
+                match is_gone(pid) {
                     // The process exited while it was read.
                     true => tracing::debug!(pid, %name, "{err}"),
                     // Its memory is refused: say once what to grant.
@@ -157,7 +161,7 @@ impl JavaCapture {
     }
 
     /// The processes due for another look at `now` (at most [`MAX_RETRIES_PER_CALL`]).
-    pub(crate) fn due(&self, now: Instant) -> Vec<u32> {
+    fn due_at(&self, now: Instant) -> Vec<u32> {
         self.pending
             .iter()
             .filter(|(_, p)| p.next <= now)
@@ -167,29 +171,84 @@ impl JavaCapture {
     }
 
     /// Whether a JVM is waited for.
-    pub(crate) fn has_pending(&self) -> bool {
+    fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
+}
 
-    /// `pid` was captured with `jvm` (or none): its kernel settings follow.
-    pub(crate) fn captured(&mut self, pid: u32, jvm: Option<&Jvm>) {
-        if let Some(publisher) = &mut self.publisher {
-            publisher.captured(pid, jvm.map(Jvm::kernel_settings));
-        }
+/// The JVM `process` runs, if Java capture found one.
+pub(crate) fn jvm_of(process: &ProcessInfo) -> Option<Arc<Jvm>> {
+    crate::runtimes::seam::instance_of(process, NAME)
+}
+
+impl RuntimeCapture for JavaCapture {
+    fn name(&self) -> &'static str {
+        NAME
     }
 
-    /// `pid` exited (or is no longer looked at): nothing of it may outlive it.
-    pub(crate) fn exited(&mut self, pid: u32) {
+    fn captured(
+        &mut self,
+        process: &ProcessInfo,
+        previous: Option<&RuntimeInstance>,
+        stats: &mut CaptureStats,
+    ) -> Option<RuntimeInstance> {
+        let previous = previous.and_then(|p| p.clone().downcast::<Jvm>().ok());
+        let jvm = self.detect(
+            process.pid,
+            &process.name,
+            &process.mappings,
+            previous.as_ref(),
+            stats,
+        );
+        // Counted once per process image.
+        if jvm.is_some() && previous.is_none() {
+            stats.java_processes += 1;
+        }
+        if let Some(publisher) = &mut self.publisher {
+            publisher.captured(process.pid, jvm.as_deref().map(Jvm::kernel_settings));
+        }
+        jvm.map(|j| j as RuntimeInstance)
+    }
+
+    /// Nothing of `pid` may outlive it (nor is it looked at again).
+    fn exited(&mut self, pid: u32) {
         self.pending.remove(&pid);
         if let Some(publisher) = &mut self.publisher {
             publisher.exited(pid);
         }
     }
 
-    /// `pid` is forgotten.
-    pub(crate) fn evicted(&mut self, pid: u32) {
+    fn evicted(&mut self, pid: u32) {
         self.unsupported.remove(&pid);
         self.pending.remove(&pid);
+    }
+
+    /// JVMs that had no code cache when captured (they were starting), whose delay is over.
+    fn due(&mut self, now: Instant) -> Vec<u32> {
+        match self.has_pending() {
+            true => self.due_at(now),
+            false => Vec::new(),
+        }
+    }
+
+    fn program_needed(&self) -> Option<u32> {
+        let published = self.publisher.as_ref().is_some_and(Publisher::holds_any);
+        published.then_some(runtime_programs::JAVA)
+    }
+
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+        let frame = match event.kind {
+            proc_event::RUNTIME_FRAME => {
+                sonde_abi::hotspot::unpack_frame(event.address, event.data)
+            }
+            _ => None,
+        };
+        let (Some(frame), Ok(jvm)) = (frame, instance.clone().downcast::<Jvm>()) else {
+            return false;
+        };
+        let mut names = self.names.lock().expect("java names lock");
+        names.preload(pid, &jvm, frame);
+        true
     }
 }
 
@@ -214,12 +273,12 @@ mod tests {
             (Duration::from_secs(60)..Duration::from_secs(180)).contains(&total),
             "{total:?}"
         );
-        let mut java = JavaCapture::default();
+        let mut java = JavaCapture::new(None, Default::default());
         let mut stats = CaptureStats::default();
         java.not_ready(7, &mut stats);
         assert_eq!(stats.java_not_ready, 1);
-        assert!(java.due(Instant::now()).is_empty(), "not yet");
-        assert_eq!(java.due(Instant::now() + RETRY_FIRST), [7]);
+        assert!(java.due_at(Instant::now()).is_empty(), "not yet");
+        assert_eq!(java.due_at(Instant::now() + RETRY_FIRST), [7]);
         for _ in 1..MAX_ATTEMPTS {
             java.not_ready(7, &mut stats);
         }
@@ -232,9 +291,9 @@ mod tests {
         assert_eq!(java.pending.len(), MAX_PENDING);
         assert_eq!(stats.java_abandoned, 4);
         let far = Instant::now() + Duration::from_secs(1);
-        assert_eq!(java.due(far).len(), MAX_RETRIES_PER_CALL);
-        java.exited(100);
-        java.evicted(101);
+        assert_eq!(java.due_at(far).len(), MAX_RETRIES_PER_CALL);
+        RuntimeCapture::exited(&mut java, 100);
+        RuntimeCapture::evicted(&mut java, 101);
         assert_eq!(java.pending.len(), MAX_PENDING - 2);
     }
 }

@@ -1,10 +1,9 @@
 //! Consumes the kernel's process events on a dedicated thread: captures a process when it is first
 //! sampled, after an exec, or when the kernel found code outside its known mappings, and marks it
 //! exited when it exits. Every capture and exit is passed on to the unwinder (which builds tables on
-//! its own thread, so this one never waits for it). Code objects the kernel announces in Python
-//! processes, and the objects of runtime frames (Java methods and code, JavaScript functions and
-//! code) are read here at once, while they live, and JVMs captured before their code cache existed
-//! are looked at again here until it does.
+//! its own thread, so this one never waits for it). What the kernel announces in a runtime's
+//! processes (code objects, the objects of runtime frames) is handed to the runtime at once, to read
+//! while it lives, and processes a runtime waits for (a starting JVM) are looked at again here.
 
 use std::{
     os::fd::AsRawFd as _,
@@ -19,11 +18,9 @@ use std::{
 use aya::maps::{MapData, RingBuf};
 use sonde_abi::{ProcEvent, proc_event};
 
-use super::{ProcessTable, has_live_threads};
+use super::Capturer;
 use crate::{
-    bpf::runtime_programs::RuntimePrograms,
-    runtimes::{hotspot::JavaNames, python::PythonNames, v8::V8Names},
-    unwind::UnwindHandle,
+    bpf::runtime_programs::RuntimePrograms, process::has_live_threads, unwind::UnwindHandle,
 };
 
 /// The running event thread.
@@ -34,12 +31,11 @@ pub(crate) struct EventThread {
 
 impl EventThread {
     /// Starts consuming `ring` into `table`, telling `unwinder` (when unwinding with tables), and
-    /// reading announced Python code objects and Java frames into `names`.
+    /// handing what the kernel announces to the runtimes.
     pub(crate) fn spawn(
         mut ring: RingBuf<MapData>,
-        table: Arc<Mutex<ProcessTable>>,
+        table: Arc<Mutex<Capturer>>,
         unwinder: Option<UnwindHandle>,
-        names: Announced,
         mut programs: RuntimePrograms,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
@@ -49,13 +45,13 @@ impl EventThread {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
-                    drain(&mut ring, &table, unwinder.as_ref(), &names);
+                    drain(&mut ring, &table, unwinder.as_ref());
                     // JVMs captured while starting get their code cache within the next seconds.
                     // Never wait for the table here: the symbolizer may hold it for a while.
                     let mut wanted = Vec::new();
                     if let Ok(mut table) = table.try_lock() {
-                        table.retry_java();
-                        wanted.extend(table.runtimes_published());
+                        table.retry();
+                        wanted.extend(table.programs_needed());
                     }
                     // A runtime's kernel program, the first time one of its processes is
                     // published: loaded here, outside the table's lock (verifying takes ~0.1 s).
@@ -63,7 +59,7 @@ impl EventThread {
                         programs.ensure(index);
                     }
                 }
-                drain(&mut ring, &table, unwinder.as_ref(), &names);
+                drain(&mut ring, &table, unwinder.as_ref());
             })
             .expect("spawning a thread");
         Self {
@@ -91,22 +87,7 @@ fn wait_readable(ring: &RingBuf<MapData>, timeout_ms: i32) {
     unsafe { libc::poll(&mut fds, 1, timeout_ms) };
 }
 
-/// Where what the kernel announces is read: the caches the symbolizer names runtime frames from.
-pub(crate) struct Announced {
-    /// CPython code objects (`proc_event::PYTHON_CODE`).
-    pub(crate) python: Arc<Mutex<PythonNames>>,
-    /// Java methods and compiled code (`proc_event::RUNTIME_FRAME` of a HotSpot kind).
-    pub(crate) java: Arc<Mutex<JavaNames>>,
-    /// JavaScript functions and code (`proc_event::RUNTIME_FRAME` of a V8 kind).
-    pub(crate) v8: Arc<Mutex<V8Names>>,
-}
-
-fn drain(
-    ring: &mut RingBuf<MapData>,
-    table: &Mutex<ProcessTable>,
-    unwinder: Option<&UnwindHandle>,
-    names: &Announced,
-) {
+fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<Capturer>, unwinder: Option<&UnwindHandle>) {
     let mut events = Vec::new();
     while let Some(item) = ring.next() {
         if item.len() >= std::mem::size_of::<ProcEvent>() {
@@ -118,12 +99,10 @@ fn drain(
         return;
     }
     let mut table = table.lock().expect("process table lock");
-    let mut codes = Vec::new();
-    let mut frames = Vec::new();
+    let mut announced = Vec::new();
     for ev in events {
         match ev.kind {
-            proc_event::PYTHON_CODE => codes.push(ev),
-            proc_event::RUNTIME_FRAME => frames.push(ev),
+            proc_event::PYTHON_CODE | proc_event::RUNTIME_FRAME => announced.push(ev),
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if ev.kind == proc_event::EXEC {
                     table.forget_image(ev.tgid);
@@ -151,32 +130,7 @@ fn drain(
         }
     }
     // After the captures above, so a process's first code objects find its interpreter.
-    if !frames.is_empty() {
-        let mut java = names.java.lock().expect("java names lock");
-        let mut v8 = names.v8.lock().expect("v8 names lock");
-        for ev in frames {
-            let Some(info) = table.get(ev.tgid) else {
-                continue;
-            };
-            if let Some(jvm) = &info.java
-                && let Some(frame) = sonde_abi::hotspot::unpack_frame(ev.address, ev.data)
-            {
-                java.preload(ev.tgid, jvm, frame);
-            } else if let Some(node) = &info.node
-                && let Some(frame) = sonde_abi::v8::unpack_frame(ev.address, ev.data)
-            {
-                v8.preload(ev.tgid, node, frame);
-            }
-        }
-    }
-    if !codes.is_empty() {
-        let mut python = names.python.lock().expect("python names lock");
-        for ev in codes {
-            if let Some(info) = table.get(ev.tgid)
-                && let Some(interpreter) = &info.python
-            {
-                python.read_code(ev.tgid, interpreter, ev.address);
-            }
-        }
+    for ev in &announced {
+        table.announced(ev);
     }
 }

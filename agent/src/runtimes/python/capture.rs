@@ -1,0 +1,139 @@
+//! CPython's side of process capture: the interpreter of each captured process (`detect`), handed to
+//! the kernel (`PY_PROCS`) for its Python frames to be walked, counted and said once per binary when
+//! it cannot be walked; the code objects the kernel announces read while they live.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+};
+
+use sonde_abi::{ProcEvent, proc_event, python::PyProc};
+
+use super::{PythonNames, detect::Interpreter};
+use crate::{
+    process::{CaptureStats, ProcessInfo, RuntimeInstance, is_gone, warn_once},
+    runtimes::{publish::Publisher, seam::RuntimeCapture},
+};
+
+/// The runtime's name (`--runtimes python`).
+pub(crate) const NAME: &str = "python";
+
+/// CPython's capture state.
+pub(crate) struct PythonCapture {
+    /// Where found interpreters are handed to the kernel, when it walks Python frames.
+    publisher: Option<Publisher<PyProc>>,
+    /// Where announced code objects are read into (the symbolizer's cache).
+    names: Arc<Mutex<PythonNames>>,
+    /// Processes already counted in `python_unsupported` (until evicted).
+    unsupported: HashSet<u32>,
+    /// Interpreter binaries whose refusal was warned about: once per binary, then debug.
+    warned: HashSet<String>,
+    /// Whether an interpreter's memory was refused and warned about: once, then debug.
+    memory_warned: bool,
+}
+
+impl PythonCapture {
+    pub(crate) fn new(
+        publisher: Option<Publisher<PyProc>>,
+        names: Arc<Mutex<PythonNames>>,
+    ) -> Self {
+        Self {
+            publisher,
+            names,
+            unsupported: HashSet::new(),
+            warned: HashSet::new(),
+            memory_warned: false,
+        }
+    }
+
+    /// The CPython interpreter of `process`, if it runs one sonde can walk; one it cannot is counted
+    /// and warned about once per binary.
+    fn detect(&mut self, process: &ProcessInfo, stats: &mut CaptureStats) -> Option<Interpreter> {
+        let (pid, name) = (process.pid, &process.name);
+        match super::detect::detect(pid, &process.mappings) {
+            Ok(found) => {
+                if let Some(interpreter) = &found {
+                    tracing::debug!(pid, %name, binary = %interpreter.binary, version = ?interpreter.version, runtime = interpreter.runtime, "CPython found");
+                }
+                found
+            }
+            Err(err) => {
+                match err.binary() {
+                    Some(binary) => {
+                        if self.unsupported.insert(pid) {
+                            stats.python_unsupported += 1;
+                        }
+                        if self.warned.insert(binary.to_owned()) {
+                            tracing::warn!(pid, %name, "{err}");
+                        } else {
+                            tracing::debug!(pid, %name, "{err}");
+                        }
+                    }
+                    // The process exited while it was read.
+                    None if is_gone(pid) => tracing::debug!(pid, %name, "{err}"),
+                    // Its memory is refused: say once what to grant.
+                    None => warn_once(
+                        &mut self.memory_warned,
+                        &format!("process {pid} ({name}): {err}; its Python frames stay unnamed"),
+                    ),
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The interpreter `process` runs, if Python capture found one.
+pub(crate) fn interpreter_of(process: &ProcessInfo) -> Option<Arc<Interpreter>> {
+    crate::runtimes::seam::instance_of(process, NAME)
+}
+
+impl RuntimeCapture for PythonCapture {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn captured(
+        &mut self,
+        process: &ProcessInfo,
+        previous: Option<&RuntimeInstance>,
+        stats: &mut CaptureStats,
+    ) -> Option<RuntimeInstance> {
+        let previous = previous.and_then(|p| p.clone().downcast::<Interpreter>().ok());
+        // Captured again after new code was mapped: the same interpreter, and the code objects read
+        // through it (announced once, and gone with the process if it exits).
+        let found = self.detect(process, stats).map(|found| match &previous {
+            Some(previous) if previous.same_image(&found) => previous.clone(),
+            _ => Arc::new(found),
+        });
+        // Counted once per process image.
+        if found.is_some() && previous.is_none() {
+            stats.python_processes += 1;
+        }
+        if let Some(publisher) = &mut self.publisher {
+            publisher.captured(process.pid, found.as_ref().map(|i| i.kernel_settings()));
+        }
+        found.map(|i| i as RuntimeInstance)
+    }
+
+    fn exited(&mut self, pid: u32) {
+        if let Some(publisher) = &mut self.publisher {
+            publisher.exited(pid);
+        }
+    }
+
+    fn evicted(&mut self, pid: u32) {
+        self.unsupported.remove(&pid);
+    }
+
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+        if event.kind != proc_event::PYTHON_CODE {
+            return false;
+        }
+        if let Ok(interpreter) = instance.clone().downcast::<Interpreter>() {
+            let mut names = self.names.lock().expect("python names lock");
+            names.read_code(pid, &interpreter, event.address);
+        }
+        true
+    }
+}

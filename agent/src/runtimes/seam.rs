@@ -1,0 +1,64 @@
+//! The runtime seam: what every language runtime does as processes come and go, one trait each
+//! `runtimes/<lang>/` implements and `registry.rs` lists. The capture layer (`crate::capture`) calls
+//! it for every process; nothing outside `runtimes/` knows which runtimes there are.
+//!
+//! A runtime found in a process is kept in the process's [`ProcessInfo`] as an opaque instance
+//! (the data model below knows no runtime), under the runtime's name; the runtime's own code reads
+//! it back by type (`python::interpreter_of`, `hotspot::jvm_of`, `v8::node_of`).
+
+use std::time::Instant;
+
+use sonde_abi::ProcEvent;
+
+use crate::process::{CaptureStats, ProcessInfo, RuntimeInstance};
+
+/// One language runtime's side of process capture.
+pub(crate) trait RuntimeCapture: Send {
+    /// The runtime's name (`--runtimes`), under which its instances are kept.
+    fn name(&self) -> &'static str;
+
+    /// `process` was just read (first seen, after an exec, or again after new code was mapped):
+    /// looks for the runtime in it and keeps the kernel's settings in step (written, or removed when
+    /// the process runs no such runtime now). `previous`: what this runtime found in the same
+    /// process image before, kept when it is still the same. Counts what it finds in `stats`.
+    fn captured(
+        &mut self,
+        process: &ProcessInfo,
+        previous: Option<&RuntimeInstance>,
+        stats: &mut CaptureStats,
+    ) -> Option<RuntimeInstance>;
+
+    /// `pid` exited: nothing of it may outlive it in the kernel.
+    fn exited(&mut self, pid: u32);
+
+    /// `pid` is forgotten: its per-process state goes.
+    fn evicted(&mut self, pid: u32);
+
+    /// Processes this runtime wants captured again at `now` (one that was starting): none by default.
+    fn due(&mut self, _now: Instant) -> Vec<u32> {
+        Vec::new()
+    }
+
+    /// The runtime's kernel program (`sonde_abi::names::runtime_programs` index), once a process
+    /// whose stacks need it was handed to the kernel.
+    fn program_needed(&self) -> Option<u32> {
+        None
+    }
+
+    /// The kernel announced `event` (a code object, a runtime frame) in `pid`, which runs this
+    /// runtime as `instance`: read what it names now, while it lives. False when the event is not
+    /// this runtime's.
+    fn announced(&mut self, _pid: u32, _instance: &RuntimeInstance, _event: &ProcEvent) -> bool {
+        false
+    }
+}
+
+/// The instance of type `T` that `process` runs under `name`, if any.
+pub(crate) fn instance_of<T: Send + Sync + 'static>(
+    process: &ProcessInfo,
+    name: &str,
+) -> Option<std::sync::Arc<T>> {
+    process
+        .runtime(name)
+        .and_then(|instance| instance.clone().downcast::<T>().ok())
+}
