@@ -28,8 +28,8 @@ const BTF_KIND_INT: u32 = 1;
 const BTF_KIND_ARRAY: u32 = 3;
 const BTF_KIND_STRUCT: u32 = 4;
 
-/// The `map_create` member of `union bpf_attr`, up to the BTF type ids (the kernel zero-fills the
-/// rest of a shorter attribute).
+/// The `map_create` member of `union bpf_attr`, up to the BTF type ids, every byte a field: the
+/// kernel refuses an attribute whose bytes past what it reads are not zero, and padding is not.
 #[repr(C, align(8))]
 #[derive(Default)]
 struct MapCreateAttr {
@@ -45,6 +45,7 @@ struct MapCreateAttr {
     btf_fd: u32,
     btf_key_type_id: u32,
     btf_value_type_id: u32,
+    btf_vmlinux_value_type_id: u32,
 }
 
 /// The `btf_load` member of `union bpf_attr`.
@@ -56,6 +57,7 @@ struct BtfLoadAttr {
     btf_size: u32,
     btf_log_size: u32,
     btf_log_level: u32,
+    btf_log_true_size: u32,
 }
 
 /// A hash of `K` to `V` that the kernel accepts in place of `UNWIND_PAGES`' template.
@@ -164,10 +166,10 @@ impl Btf {
         // Names, each NUL-terminated, at their offsets in the string section.
         const STRINGS: &[u8] = b"\0u8\0u32\0value\0key\0bytes\0";
         const U8: u32 = 1;
-        const U32: u32 = 5;
-        const VALUE: u32 = 9;
-        const KEY: u32 = 15;
-        const BYTES: u32 = 19;
+        const U32: u32 = 4;
+        const VALUE: u32 = 8;
+        const KEY: u32 = 14;
+        const BYTES: u32 = 18;
         let mut types = Vec::new();
         let mut put = |words: &[u32]| {
             for w in words {
@@ -218,24 +220,54 @@ impl Btf {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_blob_names_every_type_by_an_offset_in_its_string_section() {
-        let blob = Btf::for_map(KeyType::Struct(8), 4096);
+    /// The name at offset `at` of the blob's string section.
+    fn name(blob: &Btf, at: u32) -> String {
         let word = |at: usize| u32::from_ne_bytes(blob.bytes[at..at + 4].try_into().unwrap());
         let (types, strings) = (word(12) as usize, word(20) as usize);
-        assert_eq!(24 + types + strings, blob.bytes.len());
-        let section = &blob.bytes[24 + types..];
-        // The struct names (`value`, `key`) and the member name (`bytes`) start after a NUL.
-        for name in ["value", "key", "bytes", "u8", "u32"] {
-            let at = section
-                .windows(name.len() + 2)
-                .position(|w| {
-                    w[0] == 0 && &w[1..=name.len()] == name.as_bytes() && w[name.len() + 1] == 0
-                })
-                .unwrap_or_else(|| panic!("{name} missing"));
-            assert!(at + 1 < strings);
+        let section = &blob.bytes[24 + types..24 + types + strings];
+        let rest = &section[at as usize..];
+        let end = rest.iter().position(|b| *b == 0).unwrap();
+        String::from_utf8(rest[..end].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn every_type_and_member_is_named_by_its_own_name() {
+        let blob = Btf::for_map(KeyType::Struct(8), 4096);
+        let word = |at: usize| u32::from_ne_bytes(blob.bytes[at..at + 4].try_into().unwrap());
+        assert_eq!(24 + word(12) + word(20), blob.bytes.len() as u32);
+        // Type records from byte 24: name, info, size, then per kind.
+        let mut at = 24;
+        let mut names = Vec::new();
+        for _ in 0..6 {
+            let (name_off, info) = (word(at), word(at + 4));
+            names.push(name(&blob, name_off));
+            at += 12;
+            match info >> 24 {
+                BTF_KIND_INT => at += 4,
+                BTF_KIND_ARRAY => at += 12,
+                BTF_KIND_STRUCT => {
+                    names.push(name(&blob, word(at)));
+                    at += 12;
+                }
+                kind => panic!("kind {kind}"),
+            }
         }
+        assert_eq!(
+            names,
+            ["u8", "u32", "", "value", "bytes", "", "key", "bytes"]
+        );
         assert_eq!((blob.key_id, blob.value_id), (6, 4));
         assert_eq!(Btf::for_map(KeyType::U32, 16).key_id, 2);
+    }
+
+    #[test]
+    fn the_kernel_takes_both_kinds_of_inner_map() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "creating maps needs root");
+        let hash = hash::<u64, u64>(16, 1).expect("a BTF-typed hash");
+        let mut array = array::<[u8; 64]>(4).expect("a BTF-typed array");
+        array.set(3, [7; 64], 0).unwrap();
+        assert_eq!(array.get(&3, 0).unwrap(), [7; 64]);
+        drop(hash);
     }
 }

@@ -36,10 +36,8 @@ pub(super) struct Globals {
     preempt_state_bit: u64,
     pub(super) kernel_log: u32,
     test_fail_exec: u32,
-    python: u32,
-    go: u32,
-    java: u32,
-    v8: u32,
+    /// Each runtime's switch: its global and 1 when its kernel side is on.
+    runtimes: Vec<(&'static str, u32)>,
     task_fsbase_offset: u32,
     pub(super) vma_layout: sonde_abi::VmaLayout,
 }
@@ -68,11 +66,14 @@ impl Globals {
             preempt_state_bit: off.map_or(0, |(_, l)| u64::from(l.preempt_bit)),
             kernel_log: u32::from(kernel_log::wanted(options.kernel_log)),
             test_fail_exec: u32::from(test_fail_exec()),
-            python: u32::from(options.walks_python()),
-            go: u32::from(options.reads_go_labels()),
-            java: u32::from(options.walks_java()),
-            v8: u32::from(options.walks_node()),
-            task_fsbase_offset: if options.walks_python() || options.reads_go_labels() {
+            runtimes: options
+                .kernel_sides()
+                .map(|(side, on)| (side.global, u32::from(on)))
+                .collect(),
+            task_fsbase_offset: if options
+                .kernel_sides()
+                .any(|(side, on)| on && side.needs_thread_pointer)
+            {
                 fsbase_offset(vmlinux())
             } else {
                 0
@@ -103,12 +104,11 @@ impl Globals {
             .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true)
             .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
             .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
-            .override_global(globals::PYTHON, &self.python, true)
-            .override_global(globals::GO, &self.go, true)
-            .override_global(globals::JAVA, &self.java, true)
-            .override_global(globals::V8, &self.v8, true)
             .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true)
             .override_global(globals::VMA_LAYOUT, &self.vma_layout, true);
+        for (global, on) in &self.runtimes {
+            loader.override_global(global, on, true);
+        }
     }
 }
 

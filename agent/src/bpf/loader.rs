@@ -150,19 +150,12 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     };
     loader.map_max_entries(names::FILE_TABLES, file_tables);
     loader.map_max_entries(names::VMA_MAPPINGS, vma_processes);
-    if !options.walks_python() {
-        loader.map_max_entries(names::PY_PROCS, 1);
-        loader.map_max_entries(names::PY_THREADS, 1);
-    }
-    if !options.reads_go_labels() {
-        loader.map_max_entries(names::GO_PROCS, 1);
-        loader.map_max_entries(names::GO_LABELS, 1);
-    }
-    if !options.walks_java() {
-        loader.map_max_entries(names::HS_PROCS, 1);
-    }
-    if !options.walks_node() {
-        loader.map_max_entries(names::V8_PROCS, 1);
+    for (side, on) in options.kernel_sides() {
+        if !on {
+            for map in std::iter::once(&side.procs_map).chain(side.other_maps) {
+                loader.map_max_entries(map, 1);
+            }
+        }
     }
     globals.set(&mut loader);
     let mut ebpf = loader.load(OBJECT).map_err(|source| {
@@ -206,24 +199,18 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         Some(_) => Some(sampling_maps(&mut ebpf)?),
         None => None,
     };
-    let runtime_maps = RuntimeMaps {
-        python: match options.walks_python() {
-            true => Some(take_map(&mut ebpf, names::PY_PROCS)?),
-            false => None,
-        },
-        go: match options.reads_go_labels() {
-            true => Some(take_map(&mut ebpf, names::GO_PROCS)?),
-            false => None,
-        },
-        java: match options.walks_java() {
-            true => Some(take_map(&mut ebpf, names::HS_PROCS)?),
-            false => None,
-        },
-        node: match options.walks_node() {
-            true => Some(take_map(&mut ebpf, names::V8_PROCS)?),
-            false => None,
-        },
-    };
+    let mut runtime_maps = RuntimeMaps::default();
+    for (side, on) in options.kernel_sides() {
+        if on {
+            let map = ebpf.take_map(side.procs_map).ok_or_else(|| BpfError::Map {
+                map: side.procs_map.into(),
+                source: aya::maps::MapError::InvalidName {
+                    name: side.procs_map.into(),
+                },
+            })?;
+            runtime_maps.0.push((side.runtime, map));
+        }
+    }
     // The attached programs dispatch to the walking programs through these arrays; the native
     // ones go in now, before anything is attached, the runtimes' on demand.
     let mut on_cpu_programs: Option<ProgramArray<MapData>> = match options.frequency_hz {

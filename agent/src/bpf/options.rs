@@ -5,6 +5,7 @@ use std::time::Duration;
 use sonde_abi::OffCpuKind;
 
 use super::unwind_maps::UnwindMode;
+use crate::runtimes::{registry::KERNEL_SIDES, seam::KernelSide};
 
 /// Off-CPU tracking settings.
 #[derive(Clone, Copy, Debug)]
@@ -45,19 +46,13 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    pub(super) fn walks_python(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Python)
+    /// Whether the kernel side of a runtime is on: the runtime is, and the walk it needs runs.
+    pub(super) fn runs(&self, side: &KernelSide) -> bool {
+        self.runtimes.has(side.runtime) && !(side.needs_tables && self.unwind == UnwindMode::Fp)
     }
 
-    pub(super) fn reads_go_labels(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Go)
-    }
-
-    pub(super) fn walks_java(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Java) && self.unwind != UnwindMode::Fp
-    }
-
-    pub(super) fn walks_node(&self) -> bool {
-        self.runtimes.has(crate::runtimes::Runtime::Node) && self.unwind != UnwindMode::Fp
+    /// The runtimes' kernel sides, each with whether it is on.
+    pub(super) fn kernel_sides(&self) -> impl Iterator<Item = (&'static KernelSide, bool)> + '_ {
+        KERNEL_SIDES.iter().map(|side| (side, self.runs(side)))
     }
 }

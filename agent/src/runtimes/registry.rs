@@ -4,26 +4,83 @@
 
 use std::sync::{Arc, Mutex};
 
-use aya::maps::{HashMap, MapData};
-use sonde_abi::{go::GoProc, hotspot::HsProc, names, python::PyProc, v8::V8Proc};
+use aya::maps::{HashMap, Map, MapData};
+use sonde_abi::names::{self, globals};
 
 use super::{
-    go::capture::GoCapture, hotspot::JavaNames, hotspot::capture::JavaCapture, publish::Publisher,
-    python::PythonNames, python::capture::PythonCapture, seam::RuntimeCapture, v8::V8Names,
+    Runtime,
+    go::capture::GoCapture,
+    hotspot::JavaNames,
+    hotspot::capture::JavaCapture,
+    publish::Publisher,
+    python::PythonNames,
+    python::capture::PythonCapture,
+    seam::{KernelSide, RuntimeCapture},
+    v8::V8Names,
     v8::capture::NodeCapture,
 };
 
-/// The kernel maps the loader took for the runtimes whose kernel side is on (None: off).
+/// Each runtime's kernel side, in `--runtimes` order.
+pub(crate) const KERNEL_SIDES: [KernelSide; 4] = [
+    // CPython: walks its frames after the native ones (`unwind/python.rs`).
+    KernelSide {
+        runtime: Runtime::Python,
+        procs_map: names::PY_PROCS,
+        other_maps: &[names::PY_THREADS],
+        global: globals::PYTHON,
+        needs_tables: false,
+        needs_thread_pointer: true,
+    },
+    // Go: copies the sampled goroutine's labels (`go_labels.rs`); its frames are native.
+    KernelSide {
+        runtime: Runtime::Go,
+        procs_map: names::GO_PROCS,
+        other_maps: &[names::GO_LABELS],
+        global: globals::GO,
+        needs_tables: false,
+        needs_thread_pointer: true,
+    },
+    // HotSpot: steps Java frames in place (`unwind/hotspot.rs`).
+    KernelSide {
+        runtime: Runtime::Java,
+        procs_map: names::HS_PROCS,
+        other_maps: &[],
+        global: globals::JAVA,
+        needs_tables: true,
+        needs_thread_pointer: false,
+    },
+    // V8: steps JavaScript frames in place (`unwind/v8.rs`).
+    KernelSide {
+        runtime: Runtime::Node,
+        procs_map: names::V8_PROCS,
+        other_maps: &[],
+        global: globals::V8,
+        needs_tables: true,
+        needs_thread_pointer: false,
+    },
+];
+
+/// The per-process settings maps the loader took for the runtimes whose kernel side is on, by
+/// runtime; each runtime's capture types its own.
 #[derive(Default)]
-pub(crate) struct RuntimeMaps {
-    /// `PY_PROCS`, when Python frames are walked.
-    pub(crate) python: Option<HashMap<MapData, u32, PyProc>>,
-    /// `GO_PROCS`, when goroutine labels are read.
-    pub(crate) go: Option<HashMap<MapData, u32, GoProc>>,
-    /// `HS_PROCS`, when Java frames are walked.
-    pub(crate) java: Option<HashMap<MapData, u32, HsProc>>,
-    /// `V8_PROCS`, when JavaScript frames are walked.
-    pub(crate) node: Option<HashMap<MapData, u32, V8Proc>>,
+pub(crate) struct RuntimeMaps(pub(crate) Vec<(Runtime, Map)>);
+
+impl RuntimeMaps {
+    /// The map of `runtime` as the hash it is, if its kernel side is on.
+    fn take<V: aya::Pod>(&mut self, runtime: Runtime) -> Option<HashMap<MapData, u32, V>> {
+        let at = self.0.iter().position(|(r, _)| *r == runtime)?;
+        let (_, map) = self.0.swap_remove(at);
+        match HashMap::try_from(map) {
+            Ok(map) => Some(map),
+            Err(err) => {
+                tracing::warn!(
+                    runtime = runtime.name(),
+                    "its settings map is not the hash it should be ({err}): the runtime is off"
+                );
+                None
+            }
+        }
+    }
 }
 
 /// The symbolizer's caches of what the kernel announces, which captures fill while objects live.
@@ -36,27 +93,27 @@ pub(crate) struct NameCaches {
 
 /// The captures of the runtimes whose kernel side the loader set up: a runtime whose map is absent
 /// (off, or not walkable with `--unwind fp`) is not looked for.
-pub(crate) fn captures(maps: RuntimeMaps, caches: &NameCaches) -> Vec<Box<dyn RuntimeCapture>> {
+pub(crate) fn captures(mut maps: RuntimeMaps, caches: &NameCaches) -> Vec<Box<dyn RuntimeCapture>> {
     let mut all: Vec<Box<dyn RuntimeCapture>> = Vec::new();
-    if let Some(map) = maps.python {
+    if let Some(map) = maps.take(Runtime::Python) {
         let publisher = Publisher::new(map, names::PY_PROCS, "Python");
         all.push(Box::new(PythonCapture::new(
             Some(publisher),
             caches.python.clone(),
         )));
     }
-    if let Some(map) = maps.go {
+    if let Some(map) = maps.take(Runtime::Go) {
         let publisher = Publisher::new(map, names::GO_PROCS, "Go");
         all.push(Box::new(GoCapture::new(publisher)));
     }
-    if let Some(map) = maps.java {
+    if let Some(map) = maps.take(Runtime::Java) {
         let publisher = Publisher::new(map, names::HS_PROCS, "Java");
         all.push(Box::new(JavaCapture::new(
             Some(publisher),
             caches.java.clone(),
         )));
     }
-    if let Some(map) = maps.node {
+    if let Some(map) = maps.take(Runtime::Node) {
         let publisher = Publisher::new(map, names::V8_PROCS, "Node.js");
         all.push(Box::new(NodeCapture::new(
             Some(publisher),
@@ -73,7 +130,6 @@ pub(crate) fn captures_without_kernel(
     on: super::Runtimes,
     caches: &NameCaches,
 ) -> Vec<Box<dyn RuntimeCapture>> {
-    use super::Runtime;
     let mut all: Vec<Box<dyn RuntimeCapture>> = Vec::new();
     if on.has(Runtime::Python) {
         all.push(Box::new(PythonCapture::new(None, caches.python.clone())));

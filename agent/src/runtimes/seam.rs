@@ -53,6 +53,24 @@ pub(crate) trait RuntimeCapture: Send {
     }
 }
 
+/// What a runtime's kernel side is, for the loader to size, switch and hand over without naming
+/// any runtime.
+pub(crate) struct KernelSide {
+    /// The runtime (`--runtimes`).
+    pub(crate) runtime: super::Runtime,
+    /// Its per-process settings map, handed to its capture (`PY_PROCS`, ...).
+    pub(crate) procs_map: &'static str,
+    /// Other maps only it uses, shrunk to one entry when it is off.
+    pub(crate) other_maps: &'static [&'static str],
+    /// The read-only global that turns its kernel code on (pruned by the verifier when 0).
+    pub(crate) global: &'static str,
+    /// Whether it steps frames in place among native ones, which needs the unwind tables' walk
+    /// (off with `--unwind fp`).
+    pub(crate) needs_tables: bool,
+    /// Whether its kernel code reads the thread pointer from the task (the fs base on x86_64).
+    pub(crate) needs_thread_pointer: bool,
+}
+
 /// The instance of type `T` that `process` runs under `name`, if any.
 pub(crate) fn instance_of<T: Send + Sync + 'static>(
     process: &ProcessInfo,
