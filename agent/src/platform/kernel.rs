@@ -272,6 +272,33 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_feature_as_declared_here() {
+        let readme = include_str!("../../../README.md");
+        let section = readme.split("## Kernels").nth(1).expect("a Kernels section");
+        let rows: Vec<Vec<&str>> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| feature |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let declared: Vec<Vec<String>> = Feature::ALL
+            .iter()
+            .map(|f| {
+                let since = f.since().replacen(" with ", ", `", 1);
+                let since = if since.contains('`') { since + "`" } else { since };
+                let required = if f.without().is_none() { "yes" } else { "no" };
+                vec![format!("`{}`", f.name()), since, required.to_owned()]
+            })
+            .collect();
+        let listed: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| r[..3].iter().map(|c| (*c).to_owned()).collect())
+            .collect();
+        assert_eq!(listed, declared);
+    }
+
+    #[test]
     fn the_running_kernel_is_probed_as_having_what_sonde_needs() {
         // The test machine's kernel (6.18) has every feature; the VM test covers older ones.
         // SAFETY: geteuid has no preconditions.
