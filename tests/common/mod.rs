@@ -15,6 +15,7 @@ pub mod node;
 pub mod otlp;
 pub mod pod;
 pub mod python;
+pub mod vm;
 
 use std::{
     collections::HashMap,

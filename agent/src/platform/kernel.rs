@@ -274,7 +274,10 @@ mod tests {
     #[test]
     fn the_readme_lists_every_feature_as_declared_here() {
         let readme = include_str!("../../../README.md");
-        let section = readme.split("## Kernels").nth(1).expect("a Kernels section");
+        let section = readme
+            .split("## Kernels")
+            .nth(1)
+            .expect("a Kernels section");
         let rows: Vec<Vec<&str>> = section
             .lines()
             .skip_while(|l| !l.starts_with("| feature |"))
@@ -286,7 +289,11 @@ mod tests {
             .iter()
             .map(|f| {
                 let since = f.since().replacen(" with ", ", `", 1);
-                let since = if since.contains('`') { since + "`" } else { since };
+                let since = if since.contains('`') {
+                    since + "`"
+                } else {
+                    since
+                };
                 let required = if f.without().is_none() { "yes" } else { "no" };
                 vec![format!("`{}`", f.name()), since, required.to_owned()]
             })

@@ -105,6 +105,33 @@ impl<P: ProcessCache> Default for FrameNames<P> {
     }
 }
 
+impl<P: ProcessCache> FrameNames<P>
+where
+    P::Runtime: Send + Sync + 'static,
+{
+    /// Reads the frame a kernel announcement (`proc_event::RUNTIME_FRAME`) names, when it is of
+    /// this runtime (`unpack` says) and `instance` is its runtime: the captures' `announced`.
+    pub(crate) fn announced(
+        names: &std::sync::Mutex<Self>,
+        pid: u32,
+        instance: &crate::process::RuntimeInstance,
+        event: &sonde_abi::ProcEvent,
+        unpack: fn(u64, u64) -> Option<RuntimeFrame>,
+    ) -> bool {
+        let frame = match event.kind {
+            sonde_abi::proc_event::RUNTIME_FRAME => unpack(event.address, event.data),
+            _ => None,
+        };
+        let (Some(frame), Some(runtime)) = (frame, super::seam::typed::<P::Runtime>(instance))
+        else {
+            return false;
+        };
+        let mut names = names.lock().expect("runtime frame names lock");
+        names.preload(pid, &runtime, frame);
+        true
+    }
+}
+
 impl<P: ProcessCache> FrameNames<P> {
     /// The cache of `pid` running `runtime`, started over after an exec or beyond its budget.
     fn process(&mut self, pid: u32, runtime: &Arc<P::Runtime>) -> &mut Process<P> {

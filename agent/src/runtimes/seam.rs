@@ -76,7 +76,12 @@ pub(crate) fn instance_of<T: Send + Sync + 'static>(
     process: &ProcessInfo,
     name: &str,
 ) -> Option<std::sync::Arc<T>> {
-    process
-        .runtime(name)
-        .and_then(|instance| instance.clone().downcast::<T>().ok())
+    process.runtime(name).and_then(typed)
+}
+
+/// `instance` as the runtime's own type `T`, if it is one.
+pub(crate) fn typed<T: Send + Sync + 'static>(
+    instance: &RuntimeInstance,
+) -> Option<std::sync::Arc<T>> {
+    instance.clone().downcast::<T>().ok()
 }

@@ -17,12 +17,15 @@ use std::{
 
 use std::sync::Mutex;
 
-use sonde_abi::{ProcEvent, hotspot::HsProc, names::runtime_programs, proc_event};
+use sonde_abi::{ProcEvent, hotspot::HsProc, names::runtime_programs};
 
 use super::{HotspotError, JavaNames, Jvm, detect::detect};
 use crate::{
     process::{CaptureStats, ProcessInfo, RuntimeInstance, is_gone, warn_once},
-    runtimes::{publish::Publisher, seam::RuntimeCapture},
+    runtimes::{
+        publish::Publisher,
+        seam::{RuntimeCapture, typed},
+    },
 };
 
 /// The runtime's name (`--runtimes java`).
@@ -192,7 +195,7 @@ impl RuntimeCapture for JavaCapture {
         previous: Option<&RuntimeInstance>,
         stats: &mut CaptureStats,
     ) -> Option<RuntimeInstance> {
-        let previous = previous.and_then(|p| p.clone().downcast::<Jvm>().ok());
+        let previous = previous.and_then(typed::<Jvm>);
         let jvm = self.detect(
             process.pid,
             &process.name,
@@ -237,18 +240,8 @@ impl RuntimeCapture for JavaCapture {
     }
 
     fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
-        let frame = match event.kind {
-            proc_event::RUNTIME_FRAME => {
-                sonde_abi::hotspot::unpack_frame(event.address, event.data)
-            }
-            _ => None,
-        };
-        let (Some(frame), Ok(jvm)) = (frame, instance.clone().downcast::<Jvm>()) else {
-            return false;
-        };
-        let mut names = self.names.lock().expect("java names lock");
-        names.preload(pid, &jvm, frame);
-        true
+        let unpack = sonde_abi::hotspot::unpack_frame;
+        JavaNames::announced(&self.names, pid, instance, event, unpack)
     }
 }
 

@@ -12,7 +12,10 @@ use sonde_abi::{ProcEvent, proc_event, python::PyProc};
 use super::{PythonNames, detect::Interpreter};
 use crate::{
     process::{CaptureStats, ProcessInfo, RuntimeInstance, is_gone, warn_once},
-    runtimes::{publish::Publisher, seam::RuntimeCapture},
+    runtimes::{
+        publish::Publisher,
+        seam::{RuntimeCapture, typed},
+    },
 };
 
 /// The runtime's name (`--runtimes python`).
@@ -99,7 +102,7 @@ impl RuntimeCapture for PythonCapture {
         previous: Option<&RuntimeInstance>,
         stats: &mut CaptureStats,
     ) -> Option<RuntimeInstance> {
-        let previous = previous.and_then(|p| p.clone().downcast::<Interpreter>().ok());
+        let previous = previous.and_then(typed::<Interpreter>);
         // Captured again after new code was mapped: the same interpreter, and the code objects read
         // through it (announced once, and gone with the process if it exits).
         let found = self.detect(process, stats).map(|found| match &previous {
@@ -130,7 +133,7 @@ impl RuntimeCapture for PythonCapture {
         if event.kind != proc_event::PYTHON_CODE {
             return false;
         }
-        if let Ok(interpreter) = instance.clone().downcast::<Interpreter>() {
+        if let Some(interpreter) = typed::<Interpreter>(instance) {
             let mut names = self.names.lock().expect("python names lock");
             names.read_code(pid, &interpreter, event.address);
         }

@@ -8,12 +8,15 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sonde_abi::{ProcEvent, names::runtime_programs, proc_event, v8::V8Proc};
+use sonde_abi::{ProcEvent, names::runtime_programs, v8::V8Proc};
 
 use super::{Node, V8Names, detect::detect, layout::Layout};
 use crate::{
     process::{CaptureStats, ProcessInfo, RuntimeInstance},
-    runtimes::{publish::Publisher, seam::RuntimeCapture},
+    runtimes::{
+        publish::Publisher,
+        seam::{RuntimeCapture, typed},
+    },
 };
 
 /// The runtime's name (`--runtimes node`).
@@ -109,7 +112,7 @@ impl RuntimeCapture for NodeCapture {
         previous: Option<&RuntimeInstance>,
         stats: &mut CaptureStats,
     ) -> Option<RuntimeInstance> {
-        let previous = previous.and_then(|p| p.clone().downcast::<Node>().ok());
+        let previous = previous.and_then(typed::<Node>);
         let node = self.detect(
             process.pid,
             &process.name,
@@ -136,15 +139,7 @@ impl RuntimeCapture for NodeCapture {
     }
 
     fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
-        let frame = match event.kind {
-            proc_event::RUNTIME_FRAME => sonde_abi::v8::unpack_frame(event.address, event.data),
-            _ => None,
-        };
-        let (Some(frame), Ok(node)) = (frame, instance.clone().downcast::<Node>()) else {
-            return false;
-        };
-        let mut names = self.names.lock().expect("v8 names lock");
-        names.preload(pid, &node, frame);
-        true
+        let unpack = sonde_abi::v8::unpack_frame;
+        V8Names::announced(&self.names, pid, instance, event, unpack)
     }
 }

@@ -1,0 +1,213 @@
+//! Debian's cloud kernels of three releases, booted under QEMU with sonde and the workloads inside:
+//! what sonde does on each is asserted with the host tests' own helpers. Supported kernels give
+//! real profiles (a CPU split walked by frame pointers and by tables, an off-CPU split, the daemon's
+//! windows, a Go program's named frames); kernels below the agent's floor get one clear refusal.
+
+use crate::common;
+use common::{go::assert_go_stacks, vm::Guest, *};
+
+/// What sonde must do on a kernel family (`major.minor` of `uname -r`). Lowering the agent's floor
+/// changes this table only.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Expect {
+    /// Every scenario records and its profile is right.
+    Profiles,
+    /// Every `sonde record` exits 1 naming the floor and the running kernel.
+    Refusal,
+}
+
+const EXPECTATIONS: &[(&str, Expect)] = &[
+    // No bpf_loop (Linux 5.17) for the kernel's unwinder.
+    ("5.10", Expect::Refusal),
+    ("6.1", Expect::Profiles),
+    ("6.12", Expect::Profiles),
+];
+
+/// The text of sonde's refusal on a kernel below its floor.
+const FLOOR_MESSAGE: &str = "sonde needs Linux 6.1 or later";
+
+#[test]
+fn debian_11_5_10() {
+    check("bullseye", "5.10");
+}
+
+#[test]
+fn debian_12_6_1() {
+    check("bookworm", "6.1");
+}
+
+#[test]
+fn debian_13_6_12() {
+    check("trixie", "6.12");
+}
+
+/// Boots `release`'s newest cloud kernel, checks it is of `family`, and asserts what the table says
+/// sonde must do there.
+fn check(release: &str, family: &str) {
+    require_root();
+    let guest = common::vm::boot_release(release);
+    let running = guest
+        .uname
+        .splitn(3, '.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".");
+    assert_eq!(
+        running, family,
+        "Debian {release}'s cloud kernel is {} now: update this test's kernel families",
+        guest.uname
+    );
+    let expect = EXPECTATIONS
+        .iter()
+        .find(|(f, _)| *f == family)
+        .map(|(_, e)| *e)
+        .unwrap_or_else(|| panic!("no expectation for Linux {family}"));
+    eprintln!(
+        "vm: {release}: {} {} (uname -r {}): expecting {expect:?}",
+        guest.kernel.package, guest.kernel.version, guest.uname
+    );
+    match expect {
+        Expect::Profiles => profiles(&guest),
+        Expect::Refusal => refusal(&guest),
+    }
+}
+
+/// Below the floor: each `sonde record` (and `sonde run`) exits 1 with one error, naming the floor
+/// and `uname -r`, before it tries a kernel program the kernel cannot load.
+fn refusal(guest: &Guest) {
+    for name in ["cpu_fp", "cpu_tables", "go", "offcpu", "daemon"] {
+        let stderr = guest.stderr(name);
+        assert_eq!(
+            guest.status(name),
+            1,
+            "{name}: sonde on {} should exit 1; stderr:\n{stderr}",
+            guest.uname
+        );
+        assert!(
+            stderr.contains(FLOOR_MESSAGE) && stderr.contains(&guest.uname),
+            "{name}: sonde's error on {} does not name {FLOOR_MESSAGE:?} and the kernel:\n{stderr}",
+            guest.uname
+        );
+        let errors = stderr.lines().filter(|l| l.contains("error")).count();
+        assert_eq!(errors, 1, "{name}: one error expected:\n{stderr}");
+    }
+}
+
+/// A supported kernel: every scenario gave its profile.
+fn profiles(guest: &Guest) {
+    // Every scenario's outcome first, so one failing run shows them all.
+    let failed: Vec<String> = ["cpu_fp", "cpu_tables", "go", "offcpu", "daemon"]
+        .iter()
+        .filter(|n| guest.status(n) != 0)
+        .map(|n| format!("{n} exited {}:\n{}", guest.status(n), guest.stderr(n)))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "sonde failed on {} ({} {}):\n{}",
+        guest.uname,
+        guest.kernel.package,
+        guest.kernel.version,
+        failed.join("\n")
+    );
+    cpu_split(guest, "cpu_fp");
+    cpu_split(guest, "cpu_tables");
+    offcpu(guest);
+    go_named(guest);
+    daemon(guest);
+}
+
+/// `cpu_split`'s 50/30/20 within 5 points, ≥90% of its samples under `main`.
+fn cpu_split(guest: &Guest, name: &str) {
+    guest.assert_ok(name);
+    let pid = guest.pid(name);
+    let summary = guest.boot.text(&format!("{name}.json"));
+    let samples = resolve(&read_pprof(&guest.dir.join(format!("{name}.pb.gz"))));
+    let context = format!("{name} on {}\n{summary}", guest.uname);
+    let all = assert_cpu_split(&samples, pid, &context);
+    // A few seconds at 99 Hz: a profile of a handful of samples would pass the shares by luck.
+    assert!(all >= 100.0, "only {all} samples\n{context}");
+    let to_main = share_reaching(&samples, pid, "", "main", 0);
+    assert!(
+        to_main >= 0.9,
+        "{name}: only {:.1}% of the samples reach main\n{context}",
+        to_main * 100.0
+    );
+}
+
+/// `offcpu_sleep`'s 2:1 split, and (nearly) no voluntary off-CPU time of the busy loop beside it.
+fn offcpu(guest: &Guest) {
+    guest.assert_ok("offcpu");
+    let (pid, busy) = (guest.pid("offcpu"), guest.pid("offcpu.busy"));
+    let summary = guest.boot.text("offcpu.json");
+    let samples = resolve(&read_pprof(&guest.dir.join("offcpu.pb.gz")));
+    assert_sleep_split(
+        &samples,
+        pid,
+        &format!("offcpu on {}\n{summary}", guest.uname),
+    );
+    let busy_ns = total(&samples, busy, 0) as f64;
+    assert!(
+        busy_ns < 0.02 * 4e9,
+        "busy loop shows {:.3} s of voluntary off-CPU time",
+        busy_ns / 1e9
+    );
+}
+
+/// The stripped Go workload: its burners named from its own `.gopclntab`, its stacks named and
+/// rooted.
+fn go_named(guest: &Guest) {
+    guest.assert_ok("go");
+    let pid = guest.pid("go");
+    let summary = guest.boot.text("go.json");
+    let samples = resolve(&read_pprof(&guest.dir.join("go.pb.gz")));
+    for burner in ["main.burnA", "main.burnB", "main.burnC"] {
+        assert!(
+            inclusive(&samples, pid, burner, 0) > 0,
+            "no {burner} frames on {}\n{summary}",
+            guest.uname
+        );
+    }
+    let mine: Vec<Resolved> = samples
+        .into_iter()
+        .filter(|s| s.pid == i64::from(pid))
+        .collect();
+    assert_go_stacks("go_split", &mine, &summary);
+}
+
+/// `sonde run` wrote windows: index entries whose profiles hold the workload's samples.
+fn daemon(guest: &Guest) {
+    guest.assert_ok("daemon");
+    let data = guest.dir.join("data");
+    let index = std::fs::read_to_string(data.join("index.jsonl")).unwrap_or_else(|e| {
+        panic!(
+            "sonde run wrote no index.jsonl on {} ({e}); stderr:\n{}",
+            guest.uname,
+            guest.stderr("daemon")
+        )
+    });
+    let entries: Vec<serde_json::Value> = index
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!entries.is_empty(), "index.jsonl has no entries");
+    let pid = guest.pid("daemon");
+    let mine: Vec<&serde_json::Value> = entries
+        .iter()
+        .filter(|e| e["tags"]["process.pid"] == serde_json::json!(pid.to_string()))
+        .collect();
+    let samples: Vec<Resolved> = mine
+        .iter()
+        .flat_map(|e| resolve(&read_indexed(&data, e)))
+        .collect();
+    eprintln!(
+        "daemon on {}: {} index entries, {} of the workload with {} samples",
+        guest.uname,
+        entries.len(),
+        mine.len(),
+        total(&samples, pid, 0)
+    );
+    assert!(
+        inclusive(&samples, pid, "burn_fifty", 0) > 0,
+        "no window holds the workload's burn_fifty samples\n{index}"
+    );
+}
