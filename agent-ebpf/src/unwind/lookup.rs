@@ -27,8 +27,13 @@ const MAPPING_MASK: u32 = MAX_EXEC_MAPPINGS as u32 - 1;
 pub fn mapping(procs: &ProcMappings, addr: u64, hint: &mut u32) -> Option<ExecMapping> {
     let count = procs.count.min(MAX_EXEC_MAPPINGS as u32);
     let at = |i: u32| procs.mappings.get((i & MAPPING_MASK) as usize).copied();
-    if *hint < count {
-        let m = at(*hint)?;
+    // Masked after a volatile read, so the mask stays in the program: from `hint < count <= 256`
+    // the compiler would drop it as a no-op, and Linux 6.1's verifier learns no bound from a
+    // comparison of two registers (6.12's does), so the index looked unbounded there.
+    // SAFETY: `hint` is a valid, exclusive reference.
+    let hinted = unsafe { core::ptr::read_volatile(hint) } & MAPPING_MASK;
+    if hinted < count {
+        let m = at(hinted)?;
         if m.start <= addr && addr < m.end {
             return Some(m);
         }
