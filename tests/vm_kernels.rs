@@ -6,8 +6,9 @@
 use crate::common;
 use common::{go::assert_go_stacks, vm::Guest, *};
 
-/// What sonde must do on a kernel family (`major.minor` of `uname -r`). Lowering the agent's floor
-/// changes this table only.
+/// What sonde must do on a kernel family (`major.minor` of `uname -r`): the README's table of
+/// kernels (its `kernels` block), so the table users read is the one this test checks. Lowering the
+/// agent's floor changes that table only.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Expect {
     /// Every scenario records and its profile is right.
@@ -16,12 +17,49 @@ enum Expect {
     Refusal,
 }
 
-const EXPECTATIONS: &[(&str, Expect)] = &[
-    // No bpf_loop (Linux 5.17) for the kernel's unwinder.
-    ("5.10", Expect::Refusal),
-    ("6.1", Expect::Profiles),
-    ("6.12", Expect::Profiles),
-];
+/// One row of the README's kernel table: the family, each feature with whether the kernel has it,
+/// and what sonde does there.
+struct Row {
+    features: Vec<(String, bool)>,
+    expect: Expect,
+}
+
+/// The README's row for kernel family `family` (`5.10`).
+fn readme_row(family: &str) -> Row {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let block = readme
+        .split_once("```kernels")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("README.md has a ```kernels block");
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let mut lines = block.lines().filter(|l| l.starts_with('|'));
+    let header = cells(lines.next().expect("a header row"));
+    let row = lines
+        .skip(1)
+        .map(cells)
+        .find(|r| r[0].ends_with(&format!(", {family}")))
+        .unwrap_or_else(|| panic!("README's kernel table has no row for Linux {family}"));
+    let last = header.len() - 1;
+    assert_eq!(header[last], "sonde", "{header:?}");
+    let features = header[1..last]
+        .iter()
+        .zip(&row[1..last])
+        .map(|(name, has)| (name.clone(), has == "yes"))
+        .collect();
+    let expect = match row[last].as_str() {
+        "runs" => Expect::Profiles,
+        "refused" => Expect::Refusal,
+        other => panic!("README's kernel table says `{other}` for Linux {family}"),
+    };
+    Row { features, expect }
+}
 
 /// The text of sonde's refusal on a kernel below its floor.
 const FLOOR_MESSAGE: &str = "sonde needs Linux 6.1 or later";
@@ -57,19 +95,88 @@ fn check(release: &str, family: &str) {
         "Debian {release}'s cloud kernel is {} now: update this test's kernel families",
         guest.uname
     );
-    let expect = EXPECTATIONS
-        .iter()
-        .find(|(f, _)| *f == family)
-        .map(|(_, e)| *e)
-        .unwrap_or_else(|| panic!("no expectation for Linux {family}"));
+    let row = readme_row(family);
+    let expect = row.expect;
     eprintln!(
         "vm: {release}: {} {} (uname -r {}): expecting {expect:?}",
         guest.kernel.package, guest.kernel.version, guest.uname
     );
     match expect {
-        Expect::Profiles => profiles(&guest),
-        Expect::Refusal => refusal(&guest),
+        Expect::Profiles => {
+            profiles(&guest);
+            features_reported(&guest, &row);
+            costs(&guest);
+        }
+        Expect::Refusal => {
+            refusal(&guest);
+            features_missing(&guest, &row);
+        }
     }
+}
+
+/// What sonde reported of the kernel's features (`kernel_feature`) is the README's row.
+fn features_reported(guest: &Guest, row: &Row) {
+    let summary = guest.boot.text("cpu_tables.json");
+    let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    for (feature, has) in &row.features {
+        let key = format!("{feature}/{}", guest.uname);
+        let reported = &json["figures"]["kernel_feature"][&key];
+        assert_eq!(
+            reported.as_f64(),
+            Some(if *has { 1.0 } else { 0.0 }),
+            "README says {feature} is {} on {}; sonde reported {reported}",
+            if *has { "there" } else { "missing" },
+            guest.uname
+        );
+    }
+}
+
+/// The features sonde's refusal names as missing are the README's required ones marked `no`.
+fn features_missing(guest: &Guest, row: &Row) {
+    let stderr = guest.stderr("cpu_fp");
+    let lacks = stderr
+        .split_once(" lacks ")
+        .map(|(_, rest)| rest.split(". ").next().unwrap_or(rest))
+        .unwrap_or_else(|| panic!("the refusal names no missing feature:\n{stderr}"));
+    let named: Vec<&str> = lacks
+        .split(", ")
+        .map(|f| f.split(" (").next().unwrap_or(f))
+        .collect();
+    for name in &named {
+        let listed = row.features.iter().find(|(f, _)| f == name);
+        assert_eq!(
+            listed.map(|(_, has)| *has),
+            Some(false),
+            "sonde says {} lacks {name}; the README's row says otherwise",
+            guest.uname
+        );
+    }
+    assert!(!named.is_empty(), "{stderr}");
+}
+
+/// The kernel side's cost on this kernel, printed for the record (emulated CPUs: compare kernels
+/// with each other, not with the host): verified instructions of the walking programs and the
+/// per-sample run time by walk path.
+fn costs(guest: &Guest) {
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&guest.boot.text(&format!("{name}.json"))).unwrap()
+    };
+    let (fp, tables, off) = (read("cpu_fp"), read("cpu_tables"), read("offcpu"));
+    let verified = |v: &serde_json::Value, program: &str| {
+        v["figures"]["bpf_program_verified_instructions"][program].clone()
+    };
+    let p50 = |v: &serde_json::Value, path: &str| {
+        v["figures"]["oncpu_sample_nanoseconds"][format!("{path}/p50")].clone()
+    };
+    eprintln!(
+        "vm cost on {}: verified instructions sonde_on_cpu_native {} (tables) / {} (fp), sonde_off_cpu_native {}; ns per sample p50 tables {} fp {}",
+        guest.uname,
+        verified(&tables, "sonde_on_cpu_native"),
+        verified(&fp, "sonde_on_cpu_native"),
+        verified(&off, "sonde_off_cpu_native"),
+        p50(&tables, "tables"),
+        p50(&fp, "frame_pointers"),
+    );
 }
 
 /// Below the floor: each `sonde record` (and `sonde run`) exits 1 with one error, naming the floor
