@@ -37,7 +37,7 @@ pub fn sample<const WALKER: u32>(ctx: &PerfEventContext) -> Result<(), Failed> {
     let labels = crate::go_labels::of_sample::<WALKER>(tgid);
     // SAFETY: perf_event programs may read their context's saved registers.
     let interrupted = unsafe { &(*ctx.ctx).regs };
-    let in_user_mode = regs::is_user_mode(interrupted.cs);
+    let in_user_mode = regs::is_user_mode(interrupted);
     let user = if in_user_mode {
         Some(regs::from_pt_regs(interrupted))
     } else {

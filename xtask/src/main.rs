@@ -1,6 +1,7 @@
 //! `cargo xtask`: setup of the build toolchain, test and benchmark orchestration.
 
 mod bench;
+mod build;
 mod deb;
 mod fuzz;
 mod image;
@@ -51,6 +52,8 @@ enum Task {
     /// Check the code's own `use` lines: no import circle anywhere, no import running up the agent's
     /// layers (ARCHITECTURE.md); the tests run the same check.
     Layers,
+    /// Build sonde, for this machine or cross-compiled (`--target aarch64-unknown-linux-gnu`).
+    Build(build::BuildArgs),
     /// Measure sonde's overhead against perf and bpftrace in one run.
     Bench(bench::BenchArgs),
     /// Run every cargo-fuzz target of fuzz/ for a fixed time; print executions per second and coverage.
@@ -103,6 +106,7 @@ fn main() -> anyhow::Result<()> {
             Err(err).with_context(|| format!("running {}", sonde.display()))
         }
         Task::Layers => layers::check(&util::root()),
+        Task::Build(args) => build::run_build(&args),
         Task::Fuzz(args) => fuzz::run_all(&args),
         Task::Image(args) => image::run_image(&args),
         Task::Deb(args) => deb::run_deb(&args),

@@ -95,7 +95,7 @@ impl Capturer {
                     continue;
                 };
                 if let Some(found) = runtime.captured(&info, None, &mut self.table.stats) {
-                    self.table.add_runtime(pid, runtime.name(), found);
+                    self.table.set_runtime(pid, runtime.name(), found);
                 }
             }
         }

@@ -208,10 +208,13 @@ impl ProcessTable {
         info
     }
 
-    /// Adds a runtime found late (after the process was captured) to `pid`.
-    pub(crate) fn add_runtime(&mut self, pid: u32, name: &'static str, instance: RuntimeInstance) {
+    /// Sets what runtime `name` found in `pid` late (after the process was captured), in place of
+    /// what it had found before, if anything.
+    pub(crate) fn set_runtime(&mut self, pid: u32, name: &'static str, instance: RuntimeInstance) {
         if let Some(info) = self.procs.get_mut(&pid) {
-            Arc::make_mut(info).runtimes.push((name, instance));
+            let runtimes = &mut Arc::make_mut(info).runtimes;
+            runtimes.retain(|(n, _)| *n != name);
+            runtimes.push((name, instance));
         }
     }
 

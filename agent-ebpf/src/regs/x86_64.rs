@@ -1,8 +1,5 @@
-//! The user registers a walk starts from. x86_64: the instruction pointer, stack pointer, rbp and the
-//! few others a leaf frame's unwind rule may name (rbx, rdi, r13), either
-//! from the perf event's interrupted registers (the sample hit user code) or from the registers the
-//! task saved on entering the kernel (`task_pt_regs`: the sample hit the kernel, or the task is being
-//! switched out).
+//! x86_64's user registers: the instruction pointer, stack pointer, rbp and the few others a leaf
+//! frame's unwind rule may name (rbx, rdi, r13).
 
 use aya_ebpf::{
     bindings::pt_regs,
@@ -12,29 +9,13 @@ use aya_ebpf::{
     },
 };
 
-/// Where a walk starts.
-#[derive(Clone, Copy)]
-pub struct UserRegs {
-    /// Instruction pointer (exact: the leaf frame).
-    pub pc: u64,
-    /// Stack pointer.
-    pub sp: u64,
-    /// rbp (the frame pointer when the code keeps one).
-    pub bp: u64,
-    /// r13: HotSpot's template interpreter keeps the bytecode pointer of the running method there
-    /// (x86_64), so a sample in the interpreter knows its bytecode without the frame's stale copy.
-    pub r13: u64,
-    /// rbx: glibc's lazy-binding trampoline keeps its CFA there (`sonde_abi::unwind::cfa::RBX`).
-    /// The sample's own, so valid for the leaf frame only.
-    pub rbx: u64,
-    /// rdi: glibc's `vfork` keeps its return address there (`cfa::RA_IN_RDI`); leaf frame only.
-    pub rdi: u64,
-}
+use super::UserRegs;
 
-/// x86_64: the low two bits of a saved code segment selector are the privilege level, 3 for user mode.
+/// Whether the interrupted context was user code: the low two bits of its saved code segment
+/// selector are the privilege level, 3 for user mode.
 #[inline(always)]
-pub fn is_user_mode(cs: u64) -> bool {
-    cs & 3 == 3
+pub fn is_user_mode(regs: &pt_regs) -> bool {
+    regs.cs & 3 == 3
 }
 
 /// The registers of an interrupted user-mode context.
@@ -110,5 +91,5 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         rbx: middle.rbx,
         rdi: tail.rdi,
     };
-    (read && is_user_mode(tail.cs)).then_some(regs)
+    (read && tail.cs & 3 == 3).then_some(regs)
 }
