@@ -21,6 +21,28 @@ pub struct Kernel {
     pub vmlinuz: PathBuf,
 }
 
+/// The Debian archive this machine's apt is set up with (the `URIs:` of its deb822 Debian entry, or the
+/// URI of a one-line `deb` entry): the other releases' kernels come from the same archive.
+fn debian_archive() -> String {
+    let deb822 =
+        std::fs::read_to_string("/etc/apt/sources.list.d/debian.sources").unwrap_or_default();
+    let from_deb822 = deb822
+        .lines()
+        .filter_map(|l| l.strip_prefix("URIs:"))
+        .flat_map(str::split_whitespace)
+        .find(|uri| uri.trim_end_matches('/').ends_with("/debian"));
+    let one_line = std::fs::read_to_string("/etc/apt/sources.list").unwrap_or_default();
+    let from_one_line = one_line
+        .lines()
+        .filter(|l| l.trim_start().starts_with("deb "))
+        .filter_map(|l| l.split_whitespace().find(|w| w.contains("://")))
+        .find(|uri| uri.trim_end_matches('/').ends_with("/debian"));
+    from_deb822
+        .or(from_one_line)
+        .map(str::to_owned)
+        .expect("no Debian archive in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list: the VM tests fetch Debian's kernels from the archive apt is set up with")
+}
+
 /// The newest cloud kernel of Debian `release` (`bullseye`, `bookworm`, `trixie`), from the cache
 /// when that version was fetched before. The version is resolved from the release's package index
 /// on every run (never named in the tests): `linux-image-cloud-amd64` depends on the newest one.
@@ -32,7 +54,7 @@ pub fn fetch(release: &str) -> Kernel {
     let sources = dir.join("sources.list");
     std::fs::write(
         &sources,
-        format!("deb http://deb.debian.org/debian {release} main\n"),
+        format!("deb {} {release} main\n", debian_archive()),
     )
     .unwrap();
     apt(&dir, "apt-get", &["-qq", "update"]);

@@ -97,7 +97,14 @@ pub fn boot(vmlinuz: &Path, initrd: &Path, append: &str, dir: &Path, timeout: Du
 }
 
 fn qemu(vmlinuz: &Path, initrd: &Path, append: &str, log: &Path, kvm: bool) -> Child {
-    let (accel, cpu) = if kvm { ("kvm", "host") } else { ("tcg", "max") };
+    // Software emulation runs both vCPUs in one thread: with a thread each (QEMU's default), a
+    // vCPU could run kernel text the other was live-patching (`text_poke_bp`'s int3, as the kernel
+    // flips a static key when sonde attaches its tracepoints), and 6.12 was seen to oops on it.
+    let (accel, cpu) = if kvm {
+        ("kvm", "host")
+    } else {
+        ("tcg,thread=single", "max")
+    };
     let console = std::fs::File::create(log).unwrap();
     Command::new("qemu-system-x86_64")
         .args(["-accel", accel, "-cpu", cpu, "-smp", "2", "-m", "2048"])
