@@ -152,11 +152,25 @@ fn sonde_and_gos_own_profiler_agree_on_the_top_ten_functions_by_self_time() {
     let (go, go_samples) = go_self_shares(&go_profile);
     let resolved = resolve(&read_pprof(&out));
     let (sonde, sonde_samples) = sonde_self_shares(&resolved, pid);
+    let preempted: i64 = resolved
+        .iter()
+        .filter(|s| s.pid == i64::from(pid) && s.user().contains(&"runtime.asyncPreempt"))
+        .map(|s| s.values[0])
+        .sum();
     let mut top: Vec<(&String, &f64)> = go.iter().collect();
     top.sort_by(|a, b| b.1.total_cmp(a.1));
     let top: Vec<(&String, &f64)> = top.into_iter().take(10).collect();
+    // The stacks behind the shares, for a disagreement's cause (the leaf's caller chain, its depth).
+    let mut stacks: HashMap<String, i64> = HashMap::new();
+    for s in resolved.iter().filter(|s| s.pid == i64::from(pid)) {
+        *stacks.entry(s.user().join(";")).or_default() += s.values[0];
+    }
+    let mut stacks: Vec<(String, i64)> = stacks.into_iter().collect();
+    stacks.sort_by(|a, b| b.1.cmp(&a.1));
+    stacks.truncate(8);
     eprintln!(
-        "Go's top ten ({go_samples} samples): {top:?}\nsonde ({sonde_samples} samples): {sonde:?}\n{summary}"
+        "sonde's most frequent stacks, leaf first: {stacks:#?}\nGo's top ten ({go_samples} samples): {top:?}\nsonde ({sonde_samples} samples, \
+         {preempted} through runtime.asyncPreempt): {sonde:?}\n{summary}"
     );
     // ±5 points is over three standard deviations only with this many samples a side.
     assert!(
