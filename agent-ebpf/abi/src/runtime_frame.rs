@@ -33,6 +33,9 @@ pub mod kind {
     pub const FIRST_V8: u64 = 8;
     /// The largest kind a head holds.
     pub const LAST: u64 = 15;
+    /// The one kind whose head holds a native pc rather than a runtime object: V8's markers
+    /// (`crate::v8::kind::MARKER`, builtins and stubs).
+    pub const NATIVE_PC: u64 = FIRST_V8;
 }
 
 /// The two words of one runtime frame.
@@ -81,6 +84,20 @@ pub const fn is_data(word: u64) -> bool {
 #[inline(always)]
 pub const fn is_runtime_word(word: u64) -> bool {
     is_head(word) || is_data(word)
+}
+
+/// Whether frames of `kind` hold a native pc in their head, to be named as native code where a file
+/// holds it (V8's markers: builtins and stubs), rather than an object of the runtime.
+#[inline(always)]
+pub const fn holds_native_pc(kind: u64) -> bool {
+    kind == kind::NATIVE_PC
+}
+
+/// Whether `word` is a frame a runtime's walker appended after the native frames (CPython's, merged
+/// in userspace), neither an address nor an in-place frame.
+#[inline(always)]
+pub const fn is_appended(word: u64) -> bool {
+    crate::python::unpack_frame(word).is_some()
 }
 
 /// The runtime frame whose head is `head` and data `data`.

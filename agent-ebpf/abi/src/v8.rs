@@ -17,12 +17,12 @@ use crate::runtime_frame::{self, RuntimeFrame};
 
 /// What a V8 frame's head points to, and what its data word holds.
 pub mod kind {
-    use crate::runtime_frame::kind::FIRST_V8;
+    use crate::runtime_frame::kind::{FIRST_V8, NATIVE_PC};
 
     /// A frame with a type marker (entry, exit, stub, builtin, construct and internal frames): the
     /// head holds the pc (named as native code where a file holds it: `Builtins_*`), the data the
     /// frame type (`v8dbg_frametype_*`) and no check.
-    pub const MARKER: u64 = FIRST_V8;
+    pub const MARKER: u64 = NATIVE_PC;
     /// An interpreted frame: the head holds the `SharedFunctionInfo`, the data the bytecode offset
     /// (as the frame holds it, from the `BytecodeArray`'s tagged address) and [`super::sfi_check`].
     pub const BYTECODE: u64 = FIRST_V8 + 1;

@@ -4,6 +4,8 @@
 
 use sonde_abi::stat;
 
+use crate::runtimes::Runtime;
+
 use super::{
     Figure, Input, Kind, Series, Unit, count, defect_share, good_share, labelled, mean, now, rate,
     so_far,
@@ -365,25 +367,24 @@ pub(crate) static WINDOW: &[Figure] = &[
         i.window.capture.python_unsupported as f64
     })
     .at(series!("sonde_python_processes", "support", "unsupported")),
-    so_far("python_stacks", "Stacks (weighted) with at least one Python frame.", |i| i.window.symbolize.python_stacks as f64),
-    so_far("python_frames_emitted", "Python frames exported (weighted).", |i| i.window.symbolize.python_frames as f64),
+    so_far("python_stacks", "Stacks (weighted) with at least one Python frame.", |i| i.window.symbolize.runtimes.frames(Runtime::Python).stacks as f64),
+    so_far("python_frames_emitted", "Python frames exported (weighted).", |i| i.window.symbolize.runtimes.frames(Runtime::Python).frames as f64),
     so_far("python_frames_unreadable", "Python frames whose code object could not be read (weighted).", |i| {
-        i.window.symbolize.python_unreadable as f64
+        i.window.symbolize.runtimes.frames(Runtime::Python).unreadable as f64
     }),
     so_far("python_frames_dropped", "Python frames dropped: their process has no interpreter known to sonde (weighted).", |i| {
-        i.window.symbolize.python_dropped as f64
+        i.window.symbolize.runtimes.frames(Runtime::Python).dropped as f64
     }),
     so_far("go_binaries_read", "Go binaries named from their .gopclntab with its inline tree.", |i| {
-        let go = i.window.symbolize.go;
-        (go.binaries - go.without_inline_tree) as f64
+        i.window.symbolize.runtimes.tables(Runtime::Go).read as f64
     })
     .at(series!("sonde_go_binaries", "outcome", "read")),
     so_far("go_binaries_no_inline_tree", "Go binaries named from their .gopclntab without inline tree.", |i| {
-        i.window.symbolize.go.without_inline_tree as f64
+        i.window.symbolize.runtimes.tables(Runtime::Go).partial as f64
     })
     .at(series!("sonde_go_binaries", "outcome", "no_inline_tree")),
     so_far("go_binaries_failed", "Go binaries whose .gopclntab could not be read (ELF symbols only).", |i| {
-        i.window.symbolize.go.failures as f64
+        i.window.symbolize.runtimes.tables(Runtime::Go).failed as f64
     })
     .at(series!("sonde_go_binaries", "outcome", "failed")),
     so_far("go_labels_unsupported", "Go binaries whose goroutine labels cannot be read (unknown version or TLS layout).", |i| {
@@ -404,19 +405,19 @@ pub(crate) static WINDOW: &[Figure] = &[
     so_far("java_abandoned", "Processes whose JVM never showed a code cache (given up on).", |i| {
         i.window.capture.java_abandoned as f64
     }),
-    so_far("java_stacks", "Stacks (weighted) with at least one Java frame.", |i| i.window.symbolize.java.stacks as f64),
-    so_far("java_frames_emitted", "Java frames exported (weighted).", |i| i.window.symbolize.java.frames as f64),
+    so_far("java_stacks", "Stacks (weighted) with at least one Java frame.", |i| i.window.symbolize.runtimes.frames(Runtime::Java).stacks as f64),
+    so_far("java_frames_emitted", "Java frames exported (weighted).", |i| i.window.symbolize.runtimes.frames(Runtime::Java).frames as f64),
     so_far("java_frames_unreadable", "Java frames whose method or code blob could not be read (weighted).", |i| {
-        i.window.symbolize.java.unreadable as f64
+        i.window.symbolize.runtimes.frames(Runtime::Java).unreadable as f64
     }),
     so_far("java_frames_stale", "Java frames whose method or code was freed or replaced before naming (weighted).", |i| {
-        i.window.symbolize.java.stale as f64
+        i.window.symbolize.runtimes.frames(Runtime::Java).stale as f64
     }),
     so_far("java_words_corrupt", "Java words dropped because they did not pair up (a stack stored wrongly).", |i| {
-        i.window.symbolize.java.corrupt as f64
+        i.window.symbolize.runtimes.frames(Runtime::Java).corrupt as f64
     }),
     so_far("java_frames_dropped", "Java frames dropped: their process has no JVM known to sonde (weighted).", |i| {
-        i.window.symbolize.java.dropped as f64
+        i.window.symbolize.runtimes.frames(Runtime::Java).dropped as f64
     }),
     so_far("node_processes", "Processes running Node.js sonde walks.", |i| i.window.capture.node_processes as f64)
         .at(series!("sonde_node_processes", "support", "supported")),
@@ -424,16 +425,16 @@ pub(crate) static WINDOW: &[Figure] = &[
         i.window.capture.node_unsupported as f64
     })
     .at(series!("sonde_node_processes", "support", "unsupported")),
-    so_far("v8_stacks", "Stacks (weighted) with at least one JavaScript or V8 frame.", |i| i.window.symbolize.v8.stacks as f64),
-    so_far("v8_frames_emitted", "JavaScript and V8 frames exported (weighted).", |i| i.window.symbolize.v8.frames as f64),
+    so_far("v8_stacks", "Stacks (weighted) with at least one JavaScript or V8 frame.", |i| i.window.symbolize.runtimes.frames(Runtime::Node).stacks as f64),
+    so_far("v8_frames_emitted", "JavaScript and V8 frames exported (weighted).", |i| i.window.symbolize.runtimes.frames(Runtime::Node).frames as f64),
     so_far("v8_frames_unreadable", "JavaScript frames whose function or code could not be read (weighted).", |i| {
-        i.window.symbolize.v8.unreadable as f64
+        i.window.symbolize.runtimes.frames(Runtime::Node).unreadable as f64
     }),
     so_far("v8_frames_stale", "JavaScript frames whose function or code was moved or collected before naming (weighted).", |i| {
-        i.window.symbolize.v8.stale as f64
+        i.window.symbolize.runtimes.frames(Runtime::Node).stale as f64
     }),
     so_far("v8_frames_dropped", "JavaScript frames dropped: their process has no V8 known to sonde (weighted).", |i| {
-        i.window.symbolize.v8.dropped as f64
+        i.window.symbolize.runtimes.frames(Runtime::Node).dropped as f64
     }),
     // Off-CPU sampling.
     now("offcpu_pending", "Threads remembered as off-CPU at the end of the window.", |i| i.window.stats.off_cpu_pending as f64),

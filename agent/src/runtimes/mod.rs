@@ -35,6 +35,7 @@ pub(crate) mod publish;
 pub(crate) mod python;
 pub(crate) mod registry;
 pub(crate) mod seam;
+pub(crate) mod stack_words;
 pub(crate) mod v8;
 
 /// How naming one runtime frame went (the same for every runtime whose frames the kernel stores in
@@ -66,6 +67,79 @@ pub(crate) struct RuntimeFrameStats {
     pub corrupt: u64,
     /// Frames dropped because their process has no runtime known to sonde.
     pub dropped: u64,
+}
+
+/// One runtime's frames of one stack, for the counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FrameTally {
+    pub(crate) frames: u64,
+    pub(crate) unreadable: u64,
+    pub(crate) stale: u64,
+    pub(crate) dropped: u64,
+    /// Words that did not pair up.
+    pub(crate) corrupt: u64,
+}
+
+impl FrameTally {
+    /// Counts a frame named with `outcome`.
+    pub(crate) fn count(&mut self, outcome: Outcome) {
+        self.frames += 1;
+        match outcome {
+            Outcome::Named => {}
+            Outcome::Unreadable => self.unreadable += 1,
+            Outcome::Stale => self.stale += 1,
+        }
+    }
+
+    /// Adds this stack's counts, `weight` samples of it, to `stats`.
+    pub(crate) fn add_to(&self, stats: &mut RuntimeFrameStats, weight: u64) {
+        stats.stacks += weight * u64::from(self.frames > 0);
+        stats.frames += weight * self.frames;
+        stats.unreadable += weight * self.unreadable;
+        stats.stale += weight * self.stale;
+        stats.corrupt += weight * self.corrupt;
+        stats.dropped += weight * self.dropped;
+    }
+}
+
+/// Counters of the binaries a runtime reads for names of native code, cumulative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TableStats {
+    /// Binaries read in full.
+    pub read: u64,
+    /// Binaries read in part (Go: without the inline tree, physical functions only).
+    pub partial: u64,
+    /// Binaries whose table could not be read (unknown layout, malformed): ELF symbols only.
+    pub failed: u64,
+}
+
+/// Each runtime's naming counters, cumulative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NamingStats {
+    frames: [RuntimeFrameStats; Runtime::ALL.len()],
+    tables: [TableStats; Runtime::ALL.len()],
+}
+
+impl NamingStats {
+    /// `runtime`'s frame counters.
+    pub(crate) fn frames(&self, runtime: Runtime) -> RuntimeFrameStats {
+        self.frames[runtime as usize]
+    }
+
+    /// `runtime`'s frame counters, to add to.
+    pub(crate) fn frames_mut(&mut self, runtime: Runtime) -> &mut RuntimeFrameStats {
+        &mut self.frames[runtime as usize]
+    }
+
+    /// `runtime`'s table counters.
+    pub(crate) fn tables(&self, runtime: Runtime) -> TableStats {
+        self.tables[runtime as usize]
+    }
+
+    /// Sets `runtime`'s table counters.
+    pub(crate) fn set_tables(&mut self, runtime: Runtime, tables: TableStats) {
+        self.tables[runtime as usize] = tables;
+    }
 }
 
 /// A runtime sonde knows.

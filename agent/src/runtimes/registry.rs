@@ -8,16 +8,13 @@ use aya::maps::{HashMap, Map, MapData};
 use sonde_abi::names::{self, globals};
 
 use super::{
-    Runtime,
-    go::capture::GoCapture,
-    hotspot::JavaNames,
-    hotspot::capture::JavaCapture,
+    Runtime, Runtimes,
+    go::{capture::GoCapture, naming::GoNaming},
+    hotspot::{JavaNames, capture::JavaCapture, naming::JavaNaming},
     publish::Publisher,
-    python::PythonNames,
-    python::capture::PythonCapture,
-    seam::{KernelSide, RuntimeCapture},
-    v8::V8Names,
-    v8::capture::NodeCapture,
+    python::{PythonNames, capture::PythonCapture, naming::PythonNaming},
+    seam::{KernelSide, RuntimeCapture, RuntimeNames},
+    v8::{V8Names, capture::NodeCapture, naming::NodeNaming},
 };
 
 /// Each runtime's kernel side, in `--runtimes` order.
@@ -89,6 +86,23 @@ pub(crate) struct NameCaches {
     pub(crate) python: Arc<Mutex<PythonNames>>,
     pub(crate) java: Arc<Mutex<JavaNames>>,
     pub(crate) v8: Arc<Mutex<V8Names>>,
+}
+
+/// The namers of the runtimes that are `on`, in `--runtimes` order, naming from `caches` (which
+/// their captures fill).
+pub(crate) fn namers(on: Runtimes, caches: &NameCaches) -> Vec<Box<dyn RuntimeNames>> {
+    Runtime::ALL
+        .into_iter()
+        .filter(|r| on.has(*r))
+        .map(|r| -> Box<dyn RuntimeNames> {
+            match r {
+                Runtime::Python => Box::new(PythonNaming::new(caches.python.clone())),
+                Runtime::Go => Box::new(GoNaming::default()),
+                Runtime::Java => Box::new(JavaNaming::new(caches.java.clone())),
+                Runtime::Node => Box::new(NodeNaming::new(caches.v8.clone())),
+            }
+        })
+        .collect()
 }
 
 /// The captures of the runtimes whose kernel side the loader set up: a runtime whose map is absent

@@ -6,11 +6,15 @@
 //! (the data model below knows no runtime), under the runtime's name; the runtime's own code reads
 //! it back by type (`python::interpreter_of`, `hotspot::jvm_of`, `v8::node_of`).
 
-use std::time::Instant;
+use std::{collections::HashSet, sync::Arc, time::Instant};
 
-use sonde_abi::ProcEvent;
+use sonde_abi::{ProcEvent, runtime_frame::RuntimeFrame};
 
-use crate::process::{CaptureStats, ProcessInfo, RuntimeInstance};
+use super::{FrameTally, Outcome, Runtime, TableStats};
+use crate::{
+    process::{Binary, CaptureStats, ProcessInfo, RuntimeInstance},
+    profile::{Frame, Symbol},
+};
 
 /// One language runtime's side of process capture.
 pub(crate) trait RuntimeCapture: Send {
@@ -50,6 +54,68 @@ pub(crate) trait RuntimeCapture: Send {
     /// this runtime's.
     fn announced(&mut self, _pid: u32, _instance: &RuntimeInstance, _event: &ProcEvent) -> bool {
         false
+    }
+}
+
+/// One language runtime's side of symbolization: the frames it names from what the kernel stored
+/// (in place among the native frames, or appended after them) and the native code it names better
+/// than ELF symbols. The symbolizer calls every registered one and knows none by name. Methods taking
+/// `&self` lock the runtime's caches (shared with its capture, which fills them as the kernel
+/// announces code) for the call.
+pub(crate) trait RuntimeNames: Send {
+    /// The runtime whose frames these are.
+    fn runtime(&self) -> Runtime;
+
+    /// Whether in-place runtime frames of `kind` (`sonde_abi::runtime_frame::kind`) are this
+    /// runtime's.
+    fn owns(&self, _kind: u64) -> bool {
+        false
+    }
+
+    /// Before a batch is named: reads what the runtime frames of stack `ips` of `process` need,
+    /// unless cached, so each object is read once however many stacks hold it.
+    fn resolve(&self, _process: &ProcessInfo, _ips: &[u64]) {}
+
+    /// The frame of in-place `frame` (one of this runtime's kinds) of `process`, and how naming
+    /// went; `native` names an address as native code (frames that hold a pc). None: nothing can
+    /// name it (the process runs no such runtime known to sonde), and it is dropped.
+    fn frame(
+        &self,
+        _process: Option<&ProcessInfo>,
+        _frame: RuntimeFrame,
+        _native: &dyn Fn(u64) -> Frame,
+    ) -> Option<(Frame, Outcome)> {
+        None
+    }
+
+    /// Names for `offsets` of `binary`, when this runtime describes that binary's code better than
+    /// ELF symbols (one inline chain each, innermost first; empty where it covers nothing, left to
+    /// ELF symbols); None when the binary is not its.
+    fn native_chains(&mut self, _binary: &Binary, _offsets: &[u64]) -> Option<Vec<Arc<[Symbol]>>> {
+        None
+    }
+
+    /// `native` (leaf to root) with the frames this runtime's walker appended to stack `ips` of
+    /// `process` merged in where they ran, counted in `tally`.
+    fn merge(
+        &self,
+        _process: Option<&ProcessInfo>,
+        _ips: &[u64],
+        native: Vec<Frame>,
+        _tally: &mut FrameTally,
+    ) -> Vec<Frame> {
+        native
+    }
+
+    /// Between windows: caches shrink to their bounds.
+    fn trim(&mut self) {}
+
+    /// Drops what belongs to binaries (device, inode) and processes no longer live.
+    fn retain(&mut self, _binaries: &HashSet<(u64, u64)>, _pids: &HashSet<u32>) {}
+
+    /// Counters of the binaries read for names (Go's tables).
+    fn tables(&self) -> TableStats {
+        TableStats::default()
     }
 }
 

@@ -3,11 +3,9 @@
 //! User frames: address -> the process's captured mapping -> file offset -> symbols of the binary, or
 //! of its separate debug file (`debuginfo`: debug links, build-id directories, MiniDebugInfo,
 //! debuginfod) -> names demangled, inlined frames, file and line. JIT code: the process's perf map.
-//! Python frames (CPython code objects the kernel stored after the native frames): read from the
-//! process (`python`), then put in place of the evaluation loop's native frames (`crate::runtimes::python::merge`).
-//! Runtime frames (HotSpot methods and compiled code, V8 functions and code the kernel stored in place
-//! among the native frames, `words`): read from the process by `crate::runtimes::hotspot` and
-//! `crate::runtimes::v8`, chosen by kind (`runtime`).
+//! Runtime frames (stored by the kernel in place among the native frames, or appended after them)
+//! and native code a runtime describes better than ELF symbols: named by the runtimes' namers
+//! (`crate::runtimes::seam::RuntimeNames`, listed by `crate::runtimes::registry`), none by name here.
 //! Kernel frames: the kernel's own symbol lookup through BPF (`crate::bpf::kernel_names`), or
 //! kallsyms without it. Results are cached per (binary device+inode, file offset) and per kernel
 //! address, so a stack seen again costs hash lookups. A frame that cannot be symbolized is kept with
@@ -15,24 +13,21 @@
 
 mod cache;
 pub(crate) mod debuginfo;
-#[cfg(test)]
-mod java_tests;
 mod kallsyms;
 mod lookup;
 pub(crate) mod offenders;
 pub(crate) mod perfmap;
-#[cfg(test)]
-mod python_tests;
 mod roots;
-mod runtime;
 mod sources;
+#[cfg(test)]
+pub(crate) mod test_support;
 mod unmapped;
 mod user;
 mod words;
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -43,8 +38,8 @@ pub(crate) use offenders::Offender;
 pub(crate) use perfmap::PerfMapStats;
 pub(crate) use unmapped::UnmappedFrames;
 
-use sonde_abi::{python::unpack_frame, unwind::unpack_file_frame};
-use words::{file_offset, lookup_address, native_words, user_lookup_address};
+use sonde_abi::unwind::unpack_file_frame;
+use words::{file_offset, lookup_address, user_lookup_address};
 
 use self::{
     debuginfo::{DebugInfo, Resolved},
@@ -58,12 +53,10 @@ use crate::{
     process::{Binary, JIT_PATH, ProcessInfo, file_ids::FileIds},
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
     runtimes::{
-        Runtime, Runtimes,
-        go::{GoNames, GoStats},
-        hotspot::{JavaNames, JavaStats},
-        python::{self, PythonNames},
-        registry::NameCaches,
-        v8::{V8Names, V8Stats},
+        NamingStats, Runtime, Runtimes,
+        registry::{self, NameCaches},
+        seam::RuntimeNames,
+        stack_words::native_words,
     },
 };
 
@@ -80,20 +73,9 @@ pub(crate) struct SymbolizeStats {
     pub with_user_stack: u64,
     /// blazesym calls that failed outright (their frames stay unsymbolized).
     pub errors: u64,
-    /// Stacks (weighted) with at least one Python frame.
-    pub python_stacks: u64,
-    /// Python frames emitted (weighted; also in `frames`, and in `symbolized` when named).
-    pub python_frames: u64,
-    /// Of those, frames whose code object could not be read (left unnamed in `[python]`).
-    pub python_unreadable: u64,
-    /// Python frames dropped (weighted) because their process has no interpreter known to sonde.
-    pub python_dropped: u64,
-    /// Go binaries named from their `.gopclntab`.
-    pub go: GoStats,
-    /// Java frames (stacks, frames, unreadable, stale, corrupt words, dropped).
-    pub java: JavaStats,
-    /// JavaScript frames (stacks, frames, unreadable, stale, dropped).
-    pub v8: V8Stats,
+    /// Each runtime's frames (stacks, frames, unreadable, stale, corrupt words, dropped) and the
+    /// binaries it read for names.
+    pub runtimes: NamingStats,
     /// `[unmapped]` frames (weighted), by why no file holds them.
     pub unmapped: UnmappedFrames,
 }
@@ -112,15 +94,11 @@ pub(crate) struct Symbolizer {
     cache: SymbolCache,
     sources: Sources,
     perf_maps: PerfMaps,
-    /// Shared with the process-event thread, which reads code objects the kernel announces.
-    python: Arc<Mutex<PythonNames>>,
-    /// `.gopclntab` of Go binaries (when `go` is among the runtimes).
-    go: Option<GoNames>,
-    /// Java methods and compiled code read from JVM processes.
-    /// Shared with the process-event thread, which reads the methods and code the kernel announces.
-    java: Arc<Mutex<JavaNames>>,
-    /// JavaScript functions and code read from Node.js processes, shared likewise.
-    v8: Arc<Mutex<V8Names>>,
+    /// What the runtimes read of processes, shared with their captures (on the process-event
+    /// thread), which read the code the kernel announces while it lives.
+    caches: NameCaches,
+    /// The runtimes that are on, each naming its own frames.
+    runtimes: Vec<Box<dyn RuntimeNames>>,
     /// Binaries of file-relative frames (shared with the unwinder, which gives the ids).
     files: FileIds,
     offenders: Offenders,
@@ -133,6 +111,7 @@ impl Symbolizer {
     /// `runtimes`. With `wait` (`record`'s one window), pending debuginfod fetches are waited for up
     /// to that long before symbolizing.
     pub(crate) fn new(debug: DebugInfo, wait: Option<Duration>, runtimes: Runtimes) -> Self {
+        let caches = NameCaches::default();
         let kernel_module = Arc::new(Module {
             path: "[kernel.kallsyms]".into(),
             build_id: None,
@@ -145,10 +124,8 @@ impl Symbolizer {
             cache: SymbolCache::default(),
             sources: Sources::new(debug, wait),
             perf_maps: PerfMaps::default(),
-            python: Arc::default(),
-            go: runtimes.has(Runtime::Go).then(GoNames::default),
-            java: Arc::default(),
-            v8: Arc::default(),
+            runtimes: registry::namers(runtimes, &caches),
+            caches,
             files: FileIds::default(),
             offenders: Offenders::default(),
             kernel_module,
@@ -163,11 +140,7 @@ impl Symbolizer {
 
     /// The runtimes' frame caches, for their captures to fill as the kernel announces code.
     pub(crate) fn name_caches(&self) -> NameCaches {
-        NameCaches {
-            python: self.python.clone(),
-            java: self.java.clone(),
-            v8: self.v8.clone(),
-        }
+        self.caches.clone()
     }
 
     /// The ids of binaries in file-relative frames, for the unwinder to give.
@@ -175,25 +148,16 @@ impl Symbolizer {
         self.files.clone()
     }
 
-    fn python_names(&self) -> std::sync::MutexGuard<'_, PythonNames> {
-        self.python.lock().expect("python names lock")
-    }
-
-    fn java_names(&self) -> std::sync::MutexGuard<'_, JavaNames> {
-        self.java.lock().expect("java names lock")
-    }
-
-    fn v8_names(&self) -> std::sync::MutexGuard<'_, V8Names> {
-        self.v8.lock().expect("v8 names lock")
-    }
-
     /// Counters so far.
     pub(crate) fn stats(&self) -> SymbolizeStats {
-        SymbolizeStats {
+        let mut stats = SymbolizeStats {
             errors: self.lookup.errors,
-            go: self.go.as_ref().map(GoNames::stats).unwrap_or_default(),
             ..self.stats
+        };
+        for namer in &self.runtimes {
+            stats.runtimes.set_tables(namer.runtime(), namer.tables());
         }
+        stats
     }
 
     /// Debug file discovery and debuginfod counters so far.
@@ -218,13 +182,10 @@ impl Symbolizer {
             self.lookup.evict(path);
         }
         self.sources.retain(live);
-        if let Some(go) = &mut self.go {
-            go.retain(live);
-        }
         self.perf_maps.retain(live_pids);
-        self.python_names().retain(live_pids);
-        self.java_names().retain(live_pids);
-        self.v8_names().retain(live_pids);
+        for namer in &mut self.runtimes {
+            namer.retain(live, live_pids);
+        }
     }
 
     /// Symbolizes `samples` of `kind`, whose processes are `infos` (None: gone before captured).
@@ -236,9 +197,9 @@ impl Symbolizer {
         period: i64,
     ) -> Vec<StackSample> {
         self.cache.trim(MAX_CACHED_ADDRESSES);
-        self.python_names().trim();
-        self.java_names().trim();
-        self.v8_names().trim();
+        for namer in &mut self.runtimes {
+            namer.trim();
+        }
         self.refresh_sources(samples, infos);
         self.resolve_missing(samples, infos);
         self.release_idle_parses();
@@ -331,19 +292,9 @@ impl Symbolizer {
                 }
             }
             if let (RawStack::Frames(ips), Some(Some(info))) = (&s.user, infos.get(&s.key.tgid)) {
-                if let Some(interpreter) = &python::interpreter_of(info) {
-                    for word in ips.iter().filter_map(|&w| unpack_frame(w)) {
-                        self.python_names().resolve(s.key.tgid, interpreter, word);
-                    }
+                for namer in &self.runtimes {
+                    namer.resolve(info, ips);
                 }
-                runtime::resolve(
-                    &mut runtime::Caches {
-                        java: &mut self.java_names(),
-                        v8: &mut self.v8_names(),
-                    },
-                    info,
-                    ips,
-                );
                 for (i, ip) in native_words(ips) {
                     if unpack_file_frame(ip).is_some() {
                         continue;
@@ -382,11 +333,14 @@ impl Symbolizer {
             if let Some(Resolved::Debug(debug)) = source {
                 self.cache.note_path(id, debug.open_path());
             }
-            let chains = match self.go.as_mut().and_then(|go| go.table(&binary)) {
-                // A Go binary's own table names Go code, inlined calls included; ELF symbols name
-                // what it does not cover (C linked in with cgo).
-                Some(table) => {
-                    let mut chains = GoNames::chains(&table, &binary, &offsets);
+            let by_runtime = self
+                .runtimes
+                .iter_mut()
+                .find_map(|namer| namer.native_chains(&binary, &offsets));
+            let chains = match by_runtime {
+                // A runtime's own table names its code (Go's, inlined calls included); ELF symbols
+                // name what it does not cover (C linked in with cgo).
+                Some(mut chains) => {
                     let rest: Vec<usize> = (0..offsets.len())
                         .filter(|&i| chains[i].is_empty())
                         .collect();
@@ -426,13 +380,11 @@ impl Symbolizer {
         self.push_kernel(&s.kernel, &mut frames);
         let user_start = frames.len();
         let mut unnamed = Vec::new();
-        let (py, runtimes) = self.push_user(s, info, &mut frames, &mut unnamed);
+        let tallies = self.push_user(s, info, &mut frames, &mut unnamed);
         let weight = s.count;
-        runtimes.add_to(&mut self.stats.java, &mut self.stats.v8, weight);
-        self.stats.python_stacks += weight * u64::from(py.frames > 0);
-        self.stats.python_frames += weight * py.frames;
-        self.stats.python_unreadable += weight * py.unreadable;
-        self.stats.python_dropped += weight * py.dropped;
+        for runtime in Runtime::ALL {
+            tallies[runtime as usize].add_to(self.stats.runtimes.frames_mut(runtime), weight);
+        }
         // Per frame, before the offenders' list folds them into one entry per sample.
         self.stats.unmapped.add(&unnamed, weight);
         self.offenders.add_sample(&mut unnamed, weight);

@@ -1,124 +1,108 @@
-//! The user part of a stack: its words in place (`words`): native frames named through the process's
-//! mappings (binaries by blazesym or Go's table, JIT code by the perf map), file-relative frames
-//! through their binary, runtime frames (Java, JavaScript) by `runtime`, V8's builtins and stubs as
-//! native code under their V8 name; then the Python frames merged in place of the evaluation loop's.
-//! Every unnamed native frame is noted with its binary and the reason.
+//! The user part of a stack: its words in place (`crate::runtimes::stack_words`): native frames named
+//! through the process's mappings (binaries by blazesym or a runtime's table, JIT code by the perf
+//! map), file-relative frames through their binary, runtime frames by the runtime owning their kind;
+//! then the frames runtimes appended merged in where they ran. Every unnamed native frame is noted
+//! with its binary and the reason.
 
-use std::{borrow::Cow, sync::Arc};
+use std::borrow::Cow;
 
-use sonde_abi::{
-    python::unpack_frame,
-    unwind::{FRAME_EXACT, unpack_file_frame},
-};
+use sonde_abi::unwind::{FRAME_EXACT, unpack_file_frame};
 
 use super::{
     Reason, Symbolizer,
     debuginfo::Resolved,
     lookup::empty,
     marker,
-    runtime::{Caches, RuntimeCounts},
     unmapped::UNMAPPED,
-    words::{
-        Word, file_lookup_offset, file_offset, in_place, marker_ip, native_words,
-        user_lookup_address,
-    },
+    words::{file_lookup_offset, file_offset, user_lookup_address},
 };
 use crate::{
     bpf::drain::{RawSample, RawStack},
     process::{JIT_PATH, ProcessInfo, file_ids::FileEntry},
-    profile::{Frame, FrameKind, Symbol},
-    runtimes::python::merge::{PyFrame, merge},
+    profile::{Frame, FrameKind},
+    runtimes::{
+        FrameTally, Runtime,
+        stack_words::{Word, in_place, native_words},
+    },
 };
 
+/// Each runtime's frames of one stack, for the counters, indexed by `Runtime as usize`.
+pub(super) type Tallies = [FrameTally; Runtime::ALL.len()];
+
 impl Symbolizer {
-    /// The user frames of `s`, Python frames merged in place of the evaluation loop's; each unnamed
-    /// native frame adds its binary and the reason to `unnamed`.
+    /// The user frames of `s`, in place, with the frames runtimes appended merged in where they
+    /// ran; each unnamed native frame adds its binary and the reason to `unnamed`.
     pub(super) fn push_user<'a>(
         &self,
         s: &RawSample,
         info: Option<&'a ProcessInfo>,
         frames: &mut Vec<Frame>,
         unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
-    ) -> (PythonCounts, RuntimeCounts) {
-        let mut runtimes = RuntimeCounts::default();
+    ) -> Tallies {
+        let mut tallies = Tallies::default();
         let RawStack::Frames(ips) = &s.user else {
             frames.extend(marker(&s.user, "user"));
-            return (PythonCounts::default(), runtimes);
+            return tallies;
         };
-        let (native, py) = self.split_user(s, ips, info, unnamed, &mut runtimes);
-        let words = ips.iter().filter(|&&w| unpack_frame(w).is_some()).count();
-        let counts = PythonCounts {
-            frames: py.len() as u64,
-            unreadable: py.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64,
-            // Without the interpreter nothing can name them (the kernel should not have walked it).
-            dropped: (words - py.len()) as u64,
-        };
-        frames.extend(merge(native, py));
-        (counts, runtimes)
+        let mut native = self.in_place(s, ips, info, unnamed, &mut tallies);
+        for namer in &self.runtimes {
+            let tally = &mut tallies[namer.runtime() as usize];
+            native = namer.merge(info, ips, native, tally);
+        }
+        frames.extend(native);
+        tallies
     }
 
-    /// The native and runtime frames of `ips` in place and, when the process's interpreter is known,
-    /// its Python frames.
-    fn split_user<'a>(
+    /// The native and runtime frames of `ips` in place, each runtime frame named by the runtime
+    /// that owns its kind.
+    fn in_place<'a>(
         &self,
         s: &RawSample,
         ips: &[u64],
         info: Option<&'a ProcessInfo>,
         unnamed: &mut Vec<(Cow<'a, str>, Reason)>,
-        runtimes: &mut RuntimeCounts,
-    ) -> (Vec<Frame>, Vec<PyFrame>) {
-        let interpreter = info.and_then(crate::runtimes::python::interpreter_of);
-        let mut py = Vec::new();
-        if let Some(interpreter) = &interpreter {
-            py.extend(
-                ips.iter()
-                    .filter_map(|&w| unpack_frame(w))
-                    .map(|word| PyFrame {
-                        frame: self.python_names().frame(s.key.tgid, interpreter, word),
-                        entry: word.entry,
-                    }),
-            );
-        }
-        let (mut java_names, mut v8_names) = (self.java_names(), self.v8_names());
-        let caches = Caches {
-            java: &mut java_names,
-            v8: &mut v8_names,
-        };
+        tallies: &mut Tallies,
+    ) -> Vec<Frame> {
         let mut frames = Vec::with_capacity(ips.len());
         for (i, word) in in_place(ips) {
-            let ip = match word {
-                Word::Native(ip) => ip,
+            match word {
+                Word::Native(ip) => frames.push(self.native_frame(s, info, ip, i, unnamed)),
                 Word::Runtime(f) => {
-                    match (marker_ip(f), info.and_then(crate::runtimes::v8::node_of)) {
-                        (Some(ip), Some(node)) => {
-                            // A V8 builtin or stub: named as native code, under its V8 name.
-                            let mut frame = self.native_frame(s, info, ip, i, &mut Vec::new());
-                            let native = frame.symbols.last().map(|s| s.name.as_str());
-                            let name = crate::runtimes::v8::marker_name(
-                                native,
-                                &node,
-                                u64::from(f.position),
-                            );
-                            frame.symbols = Arc::from(vec![Symbol {
-                                name,
-                                file: None,
-                                line: None,
-                            }]);
-                            runtimes.marker();
+                    let Some(namer) = self.runtimes.iter().find(|n| n.owns(f.kind)) else {
+                        // A kind no runtime that is on owns: counted with the first that stores
+                        // frames in place, as a stack stored wrongly.
+                        self.count_corrupt(tallies);
+                        continue;
+                    };
+                    let exact = if f.exact { FRAME_EXACT } else { 0 };
+                    // Frames that hold a pc are named as native code, not noted as unnamed.
+                    let native =
+                        |addr: u64| self.native_frame(s, info, addr | exact, i, &mut Vec::new());
+                    let tally = &mut tallies[namer.runtime() as usize];
+                    match namer.frame(info, f, &native) {
+                        Some((frame, outcome)) => {
+                            tally.count(outcome);
                             frames.push(frame);
                         }
-                        _ => frames.extend(runtimes.frame(&caches, info, f)),
+                        None => tally.dropped += 1,
                     }
-                    continue;
                 }
-                Word::Corrupt => {
-                    runtimes.corrupt += 1;
-                    continue;
-                }
-            };
-            frames.push(self.native_frame(s, info, ip, i, unnamed));
+                Word::Corrupt => self.count_corrupt(tallies),
+            }
         }
-        (frames, py)
+        frames
+    }
+
+    /// Counts a runtime word that does not pair up, with the first runtime (in registration
+    /// order) that stores frames in place.
+    fn count_corrupt(&self, tallies: &mut Tallies) {
+        let owner = self
+            .runtimes
+            .iter()
+            .find(|n| (0..=sonde_abi::runtime_frame::kind::LAST).any(|k| n.owns(k)));
+        if let Some(owner) = owner {
+            tallies[owner.runtime() as usize].corrupt += 1;
+        }
     }
 
     /// The native (or file-relative) frame of word `ip` at `depth`; an unnamed one adds its binary
@@ -224,12 +208,4 @@ impl Symbolizer {
             },
         }
     }
-}
-
-/// Python frames of one stack, for the counters.
-#[derive(Default)]
-pub(super) struct PythonCounts {
-    pub(super) frames: u64,
-    pub(super) unreadable: u64,
-    pub(super) dropped: u64,
 }

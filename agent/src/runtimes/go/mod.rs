@@ -8,6 +8,7 @@
 pub(crate) mod buildinfo;
 pub(crate) mod capture;
 pub(crate) mod labels;
+pub(crate) mod naming;
 pub(crate) mod pclntab;
 #[cfg(test)]
 mod tests;
@@ -19,6 +20,7 @@ use std::{
 };
 
 use self::{buildinfo::BuildInfo, pclntab::GoTable};
+use super::TableStats;
 use crate::{process::Binary, profile::Symbol};
 
 /// Executables larger than this are not read for their build info (no Go binary comes near it).
@@ -85,29 +87,19 @@ pub(crate) fn kernel_settings(
     Some((settings, labels))
 }
 
-/// Counters of the Go tables, cumulative.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct GoStats {
-    /// Go binaries whose `.gopclntab` was read.
-    pub binaries: u64,
-    /// Go binaries whose `.gopclntab` could not be read (unknown version, malformed): their frames fall
-    /// back to ELF symbols.
-    pub failures: u64,
-    /// Go binaries read without their inline tree (physical functions only).
-    pub without_inline_tree: u64,
-}
-
 /// The Go tables of the binaries seen, by (device, inode); `None` for a Go binary whose table could
 /// not be read, so it is tried once.
 #[derive(Default)]
 pub(crate) struct GoNames {
     tables: HashMap<(u64, u64), Option<Arc<GoTable>>>,
-    stats: GoStats,
+    /// Read: with the inline tree; partial: without it (physical functions only); failed: unknown
+    /// version or malformed, ELF symbols only.
+    stats: TableStats,
 }
 
 impl GoNames {
     /// Counters so far.
-    pub(crate) fn stats(&self) -> GoStats {
+    pub(crate) fn stats(&self) -> TableStats {
         self.stats
     }
 
@@ -127,13 +119,15 @@ impl GoNames {
                         inline_tree = table.has_inline_tree(),
                         "Go binary named from its .gopclntab"
                     );
-                    stats.binaries += 1;
-                    stats.without_inline_tree += u64::from(!table.has_inline_tree());
+                    match table.has_inline_tree() {
+                        true => stats.read += 1,
+                        false => stats.partial += 1,
+                    }
                     Some(Arc::new(table))
                 }
                 Ok(None) => None,
                 Err(err) => {
-                    stats.failures += 1;
+                    stats.failed += 1;
                     tracing::warn!(binary = %binary.path, %err, "Go binary named from ELF symbols only");
                     None
                 }

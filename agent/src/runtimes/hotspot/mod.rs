@@ -12,6 +12,9 @@ mod lines;
 pub(crate) mod live;
 mod method;
 mod names;
+pub(crate) mod naming;
+#[cfg(test)]
+mod naming_tests;
 mod scopes;
 #[cfg(test)]
 mod tests;
@@ -21,6 +24,3 @@ pub(crate) mod vmstructs;
 pub(crate) use capture::jvm_of;
 pub(crate) use detect::{HotspotError, Jvm};
 pub(crate) use names::JavaNames;
-
-/// Counters of Java frames, cumulative and weighted by sample count.
-pub(crate) type JavaStats = crate::runtimes::RuntimeFrameStats;

@@ -10,6 +10,9 @@ pub(crate) mod detect;
 pub(crate) mod linetable;
 pub(crate) mod merge;
 mod names;
+pub(crate) mod naming;
+#[cfg(test)]
+mod naming_tests;
 pub(crate) mod offsets;
 #[cfg(test)]
 pub(crate) mod peer;

@@ -10,6 +10,7 @@ pub(crate) mod detect;
 mod heap;
 pub(crate) mod layout;
 mod names;
+pub(crate) mod naming;
 mod objects;
 mod positions;
 #[cfg(test)]
@@ -18,6 +19,3 @@ mod tests;
 pub(crate) use capture::node_of;
 pub(crate) use detect::Node;
 pub(crate) use names::{V8Names, marker_name};
-
-/// Counters of JavaScript frames, cumulative and weighted by sample count.
-pub(crate) type V8Stats = crate::runtimes::RuntimeFrameStats;

@@ -6,10 +6,11 @@ use std::path::Path;
 
 use sonde_abi::hotspot::{kind, pack_frame};
 
-use super::python_tests::{sample, symbolizer};
 use crate::{
     profile::ProfileKind,
+    runtimes::Runtime,
     runtimes::hotspot::live::{JDK17, Live, line_of},
+    symbolize::test_support::{sample, symbolizer},
 };
 
 #[test]
@@ -74,7 +75,7 @@ fn java_frames_stay_in_place_among_native_ones_and_are_counted() {
     assert_eq!(frames[2].function(), Some("Burner.cold"));
     assert_eq!(frames[2].symbols[0].line, Some(line_of("cold_second")));
     assert_eq!(frames[3].display_name(), format!("[java]+{nm:#x}"));
-    let java = s.stats().java;
+    let java = s.stats().runtimes.frames(Runtime::Java);
     assert_eq!(
         (
             java.stacks,
@@ -96,5 +97,11 @@ fn java_frames_stay_in_place_among_native_ones_and_are_counted() {
     let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 1)], &infos, 1);
     assert_eq!(out[0].frames.len(), 1);
     assert_eq!(out[0].frames[0].address, native);
-    assert_eq!((s.stats().java.frames, s.stats().java.dropped), (0, 1));
+    assert_eq!(
+        (
+            s.stats().runtimes.frames(Runtime::Java).frames,
+            s.stats().runtimes.frames(Runtime::Java).dropped
+        ),
+        (0, 1)
+    );
 }

@@ -2,21 +2,14 @@
 //! `/usr/bin/python3`: native frames named by blazesym, Python frames read from the process, merged in
 //! place of the evaluation loop's frame, and counted.
 
-use std::{
-    io::{BufRead as _, BufReader},
-    sync::Arc,
-};
+use std::io::{BufRead as _, BufReader};
 
-use sonde_abi::{SampleKey, python::pack_frame, unwind::outcome};
+use sonde_abi::python::pack_frame;
 
-use super::{
-    Symbolizer,
-    debuginfo::{DebugInfo, DebugInfoConfig},
-};
 use crate::{
-    bpf::drain::{RawSample, RawStack},
     profile::ProfileKind,
-    runtimes::python::peer::Peer,
+    runtimes::{Runtime, python::peer::Peer},
+    symbolize::test_support::{sample, symbolizer},
 };
 
 /// Prints the addresses of `_PyEval_EvalFrameDefault` and `Py_RunMain` and of two code objects.
@@ -35,36 +28,6 @@ def addr(name):
 print(addr("_PyEval_EvalFrameDefault"), addr("Py_RunMain"), id(leaf.__code__), id(outer.__code__), flush=True)
 sys.stdin.read()
 "#;
-
-pub(super) fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
-    RawSample {
-        key: SampleKey {
-            tgid: pid,
-            kernel_stack_id: -1,
-            user_stack_id: 1,
-            user_stack_status: 0,
-            stack_slot: 0,
-            weight: 1,
-            comm: [0; sonde_abi::TASK_COMM_LEN],
-            labels: 0,
-        },
-        user: RawStack::Frames(Arc::from(frames)),
-        user_outcome: outcome::ROOT,
-        kernel: RawStack::None,
-        count,
-        total_ns: 0,
-        labels: Default::default(),
-    }
-}
-
-pub(super) fn symbolizer() -> Symbolizer {
-    let debug = DebugInfo::new(DebugInfoConfig {
-        debug_dirs: Vec::new(),
-        debuginfod: None,
-    })
-    .expect("a debug info finder without debuginfod");
-    Symbolizer::new(debug, None, crate::runtimes::Runtimes::all())
-}
 
 #[test]
 fn python_frames_replace_the_evaluation_loop_and_are_counted() {
@@ -106,10 +69,10 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     let stats = s.stats();
     assert_eq!(
         (
-            stats.python_stacks,
-            stats.python_frames,
-            stats.python_unreadable,
-            stats.python_dropped
+            stats.runtimes.frames(Runtime::Python).stacks,
+            stats.runtimes.frames(Runtime::Python).frames,
+            stats.runtimes.frames(Runtime::Python).unreadable,
+            stats.runtimes.frames(Runtime::Python).dropped
         ),
         (3, 6, 0, 0)
     );
@@ -120,7 +83,7 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     bad[2] = pack_frame(0x1000, 0, false);
     let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, bad, 1)], &infos, 1);
     assert_eq!(out[0].frames[0].display_name(), "[python]+0x1000");
-    assert_eq!(s.stats().python_unreadable, 1);
+    assert_eq!(s.stats().runtimes.frames(Runtime::Python).unreadable, 1);
 
     // Without the interpreter (`--python off`), Python words are dropped and counted.
     let without = crate::capture::Capturer::default().ensure_all([pid]);
@@ -129,5 +92,11 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     let names: Vec<String> = out[0].frames.iter().map(|f| f.display_name()).collect();
     assert_eq!(names, ["_PyEval_EvalFrameDefault", "Py_RunMain"]);
     let stats = s.stats();
-    assert_eq!((stats.python_stacks, stats.python_dropped), (0, 4));
+    assert_eq!(
+        (
+            stats.runtimes.frames(Runtime::Python).stacks,
+            stats.runtimes.frames(Runtime::Python).dropped
+        ),
+        (0, 4)
+    );
 }
