@@ -21,7 +21,7 @@ use crate::{
     platform::kernel::KernelFeatures,
     process::CaptureStats,
     profile::{Profile, ProfileKind},
-    runtimes::registry,
+    runtimes::{RuntimeStats, registry},
     symbolize::{DebugInfoStats, Offender, PerfMapStats, SymbolizeStats, Symbolizer},
     unwind::{UnwindStats, Unwinder},
 };
@@ -50,6 +50,8 @@ pub(crate) struct Window {
     pub symbolize: SymbolizeStats,
     /// Process capture counters so far.
     pub capture: CaptureStats,
+    /// Each runtime's counters so far: processes found, frames and binaries named.
+    pub runtimes: RuntimeStats,
     /// Perf map counters so far.
     pub perf_maps: PerfMapStats,
     /// Processes held by the process table at the end of the window.
@@ -237,9 +239,11 @@ impl Sampler {
         crate::heap::release_freed();
         window.symbolize = self.symbolizer.stats();
         window.perf_maps = self.symbolizer.perf_map_stats();
+        self.symbolizer.runtime_names(&mut window.runtimes);
         {
             let procs = self.procs.lock().expect("process table lock");
             window.capture = procs.stats();
+            procs.runtime_processes(&mut window.runtimes);
             window.processes_held = procs.table().len();
         }
         let ebpf = self.ebpf.lock().expect("BPF object lock");
@@ -315,6 +319,7 @@ impl Sampler {
             debug: self.symbolizer.debug_stats(),
             symbolize: SymbolizeStats::default(),
             capture: CaptureStats::default(),
+            runtimes: RuntimeStats::default(),
             perf_maps: PerfMapStats::default(),
             processes_held: 0,
             kernel_cost: KernelCost::default(),

@@ -12,13 +12,15 @@ use sonde_abi::ProcEvent;
 
 use crate::{
     process::{CaptureStats, ProcessInfo, ProcessTable},
-    runtimes::seam::RuntimeCapture,
+    runtimes::{RuntimeStats, seam::RuntimeCapture},
 };
 
 /// The process table with the runtimes that look at every capture.
 pub(crate) struct Capturer {
     table: ProcessTable,
     runtimes: Vec<Box<dyn RuntimeCapture>>,
+    /// What each runtime found (`processes` only).
+    found: RuntimeStats,
 }
 
 impl Capturer {
@@ -27,6 +29,7 @@ impl Capturer {
         Self {
             table: ProcessTable::default(),
             runtimes,
+            found: RuntimeStats::default(),
         }
     }
 
@@ -38,7 +41,8 @@ impl Capturer {
         for runtime in &mut self.runtimes {
             let name = runtime.name();
             let before = previous.as_deref().and_then(|p| p.runtime(name));
-            if let Some(found) = runtime.captured(&info, before, &mut self.table.stats) {
+            let counts = &mut self.found.of_mut(runtime.runtime()).processes;
+            if let Some(found) = runtime.captured(&info, before, counts) {
                 info.runtimes.push((name, found));
             }
         }
@@ -94,7 +98,8 @@ impl Capturer {
                     runtime.evicted(pid);
                     continue;
                 };
-                if let Some(found) = runtime.captured(&info, None, &mut self.table.stats) {
+                let counts = &mut self.found.of_mut(runtime.runtime()).processes;
+                if let Some(found) = runtime.captured(&info, None, counts) {
                     self.table.set_runtime(pid, runtime.name(), found);
                 }
             }
@@ -131,6 +136,22 @@ impl Capturer {
     /// Forgets what `pid` ran before an exec (see [`ProcessTable::forget_image`]).
     pub(crate) fn forget_image(&mut self, pid: u32) {
         self.table.forget_image(pid);
+    }
+
+    /// Sets what each runtime found so far (`processes`) in `stats`.
+    pub(crate) fn runtime_processes(&self, stats: &mut crate::runtimes::RuntimeStats) {
+        for runtime in crate::runtimes::Runtime::ALL {
+            stats.of_mut(runtime).processes = self.found.of(runtime).processes;
+        }
+    }
+
+    /// What `runtime` found so far (tests).
+    #[cfg(test)]
+    pub(crate) fn found(
+        &self,
+        runtime: crate::runtimes::Runtime,
+    ) -> crate::runtimes::ProcessCounts {
+        self.found.of(runtime).processes
     }
 
     /// Capture counters so far.

@@ -4,8 +4,6 @@
 
 use sonde_abi::stat;
 
-use crate::runtimes::Runtime;
-
 use super::{
     Figure, Input, Kind, Series, Unit, count, defect_share, good_share, labelled, mean, now, rate,
     so_far,
@@ -46,24 +44,8 @@ pub(crate) const FAMILIES: &[(&str, &str)] = &[
         "Captures of processes whose code sonde may not read, so their frames stay unnamed: maps_denied (/proc/PID/maps refused: CAP_SYS_PTRACE), binary_unopenable (a mapped binary could not be opened: deleted or replaced without CAP_CHECKPOINT_RESTORE, or unreadable).",
     ),
     (
-        "sonde_python_processes",
-        "Processes found running CPython, by whether sonde walks their Python frames (supported) or shows native frames only (unsupported: a version outside 3.9 to 3.13).",
-    ),
-    (
         "sonde_unmapped_frames",
         "Frames in no known file ([unmapped], weighted by samples), by reason: process_gone (exited before its mappings were read, walked by frame pointers), outside_mappings (in none of its known mappings), file_unknown (stored relative to a file no longer known).",
-    ),
-    (
-        "sonde_java_processes",
-        "Processes found running a HotSpot JVM, by whether sonde names their Java frames (supported) or leaves them [jit] (unsupported).",
-    ),
-    (
-        "sonde_node_processes",
-        "Processes found running Node.js (V8), by whether sonde names their JavaScript frames (supported) or leaves them [jit] (unsupported).",
-    ),
-    (
-        "sonde_go_binaries",
-        "Go binaries whose frames are named from their own .gopclntab, by outcome: read (with the inline tree), no_inline_tree (physical functions only) or failed (unknown layout or malformed; ELF symbols only).",
     ),
     (
         "sonde_debug_files",
@@ -214,15 +196,6 @@ pub(crate) static WINDOW: &[Figure] = &[
         (i.k(stat::WALK_FRAMES) as f64, i.window.stats.walks() as f64)
     })
     .logged(),
-    mean("python_frames_per_stack", "Python frames per Python walk in the last window.", |i| {
-        (i.k(stat::PY_FRAMES) as f64, i.k(stat::PY_WALKS) as f64)
-    }),
-    mean("java_frames_per_stack", "Java frames per walk of a JVM's stack in the last window.", |i| {
-        (i.k(stat::JAVA_FRAMES) as f64, i.k(stat::JAVA_WALKS) as f64)
-    }),
-    mean("v8_frames_per_stack", "JavaScript and V8 frames per walk of a Node.js stack in the last window.", |i| {
-        (i.k(stat::V8_FRAMES) as f64, i.k(stat::V8_WALKS) as f64)
-    }),
     count("unwind_fallbacks", "Frames (or walks) stepped by frame pointer for lack of a table (the sum of the fallback_* kernel events).", |i| {
         i.window.stats.fallbacks() as f64
     })
@@ -360,81 +333,9 @@ pub(crate) static WINDOW: &[Figure] = &[
     so_far("perf_map_bad_lines", "Perf map lines that are not START SIZE name.", |i| i.window.perf_maps.bad_lines as f64),
     so_far("perf_map_ignored", "Perf map bytes ignored beyond the per-map bound.", |i| i.window.perf_maps.truncated_bytes as f64)
         .unit(Unit::Bytes),
-    // Runtimes.
-    so_far("python_processes", "Processes running a CPython interpreter sonde walks.", |i| i.window.capture.python_processes as f64)
-        .at(series!("sonde_python_processes", "support", "supported")),
-    so_far("python_unsupported", "Processes running a CPython sonde cannot walk (native frames only).", |i| {
-        i.window.capture.python_unsupported as f64
-    })
-    .at(series!("sonde_python_processes", "support", "unsupported")),
-    so_far("python_stacks", "Stacks (weighted) with at least one Python frame.", |i| i.window.symbolize.runtimes.frames(Runtime::Python).stacks as f64),
-    so_far("python_frames_emitted", "Python frames exported (weighted).", |i| i.window.symbolize.runtimes.frames(Runtime::Python).frames as f64),
-    so_far("python_frames_unreadable", "Python frames whose code object could not be read (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Python).unreadable as f64
-    }),
-    so_far("python_frames_dropped", "Python frames dropped: their process has no interpreter known to sonde (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Python).dropped as f64
-    }),
-    so_far("go_binaries_read", "Go binaries named from their .gopclntab with its inline tree.", |i| {
-        i.window.symbolize.runtimes.tables(Runtime::Go).read as f64
-    })
-    .at(series!("sonde_go_binaries", "outcome", "read")),
-    so_far("go_binaries_no_inline_tree", "Go binaries named from their .gopclntab without inline tree.", |i| {
-        i.window.symbolize.runtimes.tables(Runtime::Go).partial as f64
-    })
-    .at(series!("sonde_go_binaries", "outcome", "no_inline_tree")),
-    so_far("go_binaries_failed", "Go binaries whose .gopclntab could not be read (ELF symbols only).", |i| {
-        i.window.symbolize.runtimes.tables(Runtime::Go).failed as f64
-    })
-    .at(series!("sonde_go_binaries", "outcome", "failed")),
-    so_far("go_labels_unsupported", "Go binaries whose goroutine labels cannot be read (unknown version or TLS layout).", |i| {
-        i.window.capture.go_labels_unsupported as f64
-    }),
+    // Sample labels the runtimes publish (goroutine labels).
     count("go_labels_missing", "Samples whose goroutine label set was gone when read (kept without labels).", |i| {
         i.window.stats.labels_missing as f64
-    }),
-    so_far("java_processes", "Processes running a HotSpot JVM sonde walks.", |i| i.window.capture.java_processes as f64)
-        .at(series!("sonde_java_processes", "support", "supported")),
-    so_far("java_unsupported", "Processes running a HotSpot JVM sonde cannot walk (Java frames stay [jit]).", |i| {
-        i.window.capture.java_unsupported as f64
-    })
-    .at(series!("sonde_java_processes", "support", "unsupported")),
-    so_far("java_not_ready", "Processes whose JVM had no code cache yet when captured (looked at again).", |i| {
-        i.window.capture.java_not_ready as f64
-    }),
-    so_far("java_abandoned", "Processes whose JVM never showed a code cache (given up on).", |i| {
-        i.window.capture.java_abandoned as f64
-    }),
-    so_far("java_stacks", "Stacks (weighted) with at least one Java frame.", |i| i.window.symbolize.runtimes.frames(Runtime::Java).stacks as f64),
-    so_far("java_frames_emitted", "Java frames exported (weighted).", |i| i.window.symbolize.runtimes.frames(Runtime::Java).frames as f64),
-    so_far("java_frames_unreadable", "Java frames whose method or code blob could not be read (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Java).unreadable as f64
-    }),
-    so_far("java_frames_stale", "Java frames whose method or code was freed or replaced before naming (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Java).stale as f64
-    }),
-    so_far("java_words_corrupt", "Java words dropped because they did not pair up (a stack stored wrongly).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Java).corrupt as f64
-    }),
-    so_far("java_frames_dropped", "Java frames dropped: their process has no JVM known to sonde (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Java).dropped as f64
-    }),
-    so_far("node_processes", "Processes running Node.js sonde walks.", |i| i.window.capture.node_processes as f64)
-        .at(series!("sonde_node_processes", "support", "supported")),
-    so_far("node_unsupported", "Processes running a V8 sonde cannot walk (JavaScript frames stay [jit]).", |i| {
-        i.window.capture.node_unsupported as f64
-    })
-    .at(series!("sonde_node_processes", "support", "unsupported")),
-    so_far("v8_stacks", "Stacks (weighted) with at least one JavaScript or V8 frame.", |i| i.window.symbolize.runtimes.frames(Runtime::Node).stacks as f64),
-    so_far("v8_frames_emitted", "JavaScript and V8 frames exported (weighted).", |i| i.window.symbolize.runtimes.frames(Runtime::Node).frames as f64),
-    so_far("v8_frames_unreadable", "JavaScript frames whose function or code could not be read (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Node).unreadable as f64
-    }),
-    so_far("v8_frames_stale", "JavaScript frames whose function or code was moved or collected before naming (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Node).stale as f64
-    }),
-    so_far("v8_frames_dropped", "JavaScript frames dropped: their process has no V8 known to sonde (weighted).", |i| {
-        i.window.symbolize.runtimes.frames(Runtime::Node).dropped as f64
     }),
     // Off-CPU sampling.
     now("offcpu_pending", "Threads remembered as off-CPU at the end of the window.", |i| i.window.stats.off_cpu_pending as f64),

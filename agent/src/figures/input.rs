@@ -110,6 +110,14 @@ impl Running {
                         crate::ratio::defect_share(part, whole)
                     })
                 }
+                Source::Runtime { runtime, read } => {
+                    let count = read(&input.window.runtimes.of(runtime));
+                    Value::One(self.increase(i, Vec::new(), count as f64))
+                }
+                Source::KernelMean { sum, count } => {
+                    let (sum, n) = (input.k(sum), input.k(count));
+                    Value::One(if n > 0 { sum as f64 / n as f64 } else { 0.0 })
+                }
                 Source::Mean(read) => {
                     let (sum, n) = read(input);
                     Value::One(if n > 0.0 { sum / n } else { 0.0 })

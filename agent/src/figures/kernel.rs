@@ -1,7 +1,7 @@
 //! One figure per kernel counter (`sonde_abi::stat`), in index order: each is the counter's increase
 //! in the window, summed over CPUs, and a series of `sonde_kernel_events{event="<key>"}`; some are
-//! also series of the drop, walk and process-age families. The array is as long as `stat::COUNT`, so
-//! a counter added to the ABI does not compile until it is declared here.
+//! also series of the drop, walk and process-age families. A runtime's counters are declared with
+//! the runtime; a test checks that every counter of the ABI is declared once, here or there.
 
 use sonde_abi::stat;
 
@@ -53,8 +53,9 @@ macro_rules! age {
     };
 }
 
-/// Every kernel counter, by `stat` index (a test checks the order).
-pub(crate) static KERNEL: [Figure; stat::COUNT as usize] = [
+/// Every kernel counter but the runtimes' (declared with their runtime, `crate::runtimes::figures`),
+/// in `stat` index order (a test checks the order, and that each counter is declared once).
+pub(crate) static KERNEL: &[Figure] = &[
     kernel(
         "oncpu_samples",
         stat::ONCPU_SAMPLES,
@@ -229,36 +230,6 @@ pub(crate) static KERNEL: [Figure; stat::COUNT as usize] = [
         "Switches the tracked off-CPU episodes stand for (sum of their weights).",
     ),
     kernel(
-        "python_walks",
-        stat::PY_WALKS,
-        "Stacks of CPython processes whose Python frames were walked.",
-    ),
-    kernel(
-        "python_frames",
-        stat::PY_FRAMES,
-        "Python frames stored by those walks.",
-    ),
-    kernel(
-        "python_idle",
-        stat::PY_IDLE,
-        "Python walks of threads running no Python code (not a failure).",
-    ),
-    kernel(
-        "python_no_thread",
-        stat::PY_NO_THREAD,
-        "Python walks that failed: the thread's state was not found.",
-    ),
-    kernel(
-        "python_read_fault",
-        stat::PY_READ_FAULT,
-        "Python walks that failed: interpreter memory was unreadable.",
-    ),
-    kernel(
-        "python_truncated",
-        stat::PY_TRUNCATED,
-        "Python walks cut because the stack was full.",
-    ),
-    kernel(
         "vma_walks",
         stat::VMA_WALKS,
         "Walks of processes not captured yet, through the mappings the kernel recorded.",
@@ -349,71 +320,6 @@ pub(crate) static KERNEL: [Figure; stat::COUNT as usize] = [
         "Complete walks of processes 1 s old or older.",
     )
     .at(age!("1s+", "root")),
-    kernel(
-        "go_labeled",
-        stat::GO_LABELED,
-        "Samples of Go processes whose goroutine labels were copied.",
-    ),
-    kernel(
-        "go_labels_cut",
-        stat::GO_LABELS_CUT,
-        "Samples of Go processes whose labels were cut to fit.",
-    ),
-    kernel(
-        "go_labels_fault",
-        stat::GO_LABELS_FAULT,
-        "Samples of Go processes whose goroutine labels could not be read.",
-    ),
-    kernel(
-        "java_walks",
-        stat::JAVA_WALKS,
-        "Stacks of JVM processes walked for Java frames.",
-    ),
-    kernel(
-        "java_frames",
-        stat::JAVA_FRAMES,
-        "Java frames stored by those walks.",
-    ),
-    kernel(
-        "java_no_blob",
-        stat::JAVA_NO_BLOB,
-        "Java walks cut at a code-heap pc whose code blob the segment map did not lead to.",
-    ),
-    kernel(
-        "java_read_fault",
-        stat::JAVA_READ_FAULT,
-        "Java walks cut because a code blob, its name or an interpreter frame was unreadable.",
-    ),
-    kernel(
-        "java_bad_frame",
-        stat::JAVA_BAD_FRAME,
-        "Java walks cut at a Java frame that could not be stepped.",
-    ),
-    kernel(
-        "java_deopt",
-        stat::JAVA_DEOPT,
-        "Deoptimized compiled frames whose original pc was recovered.",
-    ),
-    kernel(
-        "v8_walks",
-        stat::V8_WALKS,
-        "Stacks of Node.js processes walked for JavaScript frames.",
-    ),
-    kernel(
-        "v8_frames",
-        stat::V8_FRAMES,
-        "JavaScript and V8 frames stored by those walks.",
-    ),
-    kernel(
-        "v8_not_a_frame",
-        stat::V8_NOT_A_FRAME,
-        "Frames in V8 code whose frame pointer led to no V8 frame (stepped as native code).",
-    ),
-    kernel(
-        "v8_function_only",
-        stat::V8_FUNCTION_ONLY,
-        "JavaScript frames stored with their function only (Sparkplug code, or a pc outside its code).",
-    ),
     kernel(
         "walk_execing",
         stat::WALK_EXECING,

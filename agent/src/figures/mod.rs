@@ -19,7 +19,15 @@ pub(crate) mod live;
 mod render;
 mod usage;
 
+use std::sync::LazyLock;
+
 pub(crate) use catalogue::*;
+
+use crate::runtimes::{
+    Runtime, RuntimeCounts,
+    figures::{Read, RuntimeFigure},
+    registry,
+};
 pub(crate) use input::{Input, Running};
 pub(crate) use render::{heartbeat, log_line, summary_lines};
 pub(crate) use usage::{Usage, online_cpus};
@@ -63,12 +71,9 @@ impl Unit {
     }
 }
 
-/// One series of a shared `/metrics` family: the family and this series' fixed labels.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Series {
-    pub family: &'static str,
-    pub labels: &'static [(&'static str, &'static str)],
-}
+/// One series of a shared `/metrics` family: the family and this series' fixed labels (the type the
+/// runtimes declare theirs with).
+pub(crate) use crate::runtimes::figures::Series;
 
 /// Where `/metrics` publishes a figure.
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +105,13 @@ pub(crate) enum Source {
     },
     /// Sum over count (frames per stack), 0 when the count is 0.
     Mean(fn(&Input) -> (f64, f64)),
+    /// A runtime's cumulative count (`crate::runtimes::RuntimeCounts`): reported as its increase.
+    Runtime {
+        runtime: Runtime,
+        read: fn(&RuntimeCounts) -> u64,
+    },
+    /// One kernel counter's increase over another's in the window, 0 when the second's is 0.
+    KernelMean { sum: u32, count: u32 },
     /// The increase of a count since start per second of the window (per CPU with `per_cpu`); 0 on
     /// the first window, which has no earlier reading.
     Rate {
@@ -279,9 +291,40 @@ pub(crate) const fn labelled(
     Figure::new(key, kind, help, Source::Labelled { labels, read })
 }
 
-/// Every figure computed per window: the userspace ones, then one per kernel counter.
+/// Every figure computed per window: the userspace ones, the runtimes', then one per kernel counter.
 pub(crate) fn all() -> impl Iterator<Item = &'static Figure> {
-    catalogue::WINDOW.iter().chain(kernel::KERNEL.iter())
+    catalogue::WINDOW
+        .iter()
+        .chain(RUNTIMES.iter())
+        .chain(kernel::KERNEL.iter())
+}
+
+/// The shared families' help: the catalogue's and the runtimes'.
+pub(crate) fn families() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    catalogue::FAMILIES
+        .iter()
+        .chain(registry::DECLARED.iter().flat_map(|d| d.families.iter()))
+}
+
+/// The runtimes' figures (`crate::runtimes::registry::DECLARED`), as the catalogue's.
+static RUNTIMES: LazyLock<Vec<Figure>> = LazyLock::new(|| {
+    registry::DECLARED
+        .iter()
+        .flat_map(|d| d.figures.iter().map(|f| runtime_figure(d.runtime, f)))
+        .collect()
+});
+
+fn runtime_figure(runtime: Runtime, f: &RuntimeFigure) -> Figure {
+    let (kind, source) = match f.read {
+        Read::Kernel(stat) => (Kind::Counter, Source::Kernel(stat)),
+        Read::SoFar(read) => (Kind::Counter, Source::Runtime { runtime, read }),
+        Read::Mean { sum, count } => (Kind::Gauge, Source::KernelMean { sum, count }),
+    };
+    let figure = Figure::new(f.key, kind, f.help, source);
+    match f.series {
+        [] => figure,
+        series => figure.at(series),
+    }
 }
 
 /// The series of a figure with run-time labels: label values (in the figure's label order), value.

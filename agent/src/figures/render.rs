@@ -66,7 +66,9 @@ pub(crate) fn heartbeat(host: &str, figures: &Figures) -> Tags {
             // Shares, rates and means stay decimals even when whole, so a backend sees one type.
             let text = match f.source {
                 Source::Share { .. } => format!("{v:.4}"),
-                Source::Rate { .. } | Source::Mean(_) => format!("{v:.6}"),
+                Source::Rate { .. } | Source::Mean(_) | Source::KernelMean { .. } => {
+                    format!("{v:.6}")
+                }
                 _ if v.fract() == 0.0 => format!("{v:.0}"),
                 _ => format!("{v:.6}"),
             };

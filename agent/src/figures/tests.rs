@@ -23,14 +23,34 @@ fn names_are_unique_and_snake_case() {
 }
 
 #[test]
-fn every_kernel_counter_is_one_figure_at_its_index() {
-    for (i, f) in kernel::KERNEL.iter().enumerate() {
-        assert!(
-            matches!(f.source, Source::Kernel(s) if s as usize == i),
-            "{} is not at its stat index",
-            f.key
-        );
-    }
+fn every_kernel_counter_is_one_figure_and_the_catalogues_are_in_index_order() {
+    let stats: Vec<u32> = all()
+        .filter_map(|f| match f.source {
+            Source::Kernel(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let mut sorted = stats.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (0..sonde_abi::stat::COUNT).collect::<Vec<_>>(),
+        "every kernel counter is declared once, in figures/kernel.rs or with its runtime"
+    );
+    let indices = |figures: &[Figure]| -> Vec<u32> {
+        figures
+            .iter()
+            .filter_map(|f| match f.source {
+                Source::Kernel(s) => Some(s),
+                _ => None,
+            })
+            .collect()
+    };
+    let kernel = indices(kernel::KERNEL);
+    assert!(
+        kernel.is_sorted(),
+        "figures/kernel.rs is in stat order: {kernel:?}"
+    );
 }
 
 #[test]
@@ -52,13 +72,13 @@ fn shared_families_are_declared_once_with_one_kind_and_unit() {
             entry.2 += 1;
             if !labels.is_empty() {
                 assert!(
-                    FAMILIES.iter().any(|(n, _)| *n == family),
+                    super::families().any(|(n, _)| *n == family),
                     "{family} is shared: declare its help in FAMILIES"
                 );
             }
         }
     }
-    for (name, _) in FAMILIES {
+    for (name, _) in super::families() {
         assert!(
             families.contains_key(*name),
             "{name} is declared but unused"
@@ -141,6 +161,7 @@ fn window(kernel: &[(u32, u64)], unwind_built: u64) -> Window {
         off_cpu: None,
         stats,
         exited: Vec::new(),
+        runtimes: Default::default(),
         unwind: Some(crate::unwind::UnwindStats {
             tables_built: unwind_built,
             ..Default::default()
@@ -168,7 +189,15 @@ fn cumulative_counters_report_their_increase_and_totals_add_up() {
         (f.window[i].total(), f.totals[i].total())
     };
     assert_eq!(built(&f1), (5.0, 5.0));
-    assert_eq!(f1.get(&kernel::KERNEL[stat::WALK_ROOT as usize]), 3.0);
+    assert_eq!(
+        f1.get(
+            kernel::KERNEL
+                .iter()
+                .find(|f| matches!(f.source, Source::Kernel(s) if s == stat::WALK_ROOT))
+                .unwrap()
+        ),
+        3.0
+    );
     let walk_root_ratio = all().find(|f| f.key == "walk_root_ratio").unwrap();
     assert_eq!(f1.get(walk_root_ratio), 0.75);
     // The second window: 2 more tables built (7 so far), no walks at all.

@@ -122,8 +122,7 @@ fn window_families(figures: &Figures) -> Vec<Family> {
             None => Vec::new(),
         };
         for (family, fixed) in figure.series() {
-            let help = figures::FAMILIES
-                .iter()
+            let help = figures::families()
                 .find(|(name, _)| *name == family)
                 .map_or(figure.help, |(_, help)| help);
             let at = match out.iter().position(|f| f.name == family) {

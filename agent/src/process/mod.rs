@@ -108,29 +108,6 @@ pub(crate) struct CaptureStats {
     pub maps_denied: u64,
     /// Captures of processes with at least one mapped binary that could not be opened.
     pub binaries_unopenable: u64,
-    /// Processes found running a CPython interpreter sonde walks (counted once per process image).
-    pub python_processes: u64,
-    /// Processes running a CPython interpreter sonde cannot walk (an unsupported version): their
-    /// native frames are still shown.
-    pub python_unsupported: u64,
-    /// Go binaries whose goroutine labels cannot be read (an unknown Go version or TLS layout).
-    pub go_labels_unsupported: u64,
-    /// Processes found running a HotSpot JVM sonde walks (counted once per process image).
-    pub java_processes: u64,
-    /// Processes running a HotSpot JVM sonde cannot walk (an unsupported version or layout, said
-    /// once per `libjvm.so`): their Java frames stay `[jit]`, native frames are still shown.
-    pub java_unsupported: u64,
-    /// Processes whose JVM had no code cache yet when captured (starting): looked at again until it
-    /// has (counted once per process).
-    pub java_not_ready: u64,
-    /// Of those, processes given up on (no code cache after about two minutes, or too many JVMs
-    /// starting at once).
-    pub java_abandoned: u64,
-    /// Processes found running Node.js sonde walks (counted once per process image).
-    pub node_processes: u64,
-    /// Processes running a V8 sonde cannot walk (an unsupported version or layout, said once per
-    /// binary): their JavaScript frames stay `[jit]`, native frames are still shown.
-    pub node_unsupported: u64,
 }
 
 /// All known processes and their binaries.

@@ -27,6 +27,12 @@
 
 use std::{fmt, str::FromStr};
 
+pub(crate) use counts::{
+    FrameTally, Outcome, ProcessCounts, RuntimeCounts, RuntimeStats, TableStats,
+};
+
+pub(crate) mod counts;
+pub(crate) mod figures;
 pub(crate) mod frame_names;
 pub(crate) mod go;
 pub(crate) mod hotspot;
@@ -37,110 +43,6 @@ pub(crate) mod registry;
 pub(crate) mod seam;
 pub(crate) mod stack_words;
 pub(crate) mod v8;
-
-/// How naming one runtime frame went (the same for every runtime whose frames the kernel stores in
-/// place: a frame is named, or counted unreadable or stale and left unnamed, never misnamed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Named.
-    Named,
-    /// Its object (method, code, function) could not be read (counted `unreadable`).
-    Unreadable,
-    /// Its object changed since the sample: freed, moved or replaced (counted `stale`).
-    Stale,
-}
-
-/// Counters of one runtime's in-place frames, cumulative and weighted by sample count.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RuntimeFrameStats {
-    /// Stacks with at least one frame of the runtime.
-    pub stacks: u64,
-    /// Frames emitted (also in the symbolizer's `frames`, and in `symbolized` when named).
-    pub frames: u64,
-    /// Of those, frames whose object could not be read (left unnamed).
-    pub unreadable: u64,
-    /// Of those, frames whose object was freed, moved or replaced between the sample and its naming
-    /// (the validation value differs): left unnamed, never misnamed.
-    pub stale: u64,
-    /// Runtime words dropped from stacks because they do not pair up (a head without its data word,
-    /// or a data word alone): a stack the kernel stored wrongly.
-    pub corrupt: u64,
-    /// Frames dropped because their process has no runtime known to sonde.
-    pub dropped: u64,
-}
-
-/// One runtime's frames of one stack, for the counters.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct FrameTally {
-    pub(crate) frames: u64,
-    pub(crate) unreadable: u64,
-    pub(crate) stale: u64,
-    pub(crate) dropped: u64,
-    /// Words that did not pair up.
-    pub(crate) corrupt: u64,
-}
-
-impl FrameTally {
-    /// Counts a frame named with `outcome`.
-    pub(crate) fn count(&mut self, outcome: Outcome) {
-        self.frames += 1;
-        match outcome {
-            Outcome::Named => {}
-            Outcome::Unreadable => self.unreadable += 1,
-            Outcome::Stale => self.stale += 1,
-        }
-    }
-
-    /// Adds this stack's counts, `weight` samples of it, to `stats`.
-    pub(crate) fn add_to(&self, stats: &mut RuntimeFrameStats, weight: u64) {
-        stats.stacks += weight * u64::from(self.frames > 0);
-        stats.frames += weight * self.frames;
-        stats.unreadable += weight * self.unreadable;
-        stats.stale += weight * self.stale;
-        stats.corrupt += weight * self.corrupt;
-        stats.dropped += weight * self.dropped;
-    }
-}
-
-/// Counters of the binaries a runtime reads for names of native code, cumulative.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct TableStats {
-    /// Binaries read in full.
-    pub read: u64,
-    /// Binaries read in part (Go: without the inline tree, physical functions only).
-    pub partial: u64,
-    /// Binaries whose table could not be read (unknown layout, malformed): ELF symbols only.
-    pub failed: u64,
-}
-
-/// Each runtime's naming counters, cumulative.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NamingStats {
-    frames: [RuntimeFrameStats; Runtime::ALL.len()],
-    tables: [TableStats; Runtime::ALL.len()],
-}
-
-impl NamingStats {
-    /// `runtime`'s frame counters.
-    pub(crate) fn frames(&self, runtime: Runtime) -> RuntimeFrameStats {
-        self.frames[runtime as usize]
-    }
-
-    /// `runtime`'s frame counters, to add to.
-    pub(crate) fn frames_mut(&mut self, runtime: Runtime) -> &mut RuntimeFrameStats {
-        &mut self.frames[runtime as usize]
-    }
-
-    /// `runtime`'s table counters.
-    pub(crate) fn tables(&self, runtime: Runtime) -> TableStats {
-        self.tables[runtime as usize]
-    }
-
-    /// Sets `runtime`'s table counters.
-    pub(crate) fn set_tables(&mut self, runtime: Runtime, tables: TableStats) {
-        self.tables[runtime as usize] = tables;
-    }
-}
 
 /// A runtime sonde knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,7 +64,7 @@ impl Runtime {
     pub const ALL: [Runtime; 4] = [Runtime::Python, Runtime::Go, Runtime::Java, Runtime::Node];
 
     /// The name used by `--runtimes`.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Runtime::Python => "python",
             Runtime::Go => "go",

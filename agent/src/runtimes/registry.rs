@@ -9,6 +9,7 @@ use sonde_abi::names::{self, globals};
 
 use super::{
     Runtime, Runtimes,
+    figures::Declared,
     go::{capture::GoCapture, naming::GoNaming},
     hotspot::{JavaNames, capture::JavaCapture, naming::JavaNaming},
     publish::Publisher,
@@ -54,6 +55,30 @@ pub(crate) const KERNEL_SIDES: [KernelSide; 4] = [
         global: globals::V8,
         needs_tables: true,
         needs_thread_pointer: false,
+    },
+];
+
+/// Each runtime's figures and the shared families they are series of, in `--runtimes` order.
+pub(crate) const DECLARED: [Declared; 4] = [
+    Declared {
+        runtime: Runtime::Python,
+        figures: super::python::figures::FIGURES,
+        families: super::python::figures::FAMILIES,
+    },
+    Declared {
+        runtime: Runtime::Go,
+        figures: super::go::figures::FIGURES,
+        families: super::go::figures::FAMILIES,
+    },
+    Declared {
+        runtime: Runtime::Java,
+        figures: super::hotspot::figures::FIGURES,
+        families: super::hotspot::figures::FAMILIES,
+    },
+    Declared {
+        runtime: Runtime::Node,
+        figures: super::v8::figures::FIGURES,
+        families: super::v8::figures::FAMILIES,
     },
 ];
 

@@ -10,26 +10,31 @@ use std::{collections::HashSet, sync::Arc, time::Instant};
 
 use sonde_abi::{ProcEvent, runtime_frame::RuntimeFrame};
 
-use super::{FrameTally, Outcome, Runtime, TableStats};
+use super::{FrameTally, Outcome, ProcessCounts, Runtime, TableStats};
 use crate::{
-    process::{Binary, CaptureStats, ProcessInfo, RuntimeInstance},
+    process::{Binary, ProcessInfo, RuntimeInstance},
     profile::{Frame, Symbol},
 };
 
 /// One language runtime's side of process capture.
 pub(crate) trait RuntimeCapture: Send {
+    /// The runtime.
+    fn runtime(&self) -> Runtime;
+
     /// The runtime's name (`--runtimes`), under which its instances are kept.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.runtime().name()
+    }
 
     /// `process` was just read (first seen, after an exec, or again after new code was mapped):
     /// looks for the runtime in it and keeps the kernel's settings in step (written, or removed when
     /// the process runs no such runtime now). `previous`: what this runtime found in the same
-    /// process image before, kept when it is still the same. Counts what it finds in `stats`.
+    /// process image before, kept when it is still the same. Counts what it finds in `counts`.
     fn captured(
         &mut self,
         process: &ProcessInfo,
         previous: Option<&RuntimeInstance>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance>;
 
     /// `pid` exited: nothing of it may outlive it in the kernel.

@@ -53,7 +53,7 @@ use crate::{
     process::{Binary, JIT_PATH, ProcessInfo, file_ids::FileIds},
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
     runtimes::{
-        NamingStats, Runtime, Runtimes,
+        Runtime, RuntimeStats, Runtimes,
         registry::{self, NameCaches},
         seam::RuntimeNames,
         stack_words::native_words,
@@ -73,9 +73,6 @@ pub(crate) struct SymbolizeStats {
     pub with_user_stack: u64,
     /// blazesym calls that failed outright (their frames stay unsymbolized).
     pub errors: u64,
-    /// Each runtime's frames (stacks, frames, unreadable, stale, corrupt words, dropped) and the
-    /// binaries it read for names.
-    pub runtimes: NamingStats,
     /// `[unmapped]` frames (weighted), by why no file holds them.
     pub unmapped: UnmappedFrames,
 }
@@ -99,6 +96,8 @@ pub(crate) struct Symbolizer {
     caches: NameCaches,
     /// The runtimes that are on, each naming its own frames.
     runtimes: Vec<Box<dyn RuntimeNames>>,
+    /// Each runtime's frames (stacks, frames, unreadable, stale, corrupt words, dropped).
+    runtime_frames: RuntimeStats,
     /// Binaries of file-relative frames (shared with the unwinder, which gives the ids).
     files: FileIds,
     offenders: Offenders,
@@ -125,6 +124,7 @@ impl Symbolizer {
             sources: Sources::new(debug, wait),
             perf_maps: PerfMaps::default(),
             runtimes: registry::namers(runtimes, &caches),
+            runtime_frames: RuntimeStats::default(),
             caches,
             files: FileIds::default(),
             offenders: Offenders::default(),
@@ -150,14 +150,26 @@ impl Symbolizer {
 
     /// Counters so far.
     pub(crate) fn stats(&self) -> SymbolizeStats {
-        let mut stats = SymbolizeStats {
+        SymbolizeStats {
             errors: self.lookup.errors,
             ..self.stats
-        };
-        for namer in &self.runtimes {
-            stats.runtimes.set_tables(namer.runtime(), namer.tables());
         }
-        stats
+    }
+
+    /// `runtime`'s frame counters so far (tests).
+    #[cfg(test)]
+    pub(crate) fn frames_of(&self, runtime: Runtime) -> crate::runtimes::counts::RuntimeFrameStats {
+        self.runtime_frames.of(runtime).frames
+    }
+
+    /// Sets each runtime's frames and tables so far in `stats`.
+    pub(crate) fn runtime_names(&self, stats: &mut RuntimeStats) {
+        for runtime in Runtime::ALL {
+            stats.of_mut(runtime).frames = self.runtime_frames.of(runtime).frames;
+        }
+        for namer in &self.runtimes {
+            stats.of_mut(namer.runtime()).tables = namer.tables();
+        }
     }
 
     /// Debug file discovery and debuginfod counters so far.
@@ -383,7 +395,8 @@ impl Symbolizer {
         let tallies = self.push_user(s, info, &mut frames, &mut unnamed);
         let weight = s.count;
         for runtime in Runtime::ALL {
-            tallies[runtime as usize].add_to(self.stats.runtimes.frames_mut(runtime), weight);
+            let frames = &mut self.runtime_frames.of_mut(runtime).frames;
+            tallies[runtime as usize].add_to(frames, weight);
         }
         // Per frame, before the offenders' list folds them into one entry per sample.
         self.stats.unmapped.add(&unnamed, weight);

@@ -10,12 +10,9 @@ use std::{
 use sonde_abi::go::GoProc;
 
 use crate::{
-    process::{Binary, CaptureStats, ProcessInfo, RuntimeInstance},
-    runtimes::{publish::Publisher, seam::RuntimeCapture},
+    process::{Binary, ProcessInfo, RuntimeInstance},
+    runtimes::{ProcessCounts, Runtime, publish::Publisher, seam::RuntimeCapture},
 };
-
-/// The runtime's name (`--runtimes go`).
-pub(crate) const NAME: &str = "go";
 
 /// Go's capture state.
 pub(crate) struct GoCapture {
@@ -36,7 +33,7 @@ impl GoCapture {
     /// The kernel's settings for the Go executable `process` maps, read once per binary, with the
     /// process's load bias; a binary whose labels cannot be read is counted and said once (its roots
     /// are still published).
-    fn settings(&mut self, process: &ProcessInfo, stats: &mut CaptureStats) -> Option<GoProc> {
+    fn settings(&mut self, process: &ProcessInfo, counts: &mut ProcessCounts) -> Option<GoProc> {
         let (module, binary) = process
             .mappings
             .iter()
@@ -45,7 +42,7 @@ impl GoCapture {
         let (_, settings) = self.settings.entry(binary.id).or_insert_with(|| {
             let settings = super::kernel_settings(binary).map(|(settings, labels)| {
                 if let Err(why) = labels {
-                    stats.go_labels_unsupported += 1;
+                    counts.unsupported += 1;
                     tracing::warn!(pid, binary = %binary.path, "goroutine labels not read: {why}");
                 }
                 settings
@@ -62,17 +59,17 @@ impl GoCapture {
 }
 
 impl RuntimeCapture for GoCapture {
-    fn name(&self) -> &'static str {
-        NAME
+    fn runtime(&self) -> Runtime {
+        Runtime::Go
     }
 
     fn captured(
         &mut self,
         process: &ProcessInfo,
         _previous: Option<&RuntimeInstance>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
-        let settings = self.settings(process, stats);
+        let settings = self.settings(process, counts);
         self.publisher.captured(process.pid, settings);
         None
     }

@@ -7,6 +7,7 @@
 
 pub(crate) mod buildinfo;
 pub(crate) mod capture;
+pub(crate) mod figures;
 pub(crate) mod labels;
 pub(crate) mod naming;
 pub(crate) mod pclntab;

@@ -21,15 +21,16 @@ use sonde_abi::{ProcEvent, hotspot::HsProc, names::runtime_programs};
 
 use super::{HotspotError, JavaNames, Jvm, detect::detect};
 use crate::{
-    process::{CaptureStats, ProcessInfo, RuntimeInstance, is_gone, warn_once},
+    process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
+        ProcessCounts, Runtime,
         publish::Publisher,
         seam::{RuntimeCapture, typed},
     },
 };
 
 /// The runtime's name (`--runtimes java`).
-pub(crate) const NAME: &str = "java";
+pub(crate) const NAME: &str = Runtime::Java.name();
 
 /// First delay before a starting JVM is looked at again.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
@@ -87,7 +88,7 @@ impl JavaCapture {
         name: &str,
         mappings: &[crate::process::Mapping],
         previous: Option<&Arc<Jvm>>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<Arc<Jvm>> {
         // Captured again after new code was mapped: the same JVM, and the names read through it.
         if let Some(previous) = previous.filter(|jvm| jvm.same_image(mappings)) {
@@ -104,11 +105,11 @@ impl JavaCapture {
             Err(err) => err,
         };
         match &err {
-            HotspotError::NotReady { .. } => self.not_ready(pid, stats),
+            HotspotError::NotReady { .. } => self.not_ready(pid, counts),
             HotspotError::Unsupported { binary, .. } => {
                 self.pending.remove(&pid);
                 if self.unsupported.insert(pid) {
-                    stats.java_unsupported += 1;
+                    counts.unsupported += 1;
                 }
                 if self.warned.insert(binary.clone()) {
                     tracing::warn!(pid, %name, "{err}");
@@ -133,13 +134,13 @@ impl JavaCapture {
     }
 
     /// `pid` has a JVM without code heaps yet: schedules (or reschedules) a look at it.
-    fn not_ready(&mut self, pid: u32, stats: &mut CaptureStats) {
+    fn not_ready(&mut self, pid: u32, counts: &mut ProcessCounts) {
         let now = Instant::now();
         if let Some(p) = self.pending.get_mut(&pid) {
             p.looks += 1;
             if p.looks >= MAX_ATTEMPTS {
                 self.pending.remove(&pid);
-                stats.java_abandoned += 1;
+                counts.abandoned += 1;
                 tracing::debug!(
                     pid,
                     "the JVM of process {pid} set up no code heap in time: its Java frames stay [jit]"
@@ -149,9 +150,9 @@ impl JavaCapture {
             p.next = now + delay(p.looks - 1);
             return;
         }
-        stats.java_not_ready += 1;
+        counts.not_ready += 1;
         if self.pending.len() >= MAX_PENDING {
-            stats.java_abandoned += 1;
+            counts.abandoned += 1;
             return;
         }
         self.pending.insert(
@@ -185,15 +186,15 @@ pub(crate) fn jvm_of(process: &ProcessInfo) -> Option<Arc<Jvm>> {
 }
 
 impl RuntimeCapture for JavaCapture {
-    fn name(&self) -> &'static str {
-        NAME
+    fn runtime(&self) -> Runtime {
+        Runtime::Java
     }
 
     fn captured(
         &mut self,
         process: &ProcessInfo,
         previous: Option<&RuntimeInstance>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
         let previous = previous.and_then(typed::<Jvm>);
         let jvm = self.detect(
@@ -201,11 +202,11 @@ impl RuntimeCapture for JavaCapture {
             &process.name,
             &process.mappings,
             previous.as_ref(),
-            stats,
+            counts,
         );
         // Counted once per process image.
         if jvm.is_some() && previous.is_none() {
-            stats.java_processes += 1;
+            counts.found += 1;
         }
         if let Some(publisher) = &mut self.publisher {
             publisher.captured(process.pid, jvm.as_deref().map(Jvm::kernel_settings));
@@ -267,22 +268,22 @@ mod tests {
             "{total:?}"
         );
         let mut java = JavaCapture::new(None, Default::default());
-        let mut stats = CaptureStats::default();
-        java.not_ready(7, &mut stats);
-        assert_eq!(stats.java_not_ready, 1);
+        let mut counts = ProcessCounts::default();
+        java.not_ready(7, &mut counts);
+        assert_eq!(counts.not_ready, 1);
         assert!(java.due_at(Instant::now()).is_empty(), "not yet");
         assert_eq!(java.due_at(Instant::now() + RETRY_FIRST), [7]);
         for _ in 1..MAX_ATTEMPTS {
-            java.not_ready(7, &mut stats);
+            java.not_ready(7, &mut counts);
         }
-        assert_eq!((stats.java_not_ready, stats.java_abandoned), (1, 1));
+        assert_eq!((counts.not_ready, counts.abandoned), (1, 1));
         assert!(!java.has_pending());
         // Bounded: beyond MAX_PENDING processes, the rest are abandoned at once.
         for pid in 0..MAX_PENDING as u32 + 3 {
-            java.not_ready(100 + pid, &mut stats);
+            java.not_ready(100 + pid, &mut counts);
         }
         assert_eq!(java.pending.len(), MAX_PENDING);
-        assert_eq!(stats.java_abandoned, 4);
+        assert_eq!(counts.abandoned, 4);
         let far = Instant::now() + Duration::from_secs(1);
         assert_eq!(java.due_at(far).len(), MAX_RETRIES_PER_CALL);
         RuntimeCapture::exited(&mut java, 100);

@@ -6,6 +6,7 @@
 
 pub(crate) mod capture;
 pub(crate) mod detect;
+pub(crate) mod figures;
 mod layout;
 mod lines;
 #[cfg(test)]

@@ -75,7 +75,7 @@ fn java_frames_stay_in_place_among_native_ones_and_are_counted() {
     assert_eq!(frames[2].function(), Some("Burner.cold"));
     assert_eq!(frames[2].symbols[0].line, Some(line_of("cold_second")));
     assert_eq!(frames[3].display_name(), format!("[java]+{nm:#x}"));
-    let java = s.stats().runtimes.frames(Runtime::Java);
+    let java = s.frames_of(Runtime::Java);
     assert_eq!(
         (
             java.stacks,
@@ -99,8 +99,8 @@ fn java_frames_stay_in_place_among_native_ones_and_are_counted() {
     assert_eq!(out[0].frames[0].address, native);
     assert_eq!(
         (
-            s.stats().runtimes.frames(Runtime::Java).frames,
-            s.stats().runtimes.frames(Runtime::Java).dropped
+            s.frames_of(Runtime::Java).frames,
+            s.frames_of(Runtime::Java).dropped
         ),
         (0, 1)
     );

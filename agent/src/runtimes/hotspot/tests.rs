@@ -98,8 +98,11 @@ fn detects_jvms_with_sane_kernel_settings() {
     for java in [PathBuf::from(JDK17), jdk21()] {
         let live = Live::start(&java);
         let jvm = &live.jvm;
-        assert_eq!(live.table.stats().java_processes, 1);
-        assert_eq!(live.table.stats().java_unsupported, 0);
+        assert_eq!(live.table.found(crate::runtimes::Runtime::Java).found, 1);
+        assert_eq!(
+            live.table.found(crate::runtimes::Runtime::Java).unsupported,
+            0
+        );
         assert!(
             jvm.binary.ends_with("/lib/server/libjvm.so"),
             "{}",
@@ -379,12 +382,12 @@ fn a_starting_jvm_is_found_once_its_code_cache_exists() {
             }
         }
     }
-    assert_eq!(table.stats().java_not_ready, 1);
+    assert_eq!(table.found(crate::runtimes::Runtime::Java).not_ready, 1);
     // Looked at again while paused: still not ready, still counted once.
     std::thread::sleep(Duration::from_millis(300));
     table.retry();
     assert!(super::jvm_of(&table.get(pid).unwrap()).is_none());
-    assert_eq!(table.stats().java_not_ready, 1);
+    assert_eq!(table.found(crate::runtimes::Runtime::Java).not_ready, 1);
     std::fs::remove_file(&pause).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while super::jvm_of(&table.get(pid).unwrap()).is_none() {
@@ -395,7 +398,10 @@ fn a_starting_jvm_is_found_once_its_code_cache_exists() {
     let jvm = super::jvm_of(&table.get(pid).unwrap()).unwrap();
     assert_eq!(jvm.heaps().len(), 3);
     assert_eq!(
-        (table.stats().java_processes, table.stats().java_abandoned),
+        (
+            table.found(crate::runtimes::Runtime::Java).found,
+            table.found(crate::runtimes::Runtime::Java).abandoned
+        ),
         (1, 0)
     );
 }
@@ -420,9 +426,13 @@ fn jdk25_is_refused_with_its_reason() {
         }
         other => panic!("JDK 25 must be refused: {other:?}"),
     }
-    assert_eq!(table.stats().java_unsupported, 1);
+    assert_eq!(table.found(crate::runtimes::Runtime::Java).unsupported, 1);
     table.capture(pid).unwrap();
-    assert_eq!(table.stats().java_unsupported, 1, "once per process");
+    assert_eq!(
+        table.found(crate::runtimes::Runtime::Java).unsupported,
+        1,
+        "once per process"
+    );
 }
 
 #[test]
@@ -432,7 +442,8 @@ fn a_process_without_a_jvm_has_none() {
     assert!(super::jvm_of(&info).is_none());
     assert!(detect(info.pid, &info.mappings).unwrap().is_none());
     assert_eq!(
-        table.stats().java_processes + table.stats().java_not_ready,
+        table.found(crate::runtimes::Runtime::Java).found
+            + table.found(crate::runtimes::Runtime::Java).not_ready,
         0
     );
 }

@@ -11,15 +11,16 @@ use sonde_abi::{ProcEvent, proc_event, python::PyProc};
 
 use super::{PythonNames, detect::Interpreter};
 use crate::{
-    process::{CaptureStats, ProcessInfo, RuntimeInstance, is_gone, warn_once},
+    process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
+        ProcessCounts, Runtime,
         publish::Publisher,
         seam::{RuntimeCapture, typed},
     },
 };
 
 /// The runtime's name (`--runtimes python`).
-pub(crate) const NAME: &str = "python";
+pub(crate) const NAME: &str = Runtime::Python.name();
 
 /// CPython's capture state.
 pub(crate) struct PythonCapture {
@@ -51,7 +52,7 @@ impl PythonCapture {
 
     /// The CPython interpreter of `process`, if it runs one sonde can walk; one it cannot is counted
     /// and warned about once per binary.
-    fn detect(&mut self, process: &ProcessInfo, stats: &mut CaptureStats) -> Option<Interpreter> {
+    fn detect(&mut self, process: &ProcessInfo, counts: &mut ProcessCounts) -> Option<Interpreter> {
         let (pid, name) = (process.pid, &process.name);
         match super::detect::detect(pid, &process.mappings) {
             Ok(found) => {
@@ -64,7 +65,7 @@ impl PythonCapture {
                 match err.binary() {
                     Some(binary) => {
                         if self.unsupported.insert(pid) {
-                            stats.python_unsupported += 1;
+                            counts.unsupported += 1;
                         }
                         if self.warned.insert(binary.to_owned()) {
                             tracing::warn!(pid, %name, "{err}");
@@ -92,26 +93,26 @@ pub(crate) fn interpreter_of(process: &ProcessInfo) -> Option<Arc<Interpreter>> 
 }
 
 impl RuntimeCapture for PythonCapture {
-    fn name(&self) -> &'static str {
-        NAME
+    fn runtime(&self) -> Runtime {
+        Runtime::Python
     }
 
     fn captured(
         &mut self,
         process: &ProcessInfo,
         previous: Option<&RuntimeInstance>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
         let previous = previous.and_then(typed::<Interpreter>);
         // Captured again after new code was mapped: the same interpreter, and the code objects read
         // through it (announced once, and gone with the process if it exits).
-        let found = self.detect(process, stats).map(|found| match &previous {
+        let found = self.detect(process, counts).map(|found| match &previous {
             Some(previous) if previous.same_image(&found) => previous.clone(),
             _ => Arc::new(found),
         });
         // Counted once per process image.
         if found.is_some() && previous.is_none() {
-            stats.python_processes += 1;
+            counts.found += 1;
         }
         if let Some(publisher) = &mut self.publisher {
             publisher.captured(process.pid, found.as_ref().map(|i| i.kernel_settings()));

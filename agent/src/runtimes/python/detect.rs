@@ -438,8 +438,8 @@ mod tests {
                         // 3.9, 3.10: the only thread holds the GIL while it spins.
                         None => assert_eq!(memory.u64(s.gil_tstate).unwrap(), tstate),
                     }
-                    assert_eq!(table.stats().python_processes, 1);
-                    assert_eq!(table.stats().python_unsupported, 0);
+                    assert_eq!(table.found(crate::runtimes::Runtime::Python).found, 1);
+                    assert_eq!(table.found(crate::runtimes::Runtime::Python).unsupported, 0);
                     return interpreter;
                 }
             }
@@ -501,7 +501,7 @@ mod tests {
         let info = table.capture(std::process::id()).unwrap();
         assert!(crate::runtimes::python::interpreter_of(&info).is_none());
         assert!(detect(info.pid, &info.mappings).unwrap().is_none());
-        assert_eq!(table.stats().python_processes, 0);
+        assert_eq!(table.found(crate::runtimes::Runtime::Python).found, 0);
     }
 
     #[test]
@@ -535,10 +535,10 @@ mod tests {
                     assert_eq!(version, (3, minor));
                     assert!(binary.contains(&format!("/libpython3.{minor}")), "{binary}");
                     assert!(crate::runtimes::python::interpreter_of(&info).is_none());
-                    assert_eq!(table.stats().python_unsupported, 1);
+                    assert_eq!(table.found(crate::runtimes::Runtime::Python).unsupported, 1);
                     // Captured again (new mappings): still one process.
                     table.capture(pid).unwrap();
-                    assert_eq!(table.stats().python_unsupported, 1);
+                    assert_eq!(table.found(crate::runtimes::Runtime::Python).unsupported, 1);
                     return;
                 }
                 other => assert!(

@@ -7,6 +7,7 @@ pub(crate) mod capture;
 pub(crate) mod code;
 pub(crate) mod debug_offsets;
 pub(crate) mod detect;
+pub(crate) mod figures;
 pub(crate) mod linetable;
 pub(crate) mod merge;
 mod names;

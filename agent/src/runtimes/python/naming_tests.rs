@@ -69,10 +69,10 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     let stats = s.stats();
     assert_eq!(
         (
-            stats.runtimes.frames(Runtime::Python).stacks,
-            stats.runtimes.frames(Runtime::Python).frames,
-            stats.runtimes.frames(Runtime::Python).unreadable,
-            stats.runtimes.frames(Runtime::Python).dropped
+            s.frames_of(Runtime::Python).stacks,
+            s.frames_of(Runtime::Python).frames,
+            s.frames_of(Runtime::Python).unreadable,
+            s.frames_of(Runtime::Python).dropped
         ),
         (3, 6, 0, 0)
     );
@@ -83,7 +83,7 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     bad[2] = pack_frame(0x1000, 0, false);
     let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, bad, 1)], &infos, 1);
     assert_eq!(out[0].frames[0].display_name(), "[python]+0x1000");
-    assert_eq!(s.stats().runtimes.frames(Runtime::Python).unreadable, 1);
+    assert_eq!(s.frames_of(Runtime::Python).unreadable, 1);
 
     // Without the interpreter (`--python off`), Python words are dropped and counted.
     let without = crate::capture::Capturer::default().ensure_all([pid]);
@@ -91,11 +91,10 @@ fn python_frames_replace_the_evaluation_loop_and_are_counted() {
     let out = s.symbolize(ProfileKind::Cpu, &[sample(pid, words, 2)], &without, 1);
     let names: Vec<String> = out[0].frames.iter().map(|f| f.display_name()).collect();
     assert_eq!(names, ["_PyEval_EvalFrameDefault", "Py_RunMain"]);
-    let stats = s.stats();
     assert_eq!(
         (
-            stats.runtimes.frames(Runtime::Python).stacks,
-            stats.runtimes.frames(Runtime::Python).dropped
+            s.frames_of(Runtime::Python).stacks,
+            s.frames_of(Runtime::Python).dropped
         ),
         (0, 4)
     );

@@ -12,15 +12,16 @@ use sonde_abi::{ProcEvent, names::runtime_programs, v8::V8Proc};
 
 use super::{Node, V8Names, detect::detect, layout::Layout};
 use crate::{
-    process::{CaptureStats, ProcessInfo, RuntimeInstance},
+    process::{ProcessInfo, RuntimeInstance},
     runtimes::{
+        ProcessCounts, Runtime,
         publish::Publisher,
         seam::{RuntimeCapture, typed},
     },
 };
 
 /// The runtime's name (`--runtimes node`).
-pub(crate) const NAME: &str = "node";
+pub(crate) const NAME: &str = Runtime::Node.name();
 
 /// Node.js's capture state.
 pub(crate) struct NodeCapture {
@@ -55,7 +56,7 @@ impl NodeCapture {
         name: &str,
         mappings: &[crate::process::Mapping],
         previous: Option<&Arc<Node>>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<Arc<Node>> {
         let node = match previous.filter(|n| n.same_image(mappings)) {
             Some(previous) => Some(previous.clone()),
@@ -70,14 +71,14 @@ impl NodeCapture {
                 match found {
                     Ok(found) => {
                         if let Some(node) = &found {
-                            stats.node_processes += 1;
+                            counts.found += 1;
                             tracing::debug!(pid, %name, binary = %node.binary, version = %node.version(), "Node.js found");
                         }
                         found.map(Arc::new)
                     }
                     Err(err) => {
                         if self.unsupported.insert(pid) {
-                            stats.node_unsupported += 1;
+                            counts.unsupported += 1;
                         }
                         if self.warned.insert(err.binary.clone()) {
                             tracing::warn!(pid, %name, "{err}");
@@ -102,15 +103,15 @@ pub(crate) fn node_of(process: &ProcessInfo) -> Option<Arc<Node>> {
 }
 
 impl RuntimeCapture for NodeCapture {
-    fn name(&self) -> &'static str {
-        NAME
+    fn runtime(&self) -> Runtime {
+        Runtime::Node
     }
 
     fn captured(
         &mut self,
         process: &ProcessInfo,
         previous: Option<&RuntimeInstance>,
-        stats: &mut CaptureStats,
+        counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
         let previous = previous.and_then(typed::<Node>);
         let node = self.detect(
@@ -118,7 +119,7 @@ impl RuntimeCapture for NodeCapture {
             &process.name,
             &process.mappings,
             previous.as_ref(),
-            stats,
+            counts,
         );
         node.map(|n| n as RuntimeInstance)
     }

@@ -7,6 +7,7 @@
 
 pub(crate) mod capture;
 pub(crate) mod detect;
+pub(crate) mod figures;
 mod heap;
 pub(crate) mod layout;
 mod names;
