@@ -13,7 +13,7 @@
 //! `?`. Names are compared after removing symbol versions (`@@GLIBC_2.34`) and glibc's internal
 //! aliases of one function (`__GI_` prefixes, `__libc_start_main_impl` = `__libc_start_main`), since
 //! the two tools may pick different names for the same address. Two stacks match when the sequences
-//! are equal. sonde records with `--python off`: this compares native unwinding, and perf has no Python
+//! are equal. sonde records without `python` among its `--runtimes`: this compares native unwinding, and perf has no Python
 //! frames (the Python frames have their own tests, `python_*`).
 
 use crate::common;
@@ -167,8 +167,8 @@ fn debian_xz_and_python3_stacks_are_complete_and_agree_with_perf_dwarf() {
         &xz_pid,
         "--pid",
         &py_pid,
-        "--python",
-        "off",
+        "--runtimes",
+        "go,java,node",
         "--output",
         out.to_str().unwrap(),
         "--summary-json",

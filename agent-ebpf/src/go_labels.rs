@@ -1,6 +1,6 @@
 //! Goroutine labels: for a sample of a Go process userspace described (`GO_PROCS`), the sampled
 //! goroutine's pprof labels are copied out of the process into a per-CPU label set, stored in
-//! `GO_LABELS` under a hash of their content, and the hash goes into the sample's key, so samples of
+//! `SAMPLE_LABELS` under a hash of their content, and the hash goes into the sample's key, so samples of
 //! the same labels aggregate together and differently labelled ones apart. Layout and chain in
 //! `sonde_abi::go`.
 //!
@@ -28,7 +28,7 @@ use sonde_abi::{
 
 use crate::{
     globals,
-    maps::{GO_LABELS, GO_PROCS, bump},
+    maps::{GO_PROCS, SAMPLE_LABELS, bump},
     unwind::mix,
 };
 
@@ -65,7 +65,7 @@ pub fn of_sample<const WALKER: u32>(tgid: u32) -> u64 {
     }
 }
 
-/// The `GO_LABELS` key of the current goroutine's labels; 0 when the process is not a Go process
+/// The `SAMPLE_LABELS` key of the current goroutine's labels; 0 when the process is not a Go process
 /// described in `GO_PROCS`, the thread runs no goroutine, or the goroutine has no labels.
 #[inline(always)]
 fn current(tgid: u32) -> u64 {
@@ -190,7 +190,7 @@ fn labels_of(p: &GoProc) -> Result<u64, ()> {
         id => id,
     };
     // An existing entry is the same content (its hash); a full map evicts the least recently used.
-    let _ = GO_LABELS.insert(&id, &c.set, BPF_NOEXIST as u64);
+    let _ = SAMPLE_LABELS.insert(&id, &c.set, BPF_NOEXIST as u64);
     Ok(id)
 }
 

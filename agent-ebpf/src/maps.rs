@@ -118,7 +118,7 @@ pub static V8_PROCS: HashMap<u32, V8Proc> = HashMap::with_max_entries(1024, BPF_
 /// Label sets copied from goroutines, by a hash of their content; userspace reads them at each drain.
 /// LRU: a set no sample of the last windows refers to gives way to new ones.
 #[map]
-pub static GO_LABELS: LruHashMap<u64, LabelSet> = LruHashMap::with_max_entries(1024, 0);
+pub static SAMPLE_LABELS: LruHashMap<u64, LabelSet> = LruHashMap::with_max_entries(1024, 0);
 
 #[map]
 static SAMPLE_COST: PerCpuArray<u64> =

@@ -72,7 +72,7 @@ mod sinks;
 mod symbols;
 mod thresholds;
 
-pub use sampling::{Sampling, SamplingArgs, Switch};
+pub use sampling::{Sampling, SamplingArgs};
 pub use sinks::DEFAULT_TOKEN_ENV;
 pub use symbols::{SymbolArgs, SymbolArgsError, SymbolFile};
 pub use thresholds::Thresholds;
@@ -226,7 +226,6 @@ struct FileConfig {
     unwind: Option<String>,
     max_unwind_table_mib: Option<u64>,
     runtimes: Option<String>,
-    python: Option<String>,
     metrics_addr: Option<String>,
     duration_secs: Option<u64>,
     summary_json: Option<PathBuf>,
@@ -339,7 +338,6 @@ impl DaemonConfig {
             unwind: file.unwind.clone(),
             max_unwind_table_mib: file.max_unwind_table_mib,
             runtimes: file.runtimes.clone(),
-            python: file.python.clone(),
         })?;
         let metrics_addr = args
             .metrics_addr

@@ -9,6 +9,9 @@ use procfs::FromBufRead as _;
 /// The entry point of the fuzz target `name` (the names `cargo xtask fuzz --target` takes): one fuzz
 /// binary serves them all, so they are instrumented and linked once.
 pub fn target(name: &str) -> Option<fn(&[u8])> {
+    if let Some((_, target)) = crate::runtimes::registry::fuzz_targets().find(|(n, _)| *n == name) {
+        return Some(*target);
+    }
     Some(match name {
         "pprof" => pprof,
         "config" => |bytes| {
@@ -25,7 +28,6 @@ pub fn target(name: &str) -> Option<fn(&[u8])> {
         },
         "perf_map" => perf_map,
         "eh_frame" => eh_frame,
-        "python_linetable" => python_linetable,
         "minidebuginfo" => minidebuginfo,
         "spool_file" => spool_file,
         _ => return None,
@@ -93,20 +95,6 @@ pub fn eh_frame(bytes: &[u8]) {
             "unwind rows out of order: the kernel's binary search would miss"
         );
     }
-}
-
-/// CPython line tables (`co_lnotab`, PEP 626 `co_linetable`, 3.11+ location tables), read from the
-/// process's memory. The first byte picks the version, the next four the instruction offset.
-pub fn python_linetable(bytes: &[u8]) {
-    use crate::runtimes::python::linetable::{Format, LineTable};
-    let [version, a, b, c, d, table @ ..] = bytes else {
-        return;
-    };
-    let Some(format) = Format::for_version((3, 9 + version % 5)) else {
-        return;
-    };
-    let table = LineTable::new(format, 1, table.into());
-    let _ = table.line(u32::from_le_bytes([*a, *b, *c, *d]));
 }
 
 /// MiniDebugInfo (`.gnu_debugdata`): xz inflated within its bound, then read as the ELF it holds.

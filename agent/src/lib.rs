@@ -4,7 +4,10 @@
 //! `unwind` tables built) -> drain (`sampler`) -> `symbolize` -> `profile` encoders -> `metadata`
 //! (tags per process) -> `export` (OTLP or local directory) -> commands (`record`, `run` in `daemon`,
 //! configured by `config`, which owns every setting); `diff` consumes stored profiles. The layers, and
-//! which may import which, are in ARCHITECTURE.md (checked by `cargo xtask layers`).
+//! which may import which, are in ARCHITECTURE.md, with the seams: a language runtime is named only
+//! under `runtimes` (one `Registration` each, listed in `runtimes::registry`), an architecture only
+//! under `platform::arch`, a kernel version only in `platform::kernel` (all checked by
+//! `cargo xtask layers`).
 #![warn(unreachable_pub)]
 
 /// The value of a test hook (a hidden flag that only builds with the `test-hooks` feature have, as

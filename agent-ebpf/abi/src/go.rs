@@ -6,12 +6,7 @@
 //! itself: in a signal handler or on the system stack `g` is `gsignal` or `g0`), and its labels at
 //! `curg + g_labels`. Offsets come per Go version from the binary's `.go.buildinfo`.
 
-/// Most labels copied per sample; a goroutine with more has the rest cut (counted).
-pub const MAX_LABELS: usize = 10;
-/// Bytes of a key kept; longer keys are cut (counted).
-pub const KEY_BYTES: usize = 32;
-/// Bytes of a value kept; longer values are cut (counted).
-pub const VALUE_BYTES: usize = 64;
+pub use crate::labels::{KEY_BYTES, LabelSet, MAX_LABELS, VALUE_BYTES};
 
 /// [`GoProc::layout`]: Go 1.17-1.23, `g.labels` points at a `map[string]string` variable (a pointer
 /// to the map's `hmap`).
@@ -74,33 +69,3 @@ pub struct GoProc {
     pub roots: [GoRange; ROOT_FUNCTIONS],
 }
 const _: () = assert!(core::mem::size_of::<GoProc>() == 32 + 16 * ROOT_FUNCTIONS);
-
-/// One label, NUL padded. 8-aligned, so the kernel zeroes and hashes key and value a word at a time
-/// (they start at offsets 8 and 40).
-#[repr(C, align(8))]
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Label {
-    /// Bytes of `key` used.
-    pub key_len: u32,
-    /// Bytes of `value` used.
-    pub value_len: u32,
-    /// The key, cut to [`KEY_BYTES`].
-    pub key: [u8; KEY_BYTES],
-    /// The value, cut to [`VALUE_BYTES`].
-    pub value: [u8; VALUE_BYTES],
-}
-const _: () = assert!(core::mem::size_of::<Label>() == 8 + KEY_BYTES + VALUE_BYTES);
-const _: () = assert!(core::mem::align_of::<Label>() == 8 && KEY_BYTES.is_multiple_of(8));
-
-/// Value of `GO_LABELS`, keyed by a hash of its content ([`crate::SampleKey::labels`]).
-#[repr(C)]
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct LabelSet {
-    /// Labels used.
-    pub count: u32,
-    /// Non-zero when labels, keys or values were cut to fit.
-    pub cut: u32,
-    /// The labels, in the order the process keeps them.
-    pub labels: [Label; MAX_LABELS],
-}
-const _: () = assert!(core::mem::size_of::<LabelSet>() == 8 + MAX_LABELS * 104);

@@ -8,6 +8,7 @@
 pub mod go;
 pub mod hotspot;
 pub mod kernel_names;
+pub mod labels;
 pub mod names;
 pub mod python;
 pub mod runtime_frame;
@@ -77,7 +78,7 @@ pub struct SampleKey {
     pub weight: u16,
     /// Thread name at sampling time, NUL padded.
     pub comm: [u8; TASK_COMM_LEN],
-    /// Key in `GO_LABELS` of the sampled goroutine's labels; 0 without labels.
+    /// Key in `SAMPLE_LABELS` of the sampled goroutine's labels; 0 without labels.
     pub labels: u64,
 }
 const _: () = assert!(core::mem::size_of::<SampleKey>() == 48);
@@ -218,6 +219,12 @@ pub mod proc_event {
     /// loaded, code not freed, an object not moved by a garbage collector, the process alive), so it
     /// keeps its name if it goes before the window ends.
     pub const RUNTIME_FRAME: u32 = 6;
+
+    /// Whether events of `kind` announce an object a runtime reads while it lives (handed to the
+    /// runtime of the process), not a change of the process.
+    pub const fn is_announcement(kind: u32) -> bool {
+        matches!(kind, PYTHON_CODE | RUNTIME_FRAME)
+    }
 }
 
 /// Process lifecycle notification sent through the `PROC_EVENTS` ring buffer.

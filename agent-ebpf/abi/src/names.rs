@@ -54,7 +54,7 @@ pub const PY_THREADS: &str = "PY_THREADS";
 /// Goroutine-label settings per Go process ([`crate::go::GoProc`]), by tgid.
 pub const GO_PROCS: &str = "GO_PROCS";
 /// Goroutine label sets copied by the kernel ([`crate::go::LabelSet`]), by a hash of their content.
-pub const GO_LABELS: &str = "GO_LABELS";
+pub const SAMPLE_LABELS: &str = "SAMPLE_LABELS";
 /// Per-CPU scratch space of the label copy.
 pub const GO_LABEL_SCRATCH: &str = "GO_LABEL_SCRATCH";
 
@@ -136,7 +136,7 @@ pub const ALL_MAPS: [&str; 43] = [
     PY_PROCS,
     PY_THREADS,
     GO_PROCS,
-    GO_LABELS,
+    SAMPLE_LABELS,
     GO_LABEL_SCRATCH,
     HS_PROCS,
     V8_PROCS,

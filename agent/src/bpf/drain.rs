@@ -71,7 +71,7 @@ pub struct WindowStats {
     pub stacks_missing: u64,
     /// Threads remembered as off-CPU at the end of the window.
     pub off_cpu_pending: usize,
-    /// Samples whose goroutine label set was gone from `GO_LABELS` when read (evicted): kept
+    /// Samples whose goroutine label set was gone from `SAMPLE_LABELS` when read (evicted): kept
     /// without labels.
     pub labels_missing: u64,
     /// Samples (on-CPU) and episodes (off-CPU) whose kernel stack filled the stack map's depth
@@ -153,14 +153,6 @@ impl WindowStats {
         .iter()
         .map(|i| self.kernel[*i as usize])
         .sum()
-    }
-
-    /// Python frames per walk of a Python process's stack.
-    pub fn python_frames_per_stack(&self) -> f64 {
-        match self.kernel[stat::PY_WALKS as usize] {
-            0 => 0.0,
-            walks => self.kernel[stat::PY_FRAMES as usize] as f64 / walks as f64,
-        }
     }
 
     fn per_walk(&self, n: u64) -> f64 {
@@ -265,7 +257,7 @@ impl<M: KernelMaps> Drainer<M> {
 
 /// The key/value pairs of a label set the kernel copied; bytes that are not UTF-8 are replaced
 /// (the process wrote them).
-fn label_pairs(set: &sonde_abi::go::LabelSet) -> Labels {
+fn label_pairs(set: &sonde_abi::labels::LabelSet) -> Labels {
     let text = |bytes: &[u8], len: u32| {
         let len = (len as usize).min(bytes.len());
         String::from_utf8_lossy(&bytes[..len]).into_owned()

@@ -19,7 +19,7 @@ use crate::platform::{
     arch,
     kernel::{Feature, KernelFeatures},
 };
-use crate::runtimes::registry::RuntimeMaps;
+use crate::runtimes::seam::RuntimeMaps;
 
 use super::unwind_maps::{
     PAGES_PER_BLOCK, PageHash, RowChunks, UnwindMaps, UnwindMode, blocks_for_budget,

@@ -5,7 +5,8 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray},
 };
 use sonde_abi::{
-    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, UserStack, go::LabelSet, names, stat,
+    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, UserStack, labels::LabelSet, names,
+    stat,
 };
 
 use super::BpfError;
@@ -90,7 +91,7 @@ impl AyaMaps {
             kernel_stacks: take_slots(ebpf, &names::KERNEL_STACKS)?,
             user_stacks: take_slots(ebpf, &names::USER_STACKS)?,
             start: take_map(ebpf, names::OFFCPU_START)?,
-            labels: take_map(ebpf, names::GO_LABELS)?,
+            labels: take_map(ebpf, names::SAMPLE_LABELS)?,
         })
     }
 }
@@ -195,7 +196,7 @@ impl KernelMaps for AyaMaps {
         match self.labels.get(&id, 0) {
             Ok(set) => Ok(Some(set)),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(e) => Err(map_err(names::GO_LABELS)(e)),
+            Err(e) => Err(map_err(names::SAMPLE_LABELS)(e)),
         }
     }
 }

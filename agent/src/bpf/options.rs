@@ -5,7 +5,7 @@ use std::time::Duration;
 use sonde_abi::OffCpuKind;
 
 use super::unwind_maps::UnwindMode;
-use crate::runtimes::{registry::KERNEL_SIDES, seam::KernelSide};
+use crate::runtimes::{registry, seam::KernelSide};
 
 /// Off-CPU tracking settings.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +53,6 @@ impl LoadOptions {
 
     /// The runtimes' kernel sides, each with whether it is on.
     pub(super) fn kernel_sides(&self) -> impl Iterator<Item = (&'static KernelSide, bool)> + '_ {
-        KERNEL_SIDES.iter().map(|side| (side, self.runs(side)))
+        registry::kernel_sides().map(|side| (side, self.runs(side)))
     }
 }

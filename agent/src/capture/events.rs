@@ -102,7 +102,7 @@ fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<Capturer>, unwinder: Option<
     let mut announced = Vec::new();
     for ev in events {
         match ev.kind {
-            proc_event::PYTHON_CODE | proc_event::RUNTIME_FRAME => announced.push(ev),
+            kind if proc_event::is_announcement(kind) => announced.push(ev),
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if ev.kind == proc_event::EXEC {
                     table.forget_image(ev.tgid);

@@ -12,7 +12,7 @@ use sonde_abi::ProcEvent;
 
 use crate::{
     process::{CaptureStats, ProcessInfo, ProcessTable},
-    runtimes::{RuntimeStats, seam::RuntimeCapture},
+    runtimes::{RuntimeStats, registry, seam::RuntimeCapture},
 };
 
 /// The process table with the runtimes that look at every capture.
@@ -27,7 +27,7 @@ impl Capturer {
     /// A table whose captures `runtimes` look at.
     pub(crate) fn new(runtimes: Vec<Box<dyn RuntimeCapture>>) -> Self {
         Self {
-            table: ProcessTable::default(),
+            table: ProcessTable::with_readers(&registry::ELF_READERS),
             runtimes,
             found: RuntimeStats::default(),
         }
@@ -169,7 +169,7 @@ impl Capturer {
     #[cfg(test)]
     pub(crate) fn with(runtime: crate::runtimes::Runtime) -> Self {
         let on = crate::runtimes::Runtimes::none().with(runtime, true);
-        let caches = crate::runtimes::registry::NameCaches::default();
+        let caches = crate::runtimes::registry::RuntimeCaches::default();
         Self::new(crate::runtimes::registry::captures_without_kernel(
             on, &caches,
         ))

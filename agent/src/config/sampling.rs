@@ -7,11 +7,7 @@ use std::str::FromStr as _;
 use clap::ValueEnum as _;
 
 use super::{ConfigError, invalid, ranges};
-use crate::{
-    bpf::options::LoadOptions,
-    runtimes::{Runtime, Runtimes},
-    unwind::UnwindMode,
-};
+use crate::{bpf::options::LoadOptions, runtimes::Runtimes, unwind::UnwindMode};
 
 /// Default `--offcpu-budget`, walks per CPU per second.
 pub(crate) const DEFAULT_OFFCPU_BUDGET: u32 = 500;
@@ -53,19 +49,6 @@ pub struct SamplingArgs {
     /// (`runtimes`) [default: all].
     #[arg(long)]
     pub runtimes: Option<Runtimes>,
-    /// Shorthand kept from before `--runtimes`: `off` takes `python` out of the runtimes, `on` puts
-    /// it in (`python`).
-    #[arg(long, value_enum)]
-    pub python: Option<Switch>,
-}
-
-/// An on/off flag value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Switch {
-    /// Enabled.
-    On,
-    /// Disabled.
-    Off,
 }
 
 /// The same settings as keys at the top of `run`'s config file.
@@ -77,7 +60,6 @@ pub(super) struct SamplingFile {
     pub(super) unwind: Option<String>,
     pub(super) max_unwind_table_mib: Option<u64>,
     pub(super) runtimes: Option<String>,
-    pub(super) python: Option<String>,
 }
 
 /// The resolved settings.
@@ -99,24 +81,13 @@ impl SamplingArgs {
                 .map_err(|_| invalid("unwind", text, "expected auto, fp or tables"))?,
             (None, None) => UnwindMode::default(),
         };
-        let mut runtimes = match (self.runtimes, file.runtimes.as_deref()) {
+        let runtimes = match (self.runtimes, file.runtimes.as_deref()) {
             (Some(r), _) => r,
             (None, Some(text)) => {
                 Runtimes::from_str(text).map_err(|e| invalid("runtimes", text, &e))?
             }
             (None, None) => Runtimes::default(),
         };
-        let python = match (self.python, file.python.as_deref()) {
-            (Some(s), _) => Some(s),
-            (None, Some(text)) => Some(
-                Switch::from_str(text, true)
-                    .map_err(|_| invalid("python", text, "expected on or off"))?,
-            ),
-            (None, None) => None,
-        };
-        if let Some(switch) = python {
-            runtimes = runtimes.with(Runtime::Python, switch == Switch::On);
-        }
         Ok(Sampling {
             frequency_hz: ranges::FREQUENCY_HZ.check(
                 self.frequency
@@ -183,6 +154,7 @@ mod tests {
     use clap::Parser as _;
 
     use super::*;
+    use crate::runtimes::Runtime;
 
     #[derive(clap::Parser)]
     struct Cli {
@@ -201,7 +173,7 @@ mod tests {
         let s = args(&[]).resolve(&file).unwrap();
         assert_eq!((s.frequency_hz, s.unwind), (49, UnwindMode::Fp));
         assert!(!s.runtimes.has(Runtime::Python));
-        let s = args(&["--frequency", "199", "--python", "on"])
+        let s = args(&["--frequency", "199", "--runtimes", "python,go"])
             .resolve(&file)
             .unwrap();
         assert_eq!(s.frequency_hz, 199);

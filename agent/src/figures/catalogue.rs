@@ -270,7 +270,7 @@ pub(crate) static WINDOW: &[Figure] = &[
     labelled(
         "input_refusals",
         Kind::Counter,
-        "Inputs a profiled process controls that sonde refused to read or build on its behalf, by input (perf_map, debug_file, binary, unwind_table, python_code) and reason (symlink, not_regular, owner, permission, fuse, too_large, bad_name, budget); see THREAT_MODEL.md.",
+        "Inputs a profiled process controls that sonde refused to read or build on its behalf, by input (perf_map, debug_file, binary, unwind_table, runtime_code) and reason (symlink, not_regular, owner, permission, fuse, too_large, bad_name, budget); see THREAT_MODEL.md.",
         &["input", "reason"],
         |_| {
             crate::process::untrusted::refusals::snapshot()

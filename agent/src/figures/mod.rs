@@ -303,14 +303,14 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Figure> {
 pub(crate) fn families() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     catalogue::FAMILIES
         .iter()
-        .chain(registry::DECLARED.iter().flat_map(|d| d.families.iter()))
+        .chain(registry::RUNTIMES.iter().flat_map(|r| r.families.iter()))
 }
 
-/// The runtimes' figures (`crate::runtimes::registry::DECLARED`), as the catalogue's.
+/// The runtimes' figures (each runtime's `Registration`), as the catalogue's.
 static RUNTIMES: LazyLock<Vec<Figure>> = LazyLock::new(|| {
-    registry::DECLARED
+    registry::RUNTIMES
         .iter()
-        .flat_map(|d| d.figures.iter().map(|f| runtime_figure(d.runtime, f)))
+        .flat_map(|r| r.figures.iter().map(|f| runtime_figure(r.runtime, f)))
         .collect()
 });
 

@@ -230,14 +230,15 @@ impl MetadataResolver {
             tags.insert_default(keys::SERVICE_NAME, unit.trim_end_matches(".service"));
         }
         let exe_path = self.config.proc_root.join(pid.to_string()).join("exe");
-        if let Some(go) = crate::runtimes::go::build_info(&exe_path) {
-            // A Go binary says what it is: its main module names the service when nothing above did.
-            tags.insert(keys::PROCESS_RUNTIME_NAME, "go");
-            tags.insert(keys::PROCESS_RUNTIME_VERSION, go.go_version);
-            if let Some(path) = go.main_path {
-                tags.insert_default(keys::SERVICE_NAME, path);
+        if let Some(identity) = crate::runtimes::registry::identify(&exe_path) {
+            // A binary that says what it is (Go's build info): its main module names the service
+            // when nothing above did.
+            tags.insert(keys::PROCESS_RUNTIME_NAME, identity.runtime);
+            tags.insert(keys::PROCESS_RUNTIME_VERSION, identity.runtime_version);
+            if let Some(service) = identity.service {
+                tags.insert_default(keys::SERVICE_NAME, service);
             }
-            if let Some(version) = go.main_version.filter(|v| v != "(devel)") {
+            if let Some(version) = identity.service_version {
                 tags.insert_default(keys::SERVICE_VERSION, version);
             }
         }

@@ -4,7 +4,10 @@
 use std::{fs::File, path::PathBuf, sync::Arc};
 
 use crate::{
-    process::{elf_info::ElfInfo, untrusted},
+    process::{
+        elf_info::{ElfInfo, RuntimeFacts},
+        untrusted,
+    },
     profile::Module,
 };
 
@@ -22,6 +25,9 @@ pub(crate) struct Binary {
     pub file: File,
     /// Segments, build id and symbol sections.
     pub elf: ElfInfo,
+    /// What the runtimes read of it when it was first opened (`ElfReader`), each of its runtime's
+    /// own type: read back with [`Binary::fact`].
+    pub facts: RuntimeFacts,
     /// The root directory of the first process seen mapping it (`/proc/PID/root`): debug files are
     /// looked up inside it, as that process sees the file system (containers).
     pub root: PathBuf,
@@ -33,6 +39,14 @@ impl Binary {
     /// GNU build id, lowercase hex.
     pub(crate) fn build_id(&self) -> Option<&str> {
         self.elf.build_id.as_deref()
+    }
+
+    /// What runtime `name` read of this binary, as its type `T`.
+    pub(crate) fn fact<T: Send + Sync + 'static>(&self, name: &str) -> Option<&T> {
+        self.facts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, fact)| fact.downcast_ref::<T>())
     }
 
     /// A path this process can open the binary at, even if the owner exited or the file was deleted.

@@ -14,7 +14,6 @@
 
 pub(crate) mod binary;
 pub(crate) mod elf_info;
-pub(crate) mod elf_v8;
 pub(crate) mod file_ids;
 pub(crate) mod load_bias;
 mod maps_file;
@@ -33,7 +32,7 @@ use std::{
 
 pub(crate) use binary::{Binary, JIT_PATH, Mapping};
 
-pub(crate) use elf_info::{ElfInfo, Segment, inflated_dwarf_of};
+pub(crate) use elf_info::{ElfInfo, ElfReader, RuntimeFact, Segment, inflated_dwarf_of};
 
 use crate::profile::Module;
 pub(crate) use maps_file::MapsLine;
@@ -123,9 +122,19 @@ pub(crate) struct ProcessTable {
     warned: (bool, bool),
     /// Capture counters.
     pub stats: CaptureStats,
+    /// What the runtimes read of each binary as it is first opened.
+    elf_readers: &'static [ElfReader],
 }
 
 impl ProcessTable {
+    /// An empty table whose binaries are also read by `elf_readers` (the runtimes').
+    pub(crate) fn with_readers(elf_readers: &'static [ElfReader]) -> Self {
+        Self {
+            elf_readers,
+            ..Self::default()
+        }
+    }
+
     /// The vDSO binary, read once.
     fn vdso(&mut self) -> Option<Arc<Binary>> {
         self.vdso
@@ -333,10 +342,12 @@ impl ProcessTable {
         if let Some(existing) = self.binaries.get(&id).and_then(std::sync::Weak::upgrade) {
             return Some(existing);
         }
+        let (elf, facts) = ElfInfo::read_with(&file, self.elf_readers);
         let binary = Arc::new(Binary {
             id,
             path: line.path.clone(),
-            elf: ElfInfo::read(&file),
+            elf,
+            facts,
             file,
             root: maps_file::proc_dir(pid).join("root"),
             owner: untrusted::Owner::of(pid),

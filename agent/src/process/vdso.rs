@@ -21,6 +21,7 @@ pub(crate) fn binary() -> std::io::Result<Arc<Binary>> {
         file,
         root: "/".into(),
         owner: None,
+        facts: Vec::new(),
     }))
 }
 

@@ -80,13 +80,6 @@ impl RuntimeFigure {
     }
 }
 
-/// What one runtime declares: its figures and the help of the shared families they are series of.
-pub(crate) struct Declared {
-    pub runtime: super::Runtime,
-    pub figures: &'static [RuntimeFigure],
-    pub families: &'static [(&'static str, &'static str)],
-}
-
 /// One series of a shared family: `series!("sonde_python_processes", "support", "supported")`.
 macro_rules! series {
     ($family:literal, $label:literal, $value:literal) => {

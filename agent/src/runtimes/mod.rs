@@ -1,8 +1,11 @@
 //! Language runtimes whose frames sonde names beyond what native symbols give: one home, one seam.
 //!
-//! A runtime plugs into the data flow at up to four points, always the same ones:
-//! 1. **detect at capture**: each runtime's `capture.rs` implements [`seam::RuntimeCapture`], and
-//!    [`registry`] lists them (the one place that names them all): when a process is captured, find
+//! A runtime is one [`seam::Registration`] (its `register.rs`), listed in [`registry`], the one place
+//! that names them all; the rest of the agent reaches runtimes only through the registry. It plugs
+//! into the data flow at up to four points, always the same ones, and reports its own figures
+//! (`<lang>/figures.rs`, [`figures`]):
+//! 1. **detect at capture**: each runtime's `capture.rs` implements [`seam::RuntimeCapture`] (with
+//!    what its `elf.rs` read of each binary as it was first opened): when a process is captured, find
 //!    the runtime in its mappings (`python::detect`: the interpreter and its structure offsets;
 //!    `hotspot::detect`: the JVM and its own VMStructs; `v8::detect`: `node` and its `v8dbg_*`
 //!    constants, from the ELF file), kept in the process's `ProcessInfo` as an opaque instance;
@@ -12,7 +15,8 @@
 //!    goroutine's pprof labels (`go::labels` finds them per Go version); `HS_PROCS` for the HotSpot
 //!    walker and `V8_PROCS` for the V8 walker, which step Java and JavaScript frames in place among
 //!    the native ones;
-//! 3. **name**: turn what the kernel stored into symbols: frame words the walker appended
+//! 3. **name** (`<lang>/naming.rs`, [`seam::RuntimeNames`]): turn what the kernel stored into
+//!    symbols: frame words the walker appended
 //!    (`python::PythonNames`) or stored in place as runtime frames (`sonde_abi::runtime_frame`:
 //!    `hotspot::JavaNames`, `v8::V8Names`, routed by kind: one `frame_names::FrameNames` cache over
 //!    what each runtime reads of a process), or native code the runtime

@@ -6,15 +6,91 @@
 //! (the data model below knows no runtime), under the runtime's name; the runtime's own code reads
 //! it back by type (`python::interpreter_of`, `hotspot::jvm_of`, `v8::node_of`).
 
-use std::{collections::HashSet, sync::Arc, time::Instant};
+use std::{any::Any, collections::HashSet, path::Path, sync::Arc, time::Instant};
 
+use aya::maps::{HashMap, Map, MapData};
 use sonde_abi::{ProcEvent, runtime_frame::RuntimeFrame};
 
-use super::{FrameTally, Outcome, ProcessCounts, Runtime, TableStats};
+use super::{FrameTally, Outcome, ProcessCounts, Runtime, TableStats, figures::RuntimeFigure};
 use crate::{
-    process::{Binary, ProcessInfo, RuntimeInstance},
+    process::{Binary, ElfReader, ProcessInfo, RuntimeInstance},
     profile::{Frame, Symbol},
 };
+
+/// Everything one runtime plugs in, declared in its own folder (`runtimes/<lang>/register.rs`) and
+/// listed once in `registry.rs`: the rest of the agent reaches a runtime only through these.
+pub(crate) struct Registration {
+    pub(crate) runtime: Runtime,
+    /// Its kernel side, for the loader to size, switch and hand over.
+    pub(crate) kernel: KernelSide,
+    /// What it reads of a binary as the binary is first opened.
+    pub(crate) elf: ElfReader,
+    /// Its figures, and the help of the shared `/metrics` families they are series of.
+    pub(crate) figures: &'static [RuntimeFigure],
+    pub(crate) families: &'static [(&'static str, &'static str)],
+    /// Fuzz targets of its parsers of process memory (`cargo xtask fuzz --target`), by name.
+    pub(crate) fuzz: &'static [FuzzTarget],
+    /// What it reads of a process's executable to say what the process is, if it can.
+    pub(crate) identify: Option<fn(&Path) -> Option<ExeIdentity>>,
+    /// A new cache of what it reads of processes, shared by its capture (which fills it as the
+    /// kernel announces objects) and its namer.
+    pub(crate) cache: fn() -> RuntimeCache,
+    /// Its namer, naming from `cache`.
+    pub(crate) namer: fn(&RuntimeCache) -> Box<dyn RuntimeNames>,
+    /// Its capture, publishing to its settings map taken from `maps`; None when the map is absent
+    /// (its kernel side is off).
+    pub(crate) capture: fn(&mut RuntimeMaps, &RuntimeCache) -> Option<Box<dyn RuntimeCapture>>,
+    /// Its capture handing nothing to the kernel, for tests that capture without loading the
+    /// programs; None when it cannot work without its map.
+    #[cfg(test)]
+    pub(crate) capture_without_kernel: Option<CaptureWithoutKernel>,
+}
+
+/// A fuzz target: its name and its entry point.
+pub(crate) type FuzzTarget = (&'static str, fn(&[u8]));
+
+/// A runtime's capture that hands nothing to the kernel (tests).
+#[cfg(test)]
+pub(crate) type CaptureWithoutKernel = fn(&RuntimeCache) -> Box<dyn RuntimeCapture>;
+
+/// One runtime's cache, of the runtime's own type (read back with [`cache_of`]).
+pub(crate) type RuntimeCache = Arc<dyn Any + Send + Sync>;
+
+/// `cache` as the runtime's own type `T`.
+pub(crate) fn cache_of<T: Send + Sync + 'static>(cache: &RuntimeCache) -> Arc<T> {
+    cache.clone().downcast::<T>().unwrap_or_else(|_| {
+        panic!(
+            "a runtime's cache is not the {} it made",
+            std::any::type_name::<T>()
+        )
+    })
+}
+
+/// The per-process settings maps the loader took for the runtimes whose kernel side is on, by
+/// runtime; each runtime's capture types its own.
+#[derive(Default)]
+pub(crate) struct RuntimeMaps(pub(crate) Vec<(Runtime, Map)>);
+
+impl RuntimeMaps {
+    /// The map of `runtime` as the hash it is, if its kernel side is on.
+    pub(crate) fn take<V: aya::Pod>(
+        &mut self,
+        runtime: Runtime,
+    ) -> Option<HashMap<MapData, u32, V>> {
+        let at = self.0.iter().position(|(r, _)| *r == runtime)?;
+        let (_, map) = self.0.swap_remove(at);
+        match HashMap::try_from(map) {
+            Ok(map) => Some(map),
+            Err(err) => {
+                tracing::warn!(
+                    runtime = runtime.name(),
+                    "its settings map is not the hash it should be ({err}): the runtime is off"
+                );
+                None
+            }
+        }
+    }
+}
 
 /// One language runtime's side of process capture.
 pub(crate) trait RuntimeCapture: Send {
@@ -112,6 +188,12 @@ pub(crate) trait RuntimeNames: Send {
         native
     }
 
+    /// Functions at which this runtime's threads start: a user stack ending in one was walked
+    /// completely.
+    fn roots(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Between windows: caches shrink to their bounds.
     fn trim(&mut self) {}
 
@@ -122,6 +204,17 @@ pub(crate) trait RuntimeNames: Send {
     fn tables(&self) -> TableStats {
         TableStats::default()
     }
+}
+
+/// What a process's executable says of itself (a Go binary's build info): the runtime and its
+/// version, and the service it builds (its main module and that module's version), for the
+/// process's tags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ExeIdentity {
+    pub runtime: &'static str,
+    pub runtime_version: String,
+    pub service: Option<String>,
+    pub service_version: Option<String>,
 }
 
 /// What a runtime's kernel side is, for the loader to size, switch and hand over without naming

@@ -54,7 +54,7 @@ use crate::{
     profile::{Frame, FrameKind, Module, ProfileKind, StackSample, Symbol},
     runtimes::{
         Runtime, RuntimeStats, Runtimes,
-        registry::{self, NameCaches},
+        registry::{self, RuntimeCaches},
         seam::RuntimeNames,
         stack_words::native_words,
     },
@@ -93,7 +93,7 @@ pub(crate) struct Symbolizer {
     perf_maps: PerfMaps,
     /// What the runtimes read of processes, shared with their captures (on the process-event
     /// thread), which read the code the kernel announces while it lives.
-    caches: NameCaches,
+    caches: RuntimeCaches,
     /// The runtimes that are on, each naming its own frames.
     runtimes: Vec<Box<dyn RuntimeNames>>,
     /// Each runtime's frames (stacks, frames, unreadable, stale, corrupt words, dropped).
@@ -110,7 +110,7 @@ impl Symbolizer {
     /// `runtimes`. With `wait` (`record`'s one window), pending debuginfod fetches are waited for up
     /// to that long before symbolizing.
     pub(crate) fn new(debug: DebugInfo, wait: Option<Duration>, runtimes: Runtimes) -> Self {
-        let caches = NameCaches::default();
+        let caches = RuntimeCaches::default();
         let kernel_module = Arc::new(Module {
             path: "[kernel.kallsyms]".into(),
             build_id: None,
@@ -139,7 +139,7 @@ impl Symbolizer {
     }
 
     /// The runtimes' frame caches, for their captures to fill as the kernel announces code.
-    pub(crate) fn name_caches(&self) -> NameCaches {
+    pub(crate) fn name_caches(&self) -> RuntimeCaches {
         self.caches.clone()
     }
 
@@ -408,7 +408,7 @@ impl Symbolizer {
             RawStack::Frames(_) => {
                 s.user_outcome != sonde_abi::unwind::outcome::ROOT
                     && !sonde_abi::unwind::outcome::has_no_stack(s.user_outcome)
-                    && !roots::is_root(user.last())
+                    && !roots::is_root(user.last(), &self.runtimes)
             }
             _ => false,
         };

@@ -1,8 +1,9 @@
 //! Thread entry points: a user stack whose outermost frame is one of these was walked completely.
 
-use crate::{profile::Frame, runtimes::go::ROOT_FUNCTIONS};
+use crate::{profile::Frame, runtimes::seam::RuntimeNames};
 
-/// Functions that start threads on Linux (glibc, musl, Rust std); Go's are the runtime's own list.
+/// Functions that start threads on Linux (glibc, musl, Rust std); runtimes that start their own
+/// threads name theirs (`RuntimeNames::roots`).
 const ROOTS: &[&str] = &[
     "_start",
     "__libc_start_main",
@@ -16,8 +17,8 @@ const ROOTS: &[&str] = &[
 ];
 
 /// Whether `outermost` is a known thread entry point.
-pub(super) fn is_root(outermost: Option<&Frame>) -> bool {
-    outermost
-        .and_then(Frame::function)
-        .is_some_and(|name| ROOTS.contains(&name) || ROOT_FUNCTIONS.contains(&name))
+pub(super) fn is_root(outermost: Option<&Frame>, runtimes: &[Box<dyn RuntimeNames>]) -> bool {
+    outermost.and_then(Frame::function).is_some_and(|name| {
+        ROOTS.contains(&name) || runtimes.iter().any(|r| r.roots().contains(&name))
+    })
 }

@@ -1,6 +1,6 @@
 //! `## Python` of `cargo xtask bench`: a CPU-bound Python workload (`tests/workloads/python/py_split.py`
-//! under Debian's `/usr/bin/python3`, one thread) alone, under `sonde record --python off`, under
-//! `sonde record --python on` and under `py-spy record -r 99`, in its default blocking mode (it pauses
+//! under Debian's `/usr/bin/python3`, one thread) alone, under `sonde record --runtimes go,java,node`, under
+//! `sonde record (every runtime)` and under `py-spy record -r 99`, in its default blocking mode (it pauses
 //! the process for each sample) and with `--nonblocking` (it reads the running process, as sonde
 //! does), all at 99 Hz and attached to the
 //! workload's pid, in interleaved rounds (tables show medians over rounds). Each run times the same
@@ -48,8 +48,8 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Alone => "alone",
-            Kind::SondeOff => "sonde record -F 99 --python off",
-            Kind::SondeOn => "sonde record -F 99 --python on",
+            Kind::SondeOff => "sonde record -F 99 --runtimes go,java,node",
+            Kind::SondeOn => "sonde record -F 99 --runtimes all",
             Kind::PySpy => "py-spy record -r 99 (blocking: pauses the process per sample)",
             Kind::PySpyNonblocking => "py-spy record -r 99 --nonblocking",
         }
@@ -237,7 +237,11 @@ fn read_rounds(out: &mut BufReader<ChildStdout>) -> anyhow::Result<(u64, f64)> {
 }
 
 fn start_sonde(sonde: &Path, pid: u32, kind: Kind, stem: &Path) -> anyhow::Result<Child> {
-    let python = if kind == Kind::SondeOn { "on" } else { "off" };
+    let runtimes = if kind == Kind::SondeOn {
+        "all"
+    } else {
+        "go,java,node"
+    };
     Command::new(sonde)
         .args([
             "record",
@@ -248,7 +252,13 @@ fn start_sonde(sonde: &Path, pid: u32, kind: Kind, stem: &Path) -> anyhow::Resul
             "--frequency",
             "99",
         ])
-        .args(["--pid", &pid.to_string(), "--python", python, "--output"])
+        .args([
+            "--pid",
+            &pid.to_string(),
+            "--runtimes",
+            runtimes,
+            "--output",
+        ])
         .arg(stem.with_extension("pb.gz"))
         .arg("--folded")
         .arg(stem.with_extension("folded"))

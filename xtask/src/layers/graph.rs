@@ -14,6 +14,8 @@ pub type ModPath = Vec<String>;
 /// The non-test modules of one crate, each with its imports (raw paths, as written).
 pub struct Crate {
     modules: BTreeMap<ModPath, Paths>,
+    /// Each module's file (relative to `src`) and code (`parse::code_of`), test modules left out.
+    sources: BTreeMap<ModPath, (std::path::PathBuf, String)>,
     /// What each module imports under which name (`use a::b as c` gives `c` -> `a::b`), resolved.
     imported: BTreeMap<ModPath, BTreeMap<String, Vec<String>>>,
 }
@@ -29,11 +31,18 @@ impl Crate {
     /// Reads every `.rs` file under `src` (a crate's `src/`; `lib.rs` is the root, else `main.rs`).
     /// Test modules (`tests`, `*_tests`, and `#[cfg(test)]` items) are left out: tests may reach
     /// anything.
+    /// Each non-test module's file (relative to the crate's `src`) and code, comments, literals and
+    /// `#[cfg(test)]` items left out.
+    pub fn sources(&self) -> impl Iterator<Item = &(std::path::PathBuf, String)> {
+        self.sources.values()
+    }
+
     pub fn read(src: &Path) -> std::io::Result<Self> {
         let mut files = Vec::new();
         walk(src, &mut files)?;
         let has_lib = src.join("lib.rs").exists();
         let mut modules = BTreeMap::new();
+        let mut sources = BTreeMap::new();
         let mut test_only = Vec::new();
         for file in files {
             let rel = file.strip_prefix(src).expect("under src");
@@ -64,12 +73,16 @@ impl Crate {
                 child.push(name);
                 test_only.push(child);
             }
-            modules.insert(path, paths_of(&code_of(&text)));
+            let code = code_of(&text);
+            modules.insert(path.clone(), paths_of(&code));
+            sources.insert(path, (rel.to_path_buf(), code));
         }
         // A module declared `#[cfg(test)]` is a test, and so is everything under it.
         modules.retain(|m: &ModPath, _| !test_only.iter().any(|t| m.starts_with(t)));
+        sources.retain(|m: &ModPath, _| !test_only.iter().any(|t| m.starts_with(t)));
         let mut krate = Self {
             modules,
+            sources,
             imported: BTreeMap::new(),
         };
         krate.imported = krate

@@ -1,11 +1,13 @@
 //! `cargo xtask layers`: checks the code's own `use` lines against the layers ARCHITECTURE.md
 //! declares. The agent's top-level modules are in layers, lowest first; a module may import from its
 //! own layer or below, never above. In every crate of the workspace, no two children of one module
-//! may import each other, directly or around a circle. A test runs the same check, so neither can
-//! come back unnoticed.
+//! may import each other, directly or around a circle. The agent's seams hold (`seams`): runtimes,
+//! architectures and kernel versions are named only in their own modules. A test runs the same
+//! check, so none of it can come back unnoticed.
 
 mod graph;
 mod parse;
+mod seams;
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -109,6 +111,7 @@ pub fn violations(root: &Path) -> anyhow::Result<Vec<String>> {
             }
         }
     }
+    found.extend(seams::violations(&root.join(CRATES[0]))?);
     Ok(found)
 }
 
@@ -120,11 +123,11 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
     }
     if !found.is_empty() {
         bail!(
-            "{} import circle(s) or upward import(s): move the shared item below both modules (see ARCHITECTURE.md, \"Layers\")",
+            "{} import circle(s), upward import(s) or name(s) outside their seam: move the shared item below both modules, or the named code behind its seam (see ARCHITECTURE.md, \"Layers\" and \"Seams\")",
             found.len()
         );
     }
-    eprintln!("xtask: layers hold: no import circle, no upward import");
+    eprintln!("xtask: layers hold: no import circle, no upward import, every seam kept");
     Ok(())
 }
 

@@ -14,7 +14,7 @@ struct FakeMaps {
     user_stacks: BTreeMap<(u64, u64), (Vec<u64>, u32)>,
     cleared: Vec<u64>,
     stats: [u64; stat::COUNT as usize],
-    labels: BTreeMap<u64, sonde_abi::go::LabelSet>,
+    labels: BTreeMap<u64, sonde_abi::labels::LabelSet>,
 }
 
 // By hand: arrays longer than 32 have no `Default`.
@@ -69,7 +69,7 @@ impl KernelMaps for FakeMaps {
     fn off_cpu_pending(&self) -> Result<usize, BpfError> {
         Ok(0)
     }
-    fn label_set(&self, id: u64) -> Result<Option<sonde_abi::go::LabelSet>, BpfError> {
+    fn label_set(&self, id: u64) -> Result<Option<sonde_abi::labels::LabelSet>, BpfError> {
         Ok(self.labels.get(&id).copied())
     }
 }
@@ -94,15 +94,15 @@ fn key(tgid: u32, user: i64, kernel: i32, slot: u16) -> SampleKey {
 
 #[test]
 fn label_sets_are_read_once_cut_to_their_lengths_and_a_missing_one_is_counted() {
-    let mut set = sonde_abi::go::LabelSet {
+    let mut set = sonde_abi::labels::LabelSet {
         count: 2,
         cut: 0,
-        labels: [sonde_abi::go::Label {
+        labels: [sonde_abi::labels::Label {
             key_len: 0,
             value_len: 0,
             key: [0; sonde_abi::go::KEY_BYTES],
             value: [0; sonde_abi::go::VALUE_BYTES],
-        }; sonde_abi::go::MAX_LABELS],
+        }; sonde_abi::labels::MAX_LABELS],
     };
     for (label, (k, v)) in set
         .labels

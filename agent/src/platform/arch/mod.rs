@@ -12,6 +12,36 @@ pub(crate) use aarch64::*;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_64::*;
 
+/// The name of ELF machine `machine` (`e_machine`), for messages about binaries of another
+/// architecture.
+pub(crate) fn elf_machine_name(machine: u16) -> &'static str {
+    use object::elf;
+    match machine {
+        elf::EM_X86_64 => "x86_64",
+        elf::EM_386 => "i386",
+        elf::EM_AARCH64 => "aarch64",
+        elf::EM_ARM => "arm",
+        elf::EM_RISCV => "riscv",
+        elf::EM_PPC64 => "ppc64",
+        elf::EM_PPC => "ppc",
+        elf::EM_S390 => "s390",
+        elf::EM_LOONGARCH => "loongarch",
+        elf::EM_MIPS => "mips",
+        _ => "unknown machine",
+    }
+}
+
+/// The RELATIVE relocation type of ELF machine `machine` (what a position-independent binary's
+/// loader adds its load address to), for the machines sonde builds for.
+pub(crate) fn elf_relative_relocation(machine: u16) -> Option<u32> {
+    use object::elf;
+    match machine {
+        elf::EM_X86_64 => Some(elf::R_X86_64_RELATIVE),
+        elf::EM_AARCH64 => Some(elf::R_AARCH64_RELATIVE),
+        _ => None,
+    }
+}
+
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!(
     "sonde supports x86_64 and aarch64: add a module for this architecture in platform/arch/"

@@ -15,8 +15,9 @@ pub(crate) enum Input {
     Binary,
     /// A binary's call frame information (`.eh_frame`/`.debug_frame`) turned into an unwind table.
     UnwindTable,
-    /// A CPython code object read from the process's memory.
-    PythonCode,
+    /// A runtime's code object read from the process's memory (CPython's code objects, their names
+    /// and line tables).
+    RuntimeCode,
 }
 
 /// Why it was refused.
@@ -46,7 +47,7 @@ impl Input {
         Input::DebugFile,
         Input::Binary,
         Input::UnwindTable,
-        Input::PythonCode,
+        Input::RuntimeCode,
     ];
 
     /// The label value.
@@ -56,7 +57,7 @@ impl Input {
             Input::DebugFile => "debug_file",
             Input::Binary => "binary",
             Input::UnwindTable => "unwind_table",
-            Input::PythonCode => "python_code",
+            Input::RuntimeCode => "runtime_code",
         }
     }
 
@@ -68,7 +69,7 @@ impl Input {
             Input::DebugFile => &[NotRegular, Permission, Fuse, TooLarge, BadName],
             Input::Binary => &[NotRegular, Fuse],
             Input::UnwindTable => &[TooLarge, Budget],
-            Input::PythonCode => &[TooLarge, Budget],
+            Input::RuntimeCode => &[TooLarge, Budget],
         }
     }
 }

@@ -34,10 +34,12 @@ impl GoCapture {
     /// process's load bias; a binary whose labels cannot be read is counted and said once (its roots
     /// are still published).
     fn settings(&mut self, process: &ProcessInfo, counts: &mut ProcessCounts) -> Option<GoProc> {
-        let (module, binary) = process
-            .mappings
-            .iter()
-            .find_map(|m| Some((&m.module, m.binary.as_ref().filter(|b| b.elf.is_go)?)))?;
+        let (module, binary) = process.mappings.iter().find_map(|m| {
+            Some((
+                &m.module,
+                m.binary.as_ref().filter(|b| super::elf::is_go(b))?,
+            ))
+        })?;
         let pid = process.pid;
         let (_, settings) = self.settings.entry(binary.id).or_insert_with(|| {
             let settings = super::kernel_settings(binary).map(|(settings, labels)| {

@@ -23,7 +23,10 @@ pub(crate) enum Unsupported {
         "where the thread's goroutine is kept could not be found (thread-local storage of {0} bytes without runtime.tlsg)"
     )]
     Tls(u64),
-    #[error("goroutine labels are read on x86_64 only")]
+    #[error(
+        "goroutine labels are not read on {} yet (where Go keeps g differs per architecture)",
+        crate::platform::arch::NAME
+    )]
     Arch,
     #[error("the binary has no build info (.go.buildinfo) to tell its Go version")]
     NoBuildInfo,

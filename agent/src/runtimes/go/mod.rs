@@ -7,10 +7,12 @@
 
 pub(crate) mod buildinfo;
 pub(crate) mod capture;
+pub(crate) mod elf;
 pub(crate) mod figures;
 pub(crate) mod labels;
 pub(crate) mod naming;
 pub(crate) mod pclntab;
+pub(crate) mod register;
 #[cfg(test)]
 mod tests;
 
@@ -23,6 +25,9 @@ use std::{
 use self::{buildinfo::BuildInfo, pclntab::GoTable};
 use super::TableStats;
 use crate::{process::Binary, profile::Symbol};
+
+/// The runtime's name (`--runtimes go`), under which what it finds is kept.
+pub(crate) const NAME: &str = super::Runtime::Go.name();
 
 /// Executables larger than this are not read for their build info (no Go binary comes near it).
 const MAX_EXECUTABLE_BYTES: u64 = 4 << 30;
@@ -39,6 +44,18 @@ pub(crate) fn build_info(exe: &Path) -> Option<BuildInfo> {
     // SAFETY: read-only map, only read; see `GoTable::open` on files changing underneath.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     buildinfo::read(&map)
+}
+
+/// What the Go executable at `exe` says of itself: Go and its version, the main module (the service)
+/// and its version unless a development build. None when it is not a Go binary.
+pub(crate) fn identify(exe: &Path) -> Option<super::seam::ExeIdentity> {
+    let info = build_info(exe)?;
+    Some(super::seam::ExeIdentity {
+        runtime: NAME,
+        runtime_version: info.go_version,
+        service: info.main_path,
+        service_version: info.main_version.filter(|v| v != "(devel)"),
+    })
 }
 
 /// Where Go's thread roots are, as `sonde_abi::go::ROOT_FUNCTIONS` says; also what makes a
@@ -58,7 +75,7 @@ pub(crate) const ROOT_FUNCTIONS: [&str; sonde_abi::go::ROOT_FUNCTIONS] = [
 pub(crate) fn kernel_settings(
     binary: &Binary,
 ) -> Option<(sonde_abi::go::GoProc, Result<(), labels::Unsupported>)> {
-    if !binary.elf.is_go {
+    if !elf::is_go(binary) {
         return None;
     }
     let meta = binary.file.metadata().ok()?;
@@ -106,7 +123,7 @@ impl GoNames {
 
     /// The table of `binary` when it is a Go binary, read on first use.
     pub(crate) fn table(&mut self, binary: &Binary) -> Option<Arc<GoTable>> {
-        if !binary.elf.is_go {
+        if !elf::is_go(binary) {
             return None;
         }
         let stats = &mut self.stats;

@@ -26,6 +26,10 @@ impl RuntimeNames for GoNaming {
         Some(GoNames::chains(&table, binary, offsets))
     }
 
+    fn roots(&self) -> &'static [&'static str] {
+        &super::ROOT_FUNCTIONS
+    }
+
     fn retain(&mut self, binaries: &HashSet<(u64, u64)>, _pids: &HashSet<u32>) {
         self.names.retain(binaries);
     }

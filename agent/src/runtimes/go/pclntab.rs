@@ -7,7 +7,6 @@
 
 use std::fs::File;
 
-use object::elf::{EM_AARCH64, EM_X86_64, R_AARCH64_RELATIVE, R_X86_64_RELATIVE};
 use object::elf::{SHF_ALLOC, SHT_NOBITS, SHT_RELA};
 use object::read::elf::{ElfFile64, ElfSection64, FileHeader, SectionHeader};
 use object::{LittleEndian as LE, Object, ObjectSection, ObjectSymbol};
@@ -535,11 +534,9 @@ fn find_moduledata(
     hdr: &[u64],
     loaded: &[Region],
 ) -> Option<(u64, u64)> {
-    let relative = u64::from(match elf.elf_header().e_machine(LE) {
-        EM_X86_64 => R_X86_64_RELATIVE,
-        EM_AARCH64 => R_AARCH64_RELATIVE,
-        _ => u32::MAX,
-    });
+    let machine = elf.elf_header().e_machine(LE);
+    let relative =
+        u64::from(crate::platform::arch::elf_relative_relocation(machine).unwrap_or(u32::MAX));
     // (r_offset, addend) of every RELATIVE relocation, without collecting them.
     let relocs = || {
         let rela = |s: &ElfSection64<'_, '_, LE>| s.elf_section_header().sh_type(LE) == SHT_RELA;

@@ -29,9 +29,6 @@ use crate::{
     },
 };
 
-/// The runtime's name (`--runtimes java`).
-pub(crate) const NAME: &str = Runtime::Java.name();
-
 /// First delay before a starting JVM is looked at again.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// Longest delay between two looks.
@@ -182,7 +179,7 @@ impl JavaCapture {
 
 /// The JVM `process` runs, if Java capture found one.
 pub(crate) fn jvm_of(process: &ProcessInfo) -> Option<Arc<Jvm>> {
-    crate::runtimes::seam::instance_of(process, NAME)
+    crate::runtimes::seam::instance_of(process, super::NAME)
 }
 
 impl RuntimeCapture for JavaCapture {

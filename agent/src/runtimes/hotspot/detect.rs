@@ -1,5 +1,5 @@
 //! Finding HotSpot in a captured process: a mapped `libjvm.so` exporting VMStructs (found in
-//! `.dynsym` by `process::elf_info`), its version, the layout of the structures sonde reads
+//! `.dynsym` by `super::elf`), its version, the layout of the structures sonde reads
 //! (`layout`), and the kernel's settings for the process (`HS_PROCS`): the code heaps, as the code
 //! cache lists them, and the offsets the frame walker needs.
 //!
@@ -14,11 +14,9 @@ use super::{
 };
 use std::sync::Arc;
 
+use super::elf::HotspotSymbols;
 use crate::{
-    process::{
-        binary::{Binary, Mapping},
-        elf_info::HotspotSymbols,
-    },
+    process::binary::{Binary, Mapping},
     runtimes::memory::ProcessMemory,
 };
 
@@ -149,7 +147,7 @@ pub(crate) fn detect(pid: u32, mappings: &[Mapping]) -> Result<Option<Jvm>, Hots
 fn libjvm(mappings: &[Mapping]) -> Option<(&Arc<Binary>, &HotspotSymbols, u64)> {
     mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
-        let symbols = binary.elf.hotspot.as_ref()?;
+        let symbols = binary.fact::<HotspotSymbols>(super::NAME)?;
         let bias = crate::process::load_bias::load_bias(
             m.module.start,
             m.module.file_offset,

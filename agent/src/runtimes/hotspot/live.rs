@@ -375,7 +375,7 @@ fn vmstructs_of(pid: u32, info: &ProcessInfo) -> VmStructs {
         .iter()
         .find_map(|m| {
             let b = m.binary.as_ref()?;
-            let symbols = b.elf.hotspot.as_ref()?;
+            let symbols = b.fact::<super::elf::HotspotSymbols>(super::NAME)?;
             let bias = crate::process::load_bias::load_bias(
                 m.module.start,
                 m.module.file_offset,

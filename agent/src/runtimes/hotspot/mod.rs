@@ -6,6 +6,7 @@
 
 pub(crate) mod capture;
 pub(crate) mod detect;
+pub(crate) mod elf;
 pub(crate) mod figures;
 mod layout;
 mod lines;
@@ -16,6 +17,7 @@ mod names;
 pub(crate) mod naming;
 #[cfg(test)]
 mod naming_tests;
+pub(crate) mod register;
 mod scopes;
 #[cfg(test)]
 mod tests;
@@ -25,3 +27,6 @@ pub(crate) mod vmstructs;
 pub(crate) use capture::jvm_of;
 pub(crate) use detect::{HotspotError, Jvm};
 pub(crate) use names::JavaNames;
+
+/// The runtime's name (`--runtimes java`), under which what it finds is kept.
+pub(crate) const NAME: &str = super::Runtime::Java.name();

@@ -19,9 +19,6 @@ use crate::{
     },
 };
 
-/// The runtime's name (`--runtimes python`).
-pub(crate) const NAME: &str = Runtime::Python.name();
-
 /// CPython's capture state.
 pub(crate) struct PythonCapture {
     /// Where found interpreters are handed to the kernel, when it walks Python frames.
@@ -89,7 +86,7 @@ impl PythonCapture {
 
 /// The interpreter `process` runs, if Python capture found one.
 pub(crate) fn interpreter_of(process: &ProcessInfo) -> Option<Arc<Interpreter>> {
-    crate::runtimes::seam::instance_of(process, NAME)
+    crate::runtimes::seam::instance_of(process, super::NAME)
 }
 
 impl RuntimeCapture for PythonCapture {

@@ -1,5 +1,5 @@
 //! Finding CPython in a captured process: the main binary or a mapped `libpython3.X.so` that exports
-//! `_PyRuntime` (read once per binary by `process::elf_info`), its version (`Py_Version`, else the
+//! `_PyRuntime` (read once per binary, `super::elf`), its version (`Py_Version`, else the
 //! file name), where `_PyRuntime` is in this process, and the structure offsets of that version (a
 //! table up to 3.12, the runtime's own `_Py_DebugOffsets` from 3.13).
 
@@ -8,14 +8,13 @@ use std::sync::Arc;
 use sonde_abi::python::{OFFSET_NONE, PyProc};
 
 use super::{
+    NAME,
     debug_offsets::{self, DebugOffsetsError},
+    elf::{PyElf, python_version_from_path},
     offsets::{self, Offsets},
 };
 use crate::{
-    process::{
-        binary::{Binary, Mapping},
-        elf_info::python_version_from_path,
-    },
+    process::binary::{Binary, Mapping},
     runtimes::memory::ProcessMemory,
 };
 
@@ -135,7 +134,7 @@ impl Interpreter {
 pub(crate) fn detect(pid: u32, mappings: &[Mapping]) -> Result<Option<Interpreter>, PythonError> {
     let Some((binary, runtime)) = mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
-        let symbol = binary.elf.py_runtime?;
+        let symbol = binary.fact::<PyElf>(NAME)?.runtime;
         let bias = crate::process::load_bias::load_bias(
             m.module.start,
             m.module.file_offset,
@@ -152,8 +151,8 @@ pub(crate) fn detect(pid: u32, mappings: &[Mapping]) -> Result<Option<Interprete
 fn interpreter(pid: u32, binary: &Arc<Binary>, runtime: u64) -> Result<Interpreter, PythonError> {
     let path = binary.path.clone();
     let version = binary
-        .elf
-        .py_version
+        .fact::<PyElf>(NAME)
+        .and_then(|py| py.version)
         .or_else(|| python_version_from_path(&path));
     let found = |version, offsets| Interpreter {
         version,

@@ -178,6 +178,19 @@ fn signed_varint(bytes: &[u8]) -> Option<i64> {
     Some(if v & 1 != 0 { -magnitude } else { magnitude })
 }
 
+/// CPython line tables (`co_lnotab`, PEP 626 `co_linetable`, 3.11+ location tables), read from the
+/// process's memory. The first byte picks the version, the next four the instruction offset.
+pub(crate) fn fuzz(bytes: &[u8]) {
+    let [version, a, b, c, d, table @ ..] = bytes else {
+        return;
+    };
+    let Some(format) = Format::for_version((3, 9 + version % 5)) else {
+        return;
+    };
+    let table = LineTable::new(format, 1, table.into());
+    let _ = table.line(u32::from_le_bytes([*a, *b, *c, *d]));
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::Command;

@@ -7,6 +7,7 @@ pub(crate) mod capture;
 pub(crate) mod code;
 pub(crate) mod debug_offsets;
 pub(crate) mod detect;
+pub(crate) mod elf;
 pub(crate) mod figures;
 pub(crate) mod linetable;
 pub(crate) mod merge;
@@ -17,7 +18,11 @@ mod naming_tests;
 pub(crate) mod offsets;
 #[cfg(test)]
 pub(crate) mod peer;
+pub(crate) mod register;
 pub(crate) mod strings;
 
 pub(crate) use capture::interpreter_of;
 pub(crate) use names::PythonNames;
+
+/// The runtime's name (`--runtimes python`), under which what it finds is kept.
+pub(crate) const NAME: &str = super::Runtime::Python.name();

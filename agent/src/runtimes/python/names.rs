@@ -127,7 +127,7 @@ impl PythonNames {
             self.entries -= entries;
             self.bytes -= bytes;
             process.codes.clear();
-            untrusted::refusals::count(untrusted::Input::PythonCode, untrusted::Reason::Budget);
+            untrusted::refusals::count(untrusted::Input::RuntimeCode, untrusted::Reason::Budget);
         }
         process.codes.entry(code).or_insert_with(|| {
             self.entries += 1;

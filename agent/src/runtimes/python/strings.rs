@@ -157,7 +157,7 @@ fn checked_len(len: i64, max: usize, what: &'static str) -> Result<usize, Object
     let checked = usize::try_from(len).ok().filter(|&l| l <= max);
     if checked.is_none() {
         crate::process::untrusted::refusals::count(
-            crate::process::untrusted::Input::PythonCode,
+            crate::process::untrusted::Input::RuntimeCode,
             crate::process::untrusted::Reason::TooLarge,
         );
     }

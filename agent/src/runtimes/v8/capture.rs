@@ -20,9 +20,6 @@ use crate::{
     },
 };
 
-/// The runtime's name (`--runtimes node`).
-pub(crate) const NAME: &str = Runtime::Node.name();
-
 /// Node.js's capture state.
 pub(crate) struct NodeCapture {
     /// Where found processes are handed to the kernel (`V8_PROCS`), when it walks JavaScript frames.
@@ -99,7 +96,7 @@ impl NodeCapture {
 
 /// The Node.js (V8) `process` runs, if Node.js capture found one.
 pub(crate) fn node_of(process: &ProcessInfo) -> Option<Arc<Node>> {
-    crate::runtimes::seam::instance_of(process, NAME)
+    crate::runtimes::seam::instance_of(process, super::NAME)
 }
 
 impl RuntimeCapture for NodeCapture {

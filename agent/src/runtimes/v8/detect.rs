@@ -1,5 +1,5 @@
 //! Finding Node.js in a captured process: a mapped `node` or `libnode.so` exporting V8's `v8dbg_*`
-//! constants (read from the ELF file by `process::elf_v8`: no process read), the layout of the
+//! constants (read from the ELF file by `super::elf`: no process read), the layout of the
 //! structures sonde reads (`layout`), and the kernel's settings for the process (`V8_PROCS`): those
 //! offsets, and where the embedded builtins are mapped, in the binary's text and in the copies V8
 //! maps into its code ranges (`--short-builtin-calls`), found among the process's mappings.
@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use sonde_abi::v8::{MAX_BUILTIN_RANGES, V8Proc};
 
+use super::elf::V8Symbols;
 use super::layout::Layout;
-use crate::process::{Mapping, binary::Binary, elf_v8::V8Symbols};
+use crate::process::{Mapping, binary::Binary};
 
 /// Why a V8 was found but cannot be walked.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +96,7 @@ pub(crate) fn detect(
 fn v8_binary(mappings: &[Mapping]) -> Option<(&Arc<Binary>, &V8Symbols, u64)> {
     mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
-        let symbols = binary.elf.v8.as_ref()?;
+        let symbols = binary.fact::<V8Symbols>(super::NAME)?;
         let bias = crate::process::load_bias::load_bias(
             m.module.start,
             m.module.file_offset,

@@ -1,5 +1,5 @@
 //! The V8 structures sonde reads, located through the `v8dbg_*` constants `node` exports
-//! (`process::elf_v8`). V8's postmortem metadata is incomplete and its names change between versions,
+//! (`super::elf`). V8's postmortem metadata is incomplete and its names change between versions,
 //! so a few fields come from V8's own layout of the versions Node 18, 20 and 22 ship (V8 10.2, 11.3
 //! and 12.4), each said where it is used; the OpenTelemetry eBPF profiler, which walks V8 the same
 //! way, derives them alike.
@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::process::elf_v8::V8Symbols;
+use super::elf::V8Symbols;
 
 /// V8 major versions sonde walks (Node 18: 10.2, Node 20: 11.3, Node 22: 12.4).
 pub(crate) const SUPPORTED_MAJORS: std::ops::RangeInclusive<u32> = 10..=12;

@@ -7,6 +7,7 @@
 
 pub(crate) mod capture;
 pub(crate) mod detect;
+pub(crate) mod elf;
 pub(crate) mod figures;
 mod heap;
 pub(crate) mod layout;
@@ -14,9 +15,13 @@ mod names;
 pub(crate) mod naming;
 mod objects;
 mod positions;
+pub(crate) mod register;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use capture::node_of;
 pub(crate) use detect::Node;
 pub(crate) use names::{V8Names, marker_name};
+
+/// The runtime's name (`--runtimes node`), under which what it finds is kept.
+pub(crate) const NAME: &str = super::Runtime::Node.name();

@@ -3,7 +3,10 @@
 
 use std::fs::File;
 
-use super::layout::Layout;
+use super::{
+    elf::{READER, V8Symbols},
+    layout::Layout,
+};
 use crate::process::elf_info::ElfInfo;
 
 /// The Node.js binaries setup installs, by major (Debian's is 20).
@@ -22,11 +25,12 @@ pub(crate) fn node_binaries() -> Vec<(u32, std::path::PathBuf)> {
 #[test]
 fn every_node_of_the_tests_has_a_layout_the_kernel_can_read() {
     for (major, path) in node_binaries() {
-        let info = ElfInfo::read(&File::open(&path).unwrap());
-        let symbols = info
-            .v8
+        let (_, facts) = ElfInfo::read_with(&File::open(&path).unwrap(), &[READER]);
+        let symbols = facts
+            .first()
+            .and_then(|(_, f)| f.downcast_ref::<V8Symbols>())
             .unwrap_or_else(|| panic!("{} exports no v8dbg_*", path.display()));
-        let layout = Layout::new(&symbols).unwrap_or_else(|e| panic!("Node {major}: {e}"));
+        let layout = Layout::new(symbols).unwrap_or_else(|e| panic!("Node {major}: {e}"));
         let (v8_major, ..) = layout.version;
         assert_eq!(
             v8_major,

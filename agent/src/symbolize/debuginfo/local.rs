@@ -226,6 +226,7 @@ mod tests {
             file,
             root: "/proc/self/root".into(),
             owner: None,
+            facts: Vec::new(),
         };
         let before = crate::process::untrusted::refusals::total();
         let places = candidates(&binary, &[PathBuf::from("/usr/lib/debug")]);
@@ -255,6 +256,7 @@ mod tests {
             file,
             root: "/proc/self/root".into(),
             owner: crate::process::untrusted::Owner::of(std::process::id()),
+            facts: Vec::new(),
         };
         let found = search(&binary, &[]).found.expect("libc6-dbg's debug file");
         assert!(

@@ -13,7 +13,7 @@ use sonde_abi::{UnwindRow, unwind::cfa};
 
 use super::TableError;
 
-/// An architecture's translation of one evaluated row (see `x86_64::translate`).
+/// An architecture's translation of one evaluated row (see `crate::platform::arch::unwind_rules::translate`).
 pub(super) type Translate = fn(u32, &UnwindTableRow<usize>, bool, &[u8]) -> UnwindRow;
 
 /// The rows of one FDE, in the order gimli evaluated them.

@@ -1,5 +1,5 @@
 //! The ELF side of the builder: refuse what the rules cannot describe (anything but 64-bit
-//! little-endian x86_64), then find the call frame information section and the base addresses its
+//! little-endian ELF of the build's architecture), then find the call frame information section and the base addresses its
 //! pointer encodings are relative to.
 
 use std::borrow::Cow;
@@ -27,7 +27,7 @@ pub(super) struct FoundCfi<'data> {
     pub(super) bases: BaseAddresses,
 }
 
-/// Parses `data` as an x86_64 ELF image.
+/// Parses `data` as an ELF image of the architecture sonde was built for (little-endian).
 pub(super) fn open(data: &[u8]) -> Result<Elf<'_>, TableError> {
     // 32-bit ELF gets the architecture error; any other format fails to parse as ELF64 below.
     if let Ok(FileKind::Elf32) = FileKind::parse(data) {
@@ -41,7 +41,7 @@ pub(super) fn open(data: &[u8]) -> Result<Elf<'_>, TableError> {
     let file = Elf::parse(data).map_err(|source| TableError::NotElf { source })?;
     let endian = file.endian();
     let machine = file.elf_header().e_machine(endian);
-    if machine != elf::EM_X86_64 || endian != Endianness::Little {
+    if machine != crate::platform::arch::ELF_MACHINE || endian != Endianness::Little {
         return Err(unsupported(64, endian, machine));
     }
     Ok(file)
@@ -123,19 +123,7 @@ fn unsupported(bits: u8, endian: Endianness, machine: u16) -> TableError {
         Endianness::Little => "little-endian",
         Endianness::Big => "big-endian",
     };
-    let name = match machine {
-        elf::EM_X86_64 => "x86_64",
-        elf::EM_386 => "i386",
-        elf::EM_AARCH64 => "aarch64",
-        elf::EM_ARM => "arm",
-        elf::EM_RISCV => "riscv",
-        elf::EM_PPC64 => "ppc64",
-        elf::EM_PPC => "ppc",
-        elf::EM_S390 => "s390",
-        elf::EM_LOONGARCH => "loongarch",
-        elf::EM_MIPS => "mips",
-        _ => "unknown machine",
-    };
+    let name = crate::platform::arch::elf_machine_name(machine);
     TableError::UnsupportedArch {
         machine: format!("{bits}-bit {order} {name} (e_machine {machine})"),
     }

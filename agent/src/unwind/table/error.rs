@@ -20,9 +20,10 @@ pub(crate) enum TableError {
         #[source]
         source: object::Error,
     },
-    /// Not a 64-bit little-endian x86_64 binary.
+    /// Not a 64-bit little-endian binary of the build's architecture.
     #[error(
-        "unsupported architecture {machine}: unwind tables are only built for x86_64 so far; frame pointers are used for this binary"
+        "unsupported architecture {machine}: unwind tables are only built for {} binaries; frame pointers are used for this binary",
+        crate::platform::arch::NAME
     )]
     UnsupportedArch {
         /// The ELF class, byte order and `e_machine`, e.g. "64-bit little-endian aarch64 (e_machine 183)".

@@ -3,10 +3,11 @@
 //! address, that the kernel binary-searches for every user stack frame.
 //!
 //! Steps: [`elf`] checks the binary and finds its CFI section; [`cfi`] evaluates every FDE's rows with
-//! gimli and translates each with the architecture's rules ([`x86_64`], the only one so far);
+//! gimli and translates each with the rules of the architecture sonde was built for
+//! (`crate::platform::arch::unwind_rules`);
 //! [`assemble`] orders the FDEs, marks the gaps between them and merges equal neighbours.
 //!
-//! Limits: x86_64 little-endian ELF only; addresses are stored on 32 bits (ELF virtual addresses of
+//! Limits: little-endian ELF of the build's architecture only; addresses are stored on 32 bits (ELF virtual addresses of
 //! the binary, so binaries whose code lies above 4 GiB are refused); a rule the kernel cannot evaluate
 //! becomes [`cfa::UNSUPPORTED`] rather than an error, so one odd function does not cost the whole
 //! binary its table.
@@ -19,14 +20,16 @@ mod elf;
 mod error;
 #[cfg(test)]
 mod tests;
-mod x86_64;
 
 use std::fs::File;
 
 use gimli::{DebugFrame, EhFrame, LittleEndian};
 use sonde_abi::UnwindRow;
 
-use crate::process::untrusted::{Input, Reason, refusals};
+use crate::{
+    platform::arch,
+    process::untrusted::{Input, Reason, refusals},
+};
 
 /// Largest CFI section read. Real binaries stay far below (a browser's `.eh_frame` is tens of MiB);
 /// the bound keeps a crafted one from costing unbounded time (see THREAT_MODEL.md).
@@ -93,12 +96,24 @@ pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
         FrameSource::EhFrame => {
             let mut section = EhFrame::new(data, LittleEndian);
             section.set_address_size(8);
-            cfi::collect(&section, data, &found.bases, found.name, x86_64::translate)?
+            cfi::collect(
+                &section,
+                data,
+                &found.bases,
+                found.name,
+                arch::unwind_rules::translate,
+            )?
         }
         FrameSource::DebugFrame => {
             let mut section = DebugFrame::new(data, LittleEndian);
             section.set_address_size(8);
-            cfi::collect(&section, data, &found.bases, found.name, x86_64::translate)?
+            cfi::collect(
+                &section,
+                data,
+                &found.bases,
+                found.name,
+                arch::unwind_rules::translate,
+            )?
         }
     };
     if collected.rows.len() > MAX_ROWS {
@@ -129,7 +144,13 @@ pub(crate) fn build_eh_frame(data: &[u8]) -> Result<BuiltTable, TableError> {
     let mut section = EhFrame::new(data, LittleEndian);
     section.set_address_size(8);
     let bases = gimli::BaseAddresses::default().set_eh_frame(FUZZ_EH_FRAME_AT);
-    let collected = cfi::collect(&section, data, &bases, ".eh_frame", x86_64::translate)?;
+    let collected = cfi::collect(
+        &section,
+        data,
+        &bases,
+        ".eh_frame",
+        arch::unwind_rules::translate,
+    )?;
     if collected.rows.len() > MAX_ROWS {
         return Err(TableError::TooManyRows { limit: MAX_ROWS });
     }

@@ -14,7 +14,7 @@
 
 use std::{collections::HashMap, io, sync::Arc};
 
-use crate::{process::elf_info::HotspotSymbols, runtimes::memory::ProcessMemory};
+use crate::runtimes::{hotspot::elf::HotspotSymbols, memory::ProcessMemory};
 
 /// Entries read per table at most (JDK 17 and 21 have about 1,200 fields, 600 types and 600
 /// constants).

@@ -38,7 +38,7 @@ fn another_architecture() {
     );
     let message = error.to_string();
     assert!(
-        message.contains("only built for x86_64 so far; frame pointers are used for this binary"),
+        message.contains("only built for x86_64 binaries; frame pointers are used for this binary"),
         "{message}"
     );
 }

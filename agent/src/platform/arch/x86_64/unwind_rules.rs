@@ -1,7 +1,7 @@
-//! x86_64 only: DWARF register numbers, binutils' PLT CFA expressions and the translation of one
-//! evaluated CFI row into an [`UnwindRow`]. Everything architecture-specific of the builder lives
-//! here; aarch64 gets a sibling file (CFA from sp or x29, x29 at CFA + offset, the return address in
-//! x30 or at CFA + offset) with the same `translate` signature, chosen by `e_machine` in `mod.rs`.
+//! x86_64's unwind rules: DWARF register numbers, binutils' PLT CFA expressions and the translation
+//! of one evaluated CFI row into the kernel's [`UnwindRow`]. Everything architecture-specific of the
+//! table builder (`crate::unwind::table`) lives here; each architecture has this file with the same
+//! `translate`.
 
 use gimli::constants::{
     DW_OP_and, DW_OP_breg7, DW_OP_breg16, DW_OP_ge, DW_OP_lit3, DW_OP_lit9, DW_OP_lit10,
@@ -51,7 +51,7 @@ const PLT_EXPRESSIONS: [([u8; 11], u16); 3] = [
 
 /// Translates the CFI row in effect from `pc`. `signal` says the FDE is a signal trampoline (CIE
 /// augmentation `S`); `section` is the CFI section, which expressions point into.
-pub(super) fn translate(
+pub(crate) fn translate(
     pc: u32,
     row: &UnwindTableRow<usize>,
     signal: bool,

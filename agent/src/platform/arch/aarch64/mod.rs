@@ -4,6 +4,11 @@
 /// The architecture's name as `uname -m` and Rust give it.
 pub(crate) const NAME: &str = "aarch64";
 
+pub(crate) mod unwind_rules;
+
+/// The ELF machine of the binaries whose unwind tables this build makes.
+pub(crate) const ELF_MACHINE: u16 = object::elf::EM_AARCH64;
+
 /// The page size executable mappings are aligned to: Debian's, Amazon Linux's and Ubuntu's arm64
 /// kernels use 4 KiB pages (a 16 or 64 KiB kernel is not supported yet).
 pub(crate) const PAGE_SIZE: u64 = 4096;

@@ -3,6 +3,11 @@
 /// The architecture's name as `uname -m` and Rust give it.
 pub(crate) const NAME: &str = "x86_64";
 
+pub(crate) mod unwind_rules;
+
+/// The ELF machine of the binaries whose unwind tables this build makes.
+pub(crate) const ELF_MACHINE: u16 = object::elf::EM_X86_64;
+
 /// The page size executable mappings are aligned to (the kernel maps a segment from its
 /// page-aligned file offset).
 pub(crate) const PAGE_SIZE: u64 = 4096;

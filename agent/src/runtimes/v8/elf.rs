@@ -7,9 +7,17 @@
 //! postmortem debuggers); the constants themselves are read from `.symtab` when there is one (it has
 //! them all), else from `.dynsym`.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _, SectionKind};
+
+use crate::process::{ElfReader, RuntimeFact};
+
+/// Reads [`V8Symbols`] of every binary as it is first opened.
+pub(crate) const READER: ElfReader = ElfReader {
+    runtime: super::NAME,
+    read: |file, bytes| V8Symbols::find(file, bytes).map(|s| Arc::new(s) as RuntimeFact),
+};
 
 /// The prefix of V8's postmortem constants.
 const PREFIX: &str = "v8dbg_";
@@ -35,7 +43,7 @@ impl V8Symbols {
     }
 
     /// The V8 facts of `file` (its bytes `bytes`), when it exports `v8dbg_*` symbols.
-    pub(super) fn find(file: &object::File, bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn find(file: &object::File, bytes: &[u8]) -> Option<Self> {
         let exported = file.dynamic_symbols().any(|s| {
             s.name()
                 .is_ok_and(|n| n.starts_with(PREFIX) && !s.is_undefined())
@@ -131,18 +139,23 @@ fn value_u64(file: &object::File, bytes: &[u8], s: &object::Symbol) -> Option<u6
 mod tests {
     use std::fs::File;
 
-    use super::super::elf_info::ElfInfo;
+    use super::*;
+    use crate::process::ElfInfo;
 
     #[test]
     fn debian_node_exports_its_v8_constants_version_and_builtins() {
-        let info = ElfInfo::read(&File::open("/usr/bin/node").expect("Debian's node (Node.js 20)"));
-        let v8 = info.v8.expect("node exports v8dbg_* symbols");
+        let node = File::open("/usr/bin/node").expect("Debian's node (Node.js 20)");
+        let (_, facts) = ElfInfo::read_with(&node, &[READER]);
+        let v8 = facts[0]
+            .1
+            .downcast_ref::<V8Symbols>()
+            .expect("node exports v8dbg_* symbols");
         assert_eq!(v8.version.map(|v| v.0), Some(11), "{:?}", v8.version);
         assert_eq!(v8.get("off_fp_function"), Some(-16i32 as u32));
         assert_eq!(v8.get("type_JSFunction__JS_FUNCTION_TYPE"), Some(2066));
         let (start, end) = v8.builtins.expect("the embedded blob");
         assert!(end - start > 1 << 20, "{start:#x}..{end:#x}");
-        let libc = ElfInfo::read(&File::open("/lib/x86_64-linux-gnu/libc.so.6").unwrap());
-        assert!(libc.v8.is_none());
+        let libc = File::open("/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        assert!(ElfInfo::read_with(&libc, &[READER]).1.is_empty());
     }
 }
