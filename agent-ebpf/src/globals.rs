@@ -30,7 +30,7 @@ static KERNEL_LOG: u32 = 0;
 #[unsafe(no_mangle)]
 static PYTHON: u32 = 0;
 #[unsafe(no_mangle)]
-static TASK_FSBASE_OFFSET: u32 = 0;
+static TASK_TP_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static GO: u32 = 0;
 #[unsafe(no_mangle)]
@@ -115,7 +115,7 @@ getter!(
 );
 getter!(
     /// Offset of `thread.fsbase` in `task_struct`; 0 when unknown. x86_64.
-    task_fsbase_offset, TASK_FSBASE_OFFSET, u32
+    task_tp_offset, TASK_TP_OFFSET, u32
 );
 getter!(
     /// Non-zero when the labels of goroutines of processes in `GO_PROCS` are read.

@@ -92,13 +92,13 @@ fn current(tgid: u32) -> u64 {
 /// x86_64: the thread's fs base is in `task_struct.thread.fsbase` (offset from the kernel's BTF).
 #[inline(always)]
 fn labels_of(p: &GoProc) -> Result<u64, ()> {
-    let fsbase_offset = globals::task_fsbase_offset();
-    if fsbase_offset == 0 {
+    let tp_offset = globals::task_tp_offset();
+    if tp_offset == 0 {
         return Err(());
     }
     // SAFETY: the current task is valid for the program's run; a failed read is handled.
     let fsbase: u64 = unsafe {
-        bpf_probe_read_kernel((bpf_get_current_task() + u64::from(fsbase_offset)) as *const u64)
+        bpf_probe_read_kernel((bpf_get_current_task() + u64::from(tp_offset)) as *const u64)
     }
     .map_err(|_| ())?;
     if fsbase == 0 {

@@ -186,7 +186,7 @@ pub mod globals {
     pub const PYTHON: &str = "PYTHON";
     /// `u32`: byte offset of `thread.fsbase` in the kernel's `task_struct` (from its BTF; x86_64), or 0
     /// when unknown.
-    pub const TASK_FSBASE_OFFSET: &str = "TASK_FSBASE_OFFSET";
+    pub const TASK_TP_OFFSET: &str = "TASK_TP_OFFSET";
     /// `u32`: non-zero when the labels of goroutines of processes in `GO_PROCS` are read
     /// (`--runtimes` with `go`).
     pub const GO: &str = "GO";
@@ -219,7 +219,7 @@ pub mod globals {
         UNWIND_MODE,
         REFRESH_INTERVAL_NS,
         PYTHON,
-        TASK_FSBASE_OFFSET,
+        TASK_TP_OFFSET,
         GO,
         JAVA,
         V8,

@@ -144,8 +144,8 @@ fn thread_key(p: &PyProc, tid: u32) -> Option<(u16, u64)> {
     if p.tstate_native_tid != OFFSET_NONE {
         return Some((p.tstate_native_tid, u64::from(tid)));
     }
-    let fsbase_offset = globals::task_fsbase_offset();
-    if p.tstate_pthread == OFFSET_NONE || fsbase_offset == 0 {
+    let tp_offset = globals::task_tp_offset();
+    if p.tstate_pthread == OFFSET_NONE || tp_offset == 0 {
         return None;
     }
     // x86_64: glibc's pthread_self() is the thread's fs base, which the kernel keeps in
@@ -153,7 +153,7 @@ fn thread_key(p: &PyProc, tid: u32) -> Option<(u16, u64)> {
     // SAFETY: the current task is valid for the program's run; a failed read is handled.
     let task = unsafe { bpf_get_current_task() };
     let fsbase =
-        unsafe { bpf_probe_read_kernel((task + u64::from(fsbase_offset)) as *const u64) }.ok()?;
+        unsafe { bpf_probe_read_kernel((task + u64::from(tp_offset)) as *const u64) }.ok()?;
     (fsbase != 0).then_some((p.tstate_pthread, fsbase))
 }
 

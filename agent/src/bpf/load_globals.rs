@@ -38,7 +38,7 @@ pub(super) struct Globals {
     test_fail_exec: u32,
     /// Each runtime's switch: its global and 1 when its kernel side is on.
     runtimes: Vec<(&'static str, u32)>,
-    task_fsbase_offset: u32,
+    task_tp_offset: u32,
     pub(super) vma_layout: sonde_abi::VmaLayout,
 }
 
@@ -70,11 +70,11 @@ impl Globals {
                 .kernel_sides()
                 .map(|(side, on)| (side.global, u32::from(on)))
                 .collect(),
-            task_fsbase_offset: if options
+            task_tp_offset: if options
                 .kernel_sides()
                 .any(|(side, on)| on && side.needs_thread_pointer)
             {
-                fsbase_offset(vmlinux())
+                tp_offset(vmlinux())
             } else {
                 0
             },
@@ -104,7 +104,7 @@ impl Globals {
             .override_global(globals::PREEMPT_STATE_BIT, &self.preempt_state_bit, true)
             .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
             .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
-            .override_global(globals::TASK_FSBASE_OFFSET, &self.task_fsbase_offset, true)
+            .override_global(globals::TASK_TP_OFFSET, &self.task_tp_offset, true)
             .override_global(globals::VMA_LAYOUT, &self.vma_layout, true);
         for (global, on) in &self.runtimes {
             loader.override_global(global, on, true);
@@ -112,20 +112,21 @@ impl Globals {
     }
 }
 
-/// Where the kernel keeps a task's fs base, which recognises CPython 3.9/3.10 threads (their thread
-/// states hold `pthread_self()`, the fs base, and no native thread id); 0 when unknown (x86_64 only).
-fn fsbase_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
-    if !crate::platform::arch::THREAD_POINTER_IN_TASK {
+/// Where the kernel keeps a task's thread pointer (x86_64's fs base), which recognises CPython
+/// 3.9/3.10 threads (their thread states hold `pthread_self()`, the thread pointer, and no native
+/// thread id) and finds Go's `g`; 0 when unknown or where the architecture keeps it elsewhere.
+fn tp_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
+    let Some(path) = crate::platform::arch::THREAD_POINTER_IN_TASK else {
         return 0;
-    }
+    };
     let found = vmlinux
         .as_ref()
         .map_err(|e| e.to_string())
-        .and_then(|blob| super::btf::task_fsbase_offset(blob).map_err(|e| e.to_string()));
+        .and_then(|blob| super::btf::thread_pointer_offset(blob, path).map_err(|e| e.to_string()));
     match found {
         Ok(offset) => offset,
         Err(e) => {
-            tracing::warn!("{e}: {}", super::btf::FSBASE_CONSEQUENCE);
+            tracing::warn!("{e}: {}", super::btf::THREAD_POINTER_CONSEQUENCE);
             0
         }
     }

@@ -111,7 +111,7 @@ pub fn violations(root: &Path) -> anyhow::Result<Vec<String>> {
             }
         }
     }
-    found.extend(seams::violations(&root.join(CRATES[0]))?);
+    found.extend(seams::violations(root)?);
     Ok(found)
 }
 

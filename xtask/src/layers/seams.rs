@@ -1,7 +1,8 @@
 //! The agent's seams, checked from its code: a language runtime is named only under `runtimes/`
 //! (whose `registry.rs` is the one list of them all), an architecture only under `platform/arch/`
 //! (and the architecture-specific facts it says about runtimes), a kernel version only in
-//! `platform/kernel.rs`. "Named" means in code: an identifier or a path, with comments, string
+//! `platform/kernel.rs`; in the kernel programs, an architecture only under `regs/` (their walkers
+//! are per runtime by design). "Named" means in code: an identifier or a path, with comments, string
 //! literals and tests left out (a log line or a figure's name may say "Python"; a type, a field, a
 //! module path or an enum variant may not).
 
@@ -17,7 +18,8 @@ struct Seam {
     names: fn(&str, Option<&str>) -> bool,
 }
 
-const SEAMS: &[Seam] = &[
+/// The seams of the agent (`agent/src`).
+const AGENT: &[Seam] = &[
     Seam {
         what: "a language runtime",
         home: &["runtimes/", "platform/arch/"],
@@ -34,6 +36,13 @@ const SEAMS: &[Seam] = &[
         names: names_a_kernel_version,
     },
 ];
+
+/// The seams of the kernel programs (`agent-ebpf/src`).
+const KERNEL_PROGRAMS: &[Seam] = &[Seam {
+    what: "an architecture",
+    home: &["regs/"],
+    names: names_an_architecture,
+}];
 
 /// Whether identifier `ident` (after `previous`, the identifier before a `::`, if any) names one of
 /// the runtimes.
@@ -126,20 +135,28 @@ fn identifiers(code: &str) -> Vec<(usize, &str, Option<&str>)> {
     out
 }
 
-/// Every name written outside its seam in the agent's code under `src`, one line each.
-pub fn violations(src: &Path) -> std::io::Result<Vec<String>> {
-    let krate = Crate::read(src)?;
+/// Every name written outside its seam in the agent's and the kernel programs' code under `root`,
+/// one line each.
+pub fn violations(root: &Path) -> std::io::Result<Vec<String>> {
+    let mut found = check(root, "agent/src", AGENT)?;
+    found.extend(check(root, "agent-ebpf/src", KERNEL_PROGRAMS)?);
+    Ok(found)
+}
+
+/// Every name of `seams` written outside its home in the crate at `root/src`.
+fn check(root: &Path, src: &str, seams: &[Seam]) -> std::io::Result<Vec<String>> {
+    let krate = Crate::read(&root.join(src))?;
     let mut found = Vec::new();
     for (file, code) in krate.sources() {
         let rel = file.to_string_lossy().replace('\\', "/");
-        for seam in SEAMS {
+        for seam in seams {
             if seam.home.iter().any(|h| rel.starts_with(h)) {
                 continue;
             }
             for (line, ident, previous) in identifiers(code) {
                 if (seam.names)(ident, previous) {
                     found.push(format!(
-                        "agent/src/{rel}:{line}: `{ident}` names {} outside {}",
+                        "{src}/{rel}:{line}: `{ident}` names {} outside {}",
                         seam.what,
                         seam.home.join(" and ")
                     ));
@@ -157,7 +174,7 @@ mod tests {
     #[test]
     fn runtimes_architectures_and_kernel_versions_are_found_in_code_only() {
         let dir = std::env::temp_dir().join(format!("sonde-seams-{}", std::process::id()));
-        let src = dir.join("src");
+        let src = dir.join("agent/src");
         std::fs::create_dir_all(src.join("runtimes")).unwrap();
         std::fs::create_dir_all(src.join("symbolize")).unwrap();
         std::fs::write(
@@ -185,7 +202,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(src.join("fixture.rs"), "use crate::runtimes::PythonNames;").unwrap();
-        let found = violations(&src).unwrap();
+        let found = check(&dir, "agent/src", AGENT).unwrap();
         let idents: Vec<&str> = found.iter().map(|l| l.split('`').nth(1).unwrap()).collect();
         assert_eq!(
             idents,

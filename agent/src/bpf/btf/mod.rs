@@ -16,10 +16,9 @@ use std::{io, path::PathBuf};
 pub(crate) use vmlinux::{KernelBtf, read_vmlinux};
 
 /// The member chain whose offset the Python walk reads with `bpf_probe_read_kernel(current + offset)`.
-const TASK_FSBASE_PATH: [&str; 3] = ["task_struct", "thread", "fsbase"];
 
 /// What losing the fs base offset costs (the loader appends it when it logs the error).
-pub(crate) const FSBASE_CONSEQUENCE: &str = "sonde cannot match threads to their CPython 3.9/3.10 thread state, so \
+pub(crate) const THREAD_POINTER_CONSEQUENCE: &str = "sonde cannot match threads to their CPython 3.9/3.10 thread state, so \
      Python 3.9/3.10 threads that do not hold the GIL keep native frames only";
 
 const BTF_MAGIC: u16 = 0xeb9f;
@@ -152,16 +151,14 @@ pub(crate) enum BtfError {
     },
 }
 
-/// Byte offset of `thread.fsbase` in the running kernel's `task_struct`, from its BTF `blob`.
-///
-/// x86_64 only: other architectures keep the thread pointer elsewhere and get
-/// [`BtfError::MissingMember`].
-pub(crate) fn task_fsbase_offset(blob: &[u8]) -> Result<u32, BtfError> {
-    let member = member_layout(&Btf::parse(blob)?, &TASK_FSBASE_PATH)?;
+/// Byte offset of the thread pointer at member `path` of the running kernel's `task_struct`
+/// (`platform::arch::THREAD_POINTER_IN_TASK`), from its BTF `blob`.
+pub(crate) fn thread_pointer_offset(blob: &[u8], path: &[&str]) -> Result<u32, BtfError> {
+    let member = member_layout(&Btf::parse(blob)?, path)?;
     // The kernel program reads a u64 there; anything else means the layout is not what it expects.
     if member.size != 8 {
         return Err(BtfError::NotAWord {
-            path: TASK_FSBASE_PATH.join("."),
+            path: path.join("."),
             size: member.size,
         });
     }
@@ -239,7 +236,7 @@ pub(crate) fn vma_layout(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> 
 /// `path[1]` in `path[0]`, plus that of `path[2]` in `path[1]`'s struct, and so on. Typedefs and
 /// qualifiers are followed to the struct, and members of anonymous structs and unions are found as C
 /// finds them.
-// task_fsbase_offset() also needs the member's size, so it calls member_layout(); the tests query paths
+// thread_pointer_offset() also needs the member's size, so it calls member_layout(); the tests query paths
 // with this.
 #[cfg(test)]
 pub(crate) fn member_offset_path(btf: &[u8], path: &[&str]) -> Result<u32, BtfError> {

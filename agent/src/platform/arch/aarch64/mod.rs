@@ -17,7 +17,7 @@ pub(crate) const PAGE_SIZE: u64 = 4096;
 pub(crate) const TABLE_UNWINDING: bool = false;
 
 /// The TLS base (tpidr_el0) is not read from the task yet.
-pub(crate) const THREAD_POINTER_IN_TASK: bool = false;
+pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> = None;
 
 /// The syscall tracepoints' layout is not read on AArch64 yet.
 pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = false;

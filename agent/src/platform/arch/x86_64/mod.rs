@@ -16,9 +16,10 @@ pub(crate) const PAGE_SIZE: u64 = 4096;
 /// address at CFA - 8).
 pub(crate) const TABLE_UNWINDING: bool = true;
 
-/// A thread's TLS base is the task's saved fs base (`thread.fsbase`), which CPython 3.9/3.10 thread
-/// states hold as `pthread_self()`.
-pub(crate) const THREAD_POINTER_IN_TASK: bool = true;
+/// Where a thread's TLS base is in the kernel's task: the saved fs base (`thread.fsbase`), which
+/// CPython 3.9/3.10 thread states hold as `pthread_self()`, and Go's `g` is found from.
+pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> =
+    Some(&["task_struct", "thread", "fsbase"]);
 
 /// The kernel programs record new processes' executable mappings from x86_64's syscall tracepoints.
 pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = true;
