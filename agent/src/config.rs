@@ -70,6 +70,7 @@ pub(crate) mod ranges;
 mod sampling;
 mod sinks;
 mod symbols;
+mod targets;
 mod thresholds;
 
 pub use sampling::{Sampling, SamplingArgs, Switch};
@@ -213,6 +214,10 @@ pub struct RunArgs {
     /// (downward API).
     #[arg(long)]
     pub node_name: Option<String>,
+    /// Relabel rules as a YAML file in the Alloy/Parca shape (`relabel_configs:` or a list), in
+    /// place of `[[relabel]]` in the config file (`relabel_file`).
+    #[arg(long, value_name = "FILE")]
+    pub relabel_file: Option<PathBuf>,
 }
 
 /// The file's shape. Unknown keys are errors.
@@ -251,6 +256,9 @@ struct FileConfig {
     symbols: SymbolFile,
     #[serde(default)]
     status: Thresholds,
+    #[serde(default)]
+    relabel: Vec<crate::metadata::relabel::RuleSpec>,
+    relabel_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -298,6 +306,8 @@ pub struct DaemonConfig {
     pub duration: Option<Duration>,
     /// Where the window log is appended as JSON lines.
     pub summary_json: Option<PathBuf>,
+    /// Relabel rules choosing and labelling the targets (`[[relabel]]` or `relabel_file`).
+    pub(crate) relabel: crate::metadata::relabel::Rules,
 }
 
 impl DaemonConfig {
@@ -333,6 +343,11 @@ impl DaemonConfig {
             Some((path, text)) => parse_file(path, text)?,
             None => FileConfig::default(),
         };
+        let relabel = targets::resolve(
+            args.relabel_file.as_deref(),
+            file.relabel_file.clone(),
+            &file.relabel,
+        )?;
         let sampling = args.sampling.resolve(&sampling::SamplingFile {
             frequency_hz: file.frequency_hz,
             offcpu_budget: file.offcpu_budget,
@@ -473,6 +488,7 @@ impl DaemonConfig {
             metrics_addr,
             duration,
             summary_json: args.summary_json.clone().or(file.summary_json),
+            relabel,
         })
     }
 }
