@@ -23,6 +23,8 @@ pub enum Command {
     Run(crate::config::RunArgs),
     /// Print a running agent's signal table (overhead, coverage, loss, lag) with verdicts.
     Status(crate::status::StatusArgs),
+    /// List a running agent's targets: discovery labels, final labels, frequency, kept or dropped.
+    Targets(crate::target_list::TargetsArgs),
     /// Apply the retention tiers to a local data directory once (the daemon does it by itself).
     Prune(crate::retention::command::PruneArgs),
     /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).

@@ -12,6 +12,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => sonde::daemon::run(args),
         Command::Diff(args) => sonde::diff::run(args),
         Command::Status(args) => sonde::status::run(args),
+        Command::Targets(args) => sonde::target_list::run(args),
         Command::Prune(args) => sonde::retention::command::run(args),
         Command::UnwindTable(args) => sonde::unwind::inspect::run(args),
     };
