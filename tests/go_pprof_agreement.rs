@@ -166,7 +166,7 @@ fn sonde_and_gos_own_profiler_agree_on_the_top_ten_functions_by_self_time() {
         *stacks.entry(s.user().join(";")).or_default() += s.values[0];
     }
     let mut stacks: Vec<(String, i64)> = stacks.into_iter().collect();
-    stacks.sort_by(|a, b| b.1.cmp(&a.1));
+    stacks.sort_by_key(|s| std::cmp::Reverse(s.1));
     stacks.truncate(8);
     eprintln!(
         "sonde's most frequent stacks, leaf first: {stacks:#?}\nGo's top ten ({go_samples} samples): {top:?}\nsonde ({sonde_samples} samples, \

@@ -20,7 +20,8 @@ pub enum Command {
     /// Profile processes for a fixed duration and write one gzip pprof.
     Record(crate::record::RecordArgs),
     /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
-    Run(crate::config::RunArgs),
+    /// Boxed: the largest arguments by far, and every other command would carry their size.
+    Run(Box<crate::config::RunArgs>),
     /// Print a running agent's signal table (overhead, coverage, loss, lag) with verdicts.
     Status(crate::status::StatusArgs),
     /// List a running agent's targets: discovery labels, final labels, frequency, kept or dropped.
