@@ -52,6 +52,10 @@
 //! per_release_secs = 7776000       # and the last per_release_keep hourly profiles of each
 //! per_release_keep = 24            #   service.version for 90 days;
 //! max_mib = 2048                   # all under this cap (oldest deleted first, counted)
+//! [[relabel]]                      # Prometheus relabel rules over discovery labels (README "Targets");
+//! source_labels = ["__meta_kubernetes_namespace"]  # or relabel_file = "rules.yaml" (Alloy/Parca shape)
+//! regex = "payments|checkout"
+//! action = "keep"
 //! ```
 
 use std::{
