@@ -15,3 +15,4 @@ mod least_privilege;
 mod metadata_kubernetes;
 mod metadata_offcluster;
 mod metrics_endpoint;
+mod relabel_targets;

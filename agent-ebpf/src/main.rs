@@ -18,6 +18,7 @@ mod process;
 mod regs;
 mod runtime;
 mod stack;
+mod targets;
 mod unwind;
 mod verifier;
 mod vmas;
@@ -33,6 +34,10 @@ use runtime::walker;
 /// hands the sample to the program that walks it (see `runtime`).
 #[perf_event]
 pub fn sonde_on_cpu(ctx: PerfEventContext) -> u32 {
+    // First: a process the relabel rules drop costs this lookup and nothing more.
+    if !targets::admit_sample((aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32) {
+        return 0;
+    }
     runtime::dispatch(&ctx, &maps::ONCPU_RUNTIMES);
     0
 }

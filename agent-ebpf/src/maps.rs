@@ -15,7 +15,8 @@ use aya_ebpf::{
 use sonde_abi::{
     Control, FileKey, FileTable, KernelStack, OffCpuSampling, OffCpuStart, OffCpuValue,
     PROCESS_SLOTS, PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock,
-    SampleKey, THREAD_SLOTS, ThreadSlot, UnwindRule, UserStack, VmaMappings, cost_path,
+    SampleKey, TARGET_SLOTS, THREAD_SLOTS, TargetRule, ThreadSlot, UnwindRule, UserStack,
+    VmaMappings, cost_path,
     go::{GoProc, LabelSet},
     hotspot::HsProc,
     names::runtime_programs,
@@ -31,6 +32,13 @@ static CONTROL: Array<Control> = Array::with_max_entries(1, 0);
 /// Processes to sample when the pid filter is on.
 #[map]
 static PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
+/// What the relabel rules decided per process (by tgid); see `crate::targets`. Sized by the
+/// agent; a process without an entry is sampled at the base frequency.
+#[map]
+pub static TARGETS: HashMap<u32, TargetRule> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+/// Per-CPU credit of thinned targets, by `tgid % TARGET_SLOTS`.
+#[map]
+pub static TARGET_CREDIT: PerCpuArray<u32> = PerCpuArray::with_max_entries(TARGET_SLOTS, 0);
 /// Per-CPU counters, indexed by `sonde_abi::stat`.
 #[map]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);

@@ -131,6 +131,9 @@ fn draw(tid: u32) -> Result<bool, Failed> {
     if globals::filter_pids() != 0 && !pid_listed(tgid) {
         return Ok(false);
     }
+    if !crate::targets::admit_switch(tgid) {
+        return Ok(false);
+    }
     bump(stat::OFFCPU_ELIGIBLE);
     let process = tgid % PROCESS_SLOTS;
     if let Some(switches) = OFFCPU_PROCESS_SWITCHES.get_ptr_mut(process) {

@@ -20,9 +20,12 @@ pub enum Command {
     /// Profile processes for a fixed duration and write one gzip pprof.
     Record(crate::record::RecordArgs),
     /// Profile continuously and export each window (OTLP, or gzip pprof files in a local directory).
-    Run(crate::config::RunArgs),
+    /// Boxed: the largest arguments by far, and every other command would carry their size.
+    Run(Box<crate::config::RunArgs>),
     /// Print a running agent's signal table (overhead, coverage, loss, lag) with verdicts.
     Status(crate::status::StatusArgs),
+    /// List a running agent's targets: discovery labels, final labels, frequency, kept or dropped.
+    Targets(crate::target_list::TargetsArgs),
     /// Apply the retention tiers to a local data directory once (the daemon does it by itself).
     Prune(crate::retention::command::PruneArgs),
     /// Compare two profiles: normalise, subtract and rank functions by change (no BPF needed).

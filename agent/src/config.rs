@@ -52,6 +52,10 @@
 //! per_release_secs = 7776000       # and the last per_release_keep hourly profiles of each
 //! per_release_keep = 24            #   service.version for 90 days;
 //! max_mib = 2048                   # all under this cap (oldest deleted first, counted)
+//! [[relabel]]                      # Prometheus relabel rules over discovery labels (README "Targets");
+//! source_labels = ["__meta_kubernetes_namespace"]  # or relabel_file = "rules.yaml" (Alloy/Parca shape)
+//! regex = "payments|checkout"
+//! action = "keep"
 //! ```
 
 use std::{
@@ -70,6 +74,7 @@ pub(crate) mod ranges;
 mod sampling;
 mod sinks;
 mod symbols;
+mod targets;
 mod thresholds;
 
 pub use sampling::{Sampling, SamplingArgs};
@@ -213,6 +218,10 @@ pub struct RunArgs {
     /// (downward API).
     #[arg(long)]
     pub node_name: Option<String>,
+    /// Relabel rules as a YAML file in the Alloy/Parca shape (`relabel_configs:` or a list), in
+    /// place of `[[relabel]]` in the config file (`relabel_file`).
+    #[arg(long, value_name = "FILE")]
+    pub relabel_file: Option<PathBuf>,
 }
 
 /// The file's shape. Unknown keys are errors.
@@ -250,6 +259,9 @@ struct FileConfig {
     symbols: SymbolFile,
     #[serde(default)]
     status: Thresholds,
+    #[serde(default)]
+    relabel: Vec<crate::metadata::relabel::RuleSpec>,
+    relabel_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -297,6 +309,8 @@ pub struct DaemonConfig {
     pub duration: Option<Duration>,
     /// Where the window log is appended as JSON lines.
     pub summary_json: Option<PathBuf>,
+    /// Relabel rules choosing and labelling the targets (`[[relabel]]` or `relabel_file`).
+    pub(crate) relabel: crate::metadata::relabel::Rules,
 }
 
 impl DaemonConfig {
@@ -332,6 +346,11 @@ impl DaemonConfig {
             Some((path, text)) => parse_file(path, text)?,
             None => FileConfig::default(),
         };
+        let relabel = targets::resolve(
+            args.relabel_file.as_deref(),
+            file.relabel_file.clone(),
+            &file.relabel,
+        )?;
         let sampling = args.sampling.resolve(&sampling::SamplingFile {
             frequency_hz: file.frequency_hz,
             offcpu_budget: file.offcpu_budget,
@@ -471,6 +490,7 @@ impl DaemonConfig {
             metrics_addr,
             duration,
             summary_json: args.summary_json.clone().or(file.summary_json),
+            relabel,
         })
     }
 }

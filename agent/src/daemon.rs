@@ -26,6 +26,7 @@ use crate::{
     metrics::{Health, Metrics, Watch},
     sampler::{Sampler, Window},
     symbolize::{Symbolizer, debuginfo::DebugInfo},
+    targets::Targets,
 };
 
 mod json_log;
@@ -128,10 +129,17 @@ async fn serve(
     .with_context(|| format!("in {}", config.data_dir.display()))?;
     let local_dir = config.backends.is_empty().then(|| config.data_dir.clone());
     let metrics = Metrics::new(destinations.clone(), config.export_interval, local_dir);
+    // Pod metadata comes first: the targets the endpoint lists are decided from it.
+    let resolver = Arc::new(MetadataResolver::start(config.metadata.clone()).await);
+    let targets = Arc::new(Targets::new(
+        config.relabel.clone(),
+        config.sampling.frequency_hz,
+        resolver.clone(),
+    ));
     // Bound before anything is loaded: a taken port is an error at start, with nothing sampled.
     let mut http = match flags.metrics_addr {
         Some(addr) => Some(tokio::spawn(
-            crate::metrics::http::bind(addr, metrics.clone()).await?,
+            crate::metrics::http::bind(addr, metrics.clone(), targets.clone()).await?,
         )),
         None => None,
     };
@@ -143,7 +151,6 @@ async fn serve(
             None
         }
     };
-    let resolver = MetadataResolver::start(config.metadata.clone()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::channel::<Window>(2);
     let sampling = spawn_sampling(
@@ -156,6 +163,7 @@ async fn serve(
             health: metrics.health.clone(),
             stall_after: flags.stall_after,
             panic_after: flags.panic_after,
+            targets: targets.clone(),
         },
         tx,
     )?;
@@ -185,7 +193,7 @@ async fn serve(
         tokio::select! {
             window = rx.recv() => {
                 match window {
-                    Some(window) => ship(&window, &resolver, &destinations, &metrics, flags.report_wire_bytes, flags.json.as_ref()),
+                    Some(window) => ship(&window, &resolver, &targets, &destinations, &metrics, flags.report_wire_bytes, flags.json.as_ref()),
                     None => break,
                 }
                 continue;
@@ -378,6 +386,8 @@ struct Sampling {
     health: Arc<Health>,
     stall_after: Option<u64>,
     panic_after: Option<u64>,
+    /// The relabel rules' targets, decided by the sampler's event thread.
+    targets: Arc<Targets>,
 }
 
 fn spawn_sampling(
@@ -393,13 +403,14 @@ fn spawn_sampling(
         health,
         stall_after,
         panic_after,
+        targets,
     } = pacing;
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("sonde-sampler".into())
         .spawn(move || {
             let symbolizer = Symbolizer::new(debug, None, options.runtimes);
-            let mut sampler = match Sampler::start(options, symbolizer, saved_tables) {
+            let mut sampler = match Sampler::start(options, symbolizer, saved_tables, Some(targets)) {
                 Ok(sampler) => {
                     health.set_attached();
                     let _ = started_tx.send(Ok(()));

@@ -50,5 +50,7 @@ pub mod status;
 pub(crate) mod stop_signal;
 pub(crate) mod storage;
 pub(crate) mod symbolize;
+pub mod target_list;
+pub(crate) mod targets;
 pub mod telemetry;
 pub mod unwind;

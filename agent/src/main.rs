@@ -9,9 +9,10 @@ fn main() -> std::process::ExitCode {
     sonde::telemetry::init(&cli.log);
     let result = match cli.command {
         Command::Record(args) => sonde::record::run(args),
-        Command::Run(args) => sonde::daemon::run(args),
+        Command::Run(args) => sonde::daemon::run(*args),
         Command::Diff(args) => sonde::diff::run(args),
         Command::Status(args) => sonde::status::run(args),
+        Command::Targets(args) => sonde::target_list::run(args),
         Command::Prune(args) => sonde::retention::command::run(args),
         Command::UnwindTable(args) => sonde::unwind::inspect::run(args),
     };

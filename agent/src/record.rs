@@ -94,7 +94,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let debug = DebugInfo::new(symbols)?;
     let symbolizer = Symbolizer::new(debug, Some(wait), options.runtimes);
     // One recording: nothing to keep tables for.
-    let mut sampler = Sampler::start(options, symbolizer, None)?;
+    let mut sampler = Sampler::start(options, symbolizer, None, None)?;
     crate::stop_signal::install();
     tracing::info!(duration_s = args.duration, profile = ?args.profile, "recording (Ctrl-C ends early)");
     if crate::stop_signal::sleep(Duration::from_secs(args.duration)) {

@@ -2,7 +2,7 @@
 //! keeps the process table fed from kernel events, and turns each drained window into symbolized profiles.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant, SystemTime},
 };
@@ -23,6 +23,7 @@ use crate::{
     profile::{Profile, ProfileKind},
     runtimes::{RuntimeStats, registry},
     symbolize::{DebugInfoStats, Offender, PerfMapStats, SymbolizeStats, Symbolizer},
+    targets::{TargetCounts, Targets},
     unwind::{UnwindStats, Unwinder},
 };
 
@@ -60,6 +61,8 @@ pub(crate) struct Window {
     pub kernel_cost: KernelCost,
     /// How off-CPU episodes were sampled in this window (with off-CPU on).
     pub offcpu: Option<OffCpuSampling>,
+    /// Targets kept and dropped at the end of the window.
+    pub targets: TargetCounts,
     /// What the running kernel offers (probed once at load).
     pub kernel_features: Option<Arc<KernelFeatures>>,
 }
@@ -125,6 +128,8 @@ pub(crate) struct Sampler {
     _run_stats: Option<std::os::fd::OwnedFd>,
     /// What the running kernel offers, as the loader found it.
     features: Arc<KernelFeatures>,
+    /// The relabel rules' targets (`sonde run`); None: every process, labelled as it is.
+    targets: Option<Arc<Targets>>,
 }
 
 impl Sampler {
@@ -134,6 +139,7 @@ impl Sampler {
         options: LoadOptions,
         mut symbolizer: Symbolizer,
         saved: Option<crate::unwind::saved::SavedTables>,
+        targets: Option<Arc<Targets>>,
     ) -> Result<Self, BpfError> {
         let Loaded {
             ebpf,
@@ -145,7 +151,11 @@ impl Sampler {
             runtime_arrays,
             kernel_names,
             features,
+            targets: target_map,
         } = loader::load(&options)?;
+        if let Some(targets) = &targets {
+            targets.attach(target_map);
+        }
         if let Some(names) = kernel_names {
             symbolizer.name_kernel_with(Box::new(names));
         }
@@ -165,6 +175,7 @@ impl Sampler {
             procs.clone(),
             unwinder.as_ref().map(Unwinder::handle),
             programs,
+            targets.clone(),
         ));
         let mut sampler = Self {
             ebpf,
@@ -180,6 +191,7 @@ impl Sampler {
             map_memory: Default::default(),
             _run_stats: crate::bpf::cost::enable_run_stats(),
             features: Arc::new(features),
+            targets,
         };
         sampler.prepare();
         Ok(sampler)
@@ -236,6 +248,9 @@ impl Sampler {
         }
         let mut window = self.symbolize(raw, start_wall, duration);
         window.exited = self.evict(start);
+        if let Some(targets) = &self.targets {
+            window.targets = drop_targets(targets, &mut window);
+        }
         crate::heap::release_freed();
         window.symbolize = self.symbolizer.stats();
         window.perf_maps = self.symbolizer.perf_map_stats();
@@ -325,6 +340,7 @@ impl Sampler {
             kernel_cost: KernelCost::default(),
             offcpu,
             kernel_features: Some(self.features.clone()),
+            targets: TargetCounts::default(),
         }
     }
 
@@ -392,4 +408,29 @@ fn sampling_notes(o: OffCpuSampling, stats: &WindowStats) -> Vec<(String, String
     .into_iter()
     .map(|(key, v): (&str, u64)| (format!("sonde.offcpu.{key}"), v.to_string()))
     .collect()
+}
+
+/// Removes the samples of targets the rules drop that were taken before the kernel had the
+/// decision (a process's first samples, until the event thread decides), counting them; decides
+/// for processes first seen at this drain; forgets the exited. Returns the counts after.
+fn drop_targets(targets: &Targets, window: &mut Window) -> TargetCounts {
+    let mut late = 0u64;
+    for profile in [&mut window.on_cpu, &mut window.off_cpu]
+        .into_iter()
+        .flatten()
+    {
+        let mut kept = HashMap::new();
+        profile.samples.retain(|s| {
+            let keep = *kept
+                .entry(s.pid)
+                .or_insert_with(|| targets.get_or_decide(s.pid).kept());
+            if !keep {
+                late += s.values.first().copied().unwrap_or(0).max(0) as u64;
+            }
+            keep
+        });
+    }
+    targets.count_late(late);
+    targets.forget(&window.exited);
+    targets.counts()
 }

@@ -157,6 +157,26 @@ pub struct ProcessSampling {
 }
 const _: () = assert!(core::mem::size_of::<ProcessSampling>() == 8);
 
+/// `TargetRule::keep` of a target sampled at the base frequency: every sample kept.
+pub const TARGET_KEEP_ALL: u32 = 1 << 16;
+
+/// What the relabel rules decided for one process (`TARGETS`, by tgid), written by userspace when
+/// the process is first seen and again when its labels change. A process without an entry is
+/// sampled at the base frequency (the rules keep it, or have not looked at it yet).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct TargetRule {
+    /// Share of the base frequency's samples kept, in 1/65536 ([`TARGET_KEEP_ALL`] keeps every
+    /// one): 0 drops the process before any stack is walked; 19 Hz at a base of 99 Hz is
+    /// `19 * 65536 / 99`. Applied by a per-CPU credit counter (`TARGET_CREDIT`), so the kept
+    /// share is exact to one sample per CPU, not a random draw.
+    pub keep: u32,
+}
+const _: () = assert!(core::mem::size_of::<TargetRule>() == 4);
+
+/// Slots of the per-CPU credit counters of thinned targets (`TARGET_CREDIT`, by `tgid % TARGET_SLOTS`).
+pub const TARGET_SLOTS: u32 = 1024;
+
 /// Slots of the per-thread off-CPU state array (`OFFCPU_THREADS`, indexed by `tid % THREAD_SLOTS`):
 /// 32 KiB, small enough to be allocated in the kernel's direct map (no page-table walk when cold).
 pub const THREAD_SLOTS: u32 = 4096;
@@ -392,6 +412,12 @@ pub mod stat {
     /// Samples (and off-CPU episodes) of JVM or Node.js processes walked with native steps only,
     /// because their runtime's program was not loaded yet ([`crate::names::runtime_programs`]).
     pub const RUNTIME_PROGRAM_PENDING: u32 = V8_WALKS + 5;
+    /// On-CPU samples of processes the relabel rules drop, filtered before any stack was taken.
+    pub const TARGET_DROPPED: u32 = V8_WALKS + 6;
+    /// On-CPU samples not kept because their target samples below the base frequency.
+    pub const TARGET_THINNED: u32 = V8_WALKS + 7;
+    /// Off-CPU switch-outs of processes the relabel rules drop, not tracked.
+    pub const TARGET_OFFCPU_DROPPED: u32 = V8_WALKS + 8;
 
     /// The counter of walks ending in `outcome` (`unwind::outcome`); every outcome has one.
     pub const fn walk_counter(outcome: u32) -> u32 {
@@ -409,7 +435,7 @@ pub mod stat {
         }
     }
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 6;
+    pub const COUNT: u32 = V8_WALKS + 9;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most
@@ -467,6 +493,7 @@ mod pod {
     unsafe impl aya::Pod for super::OffCpuSampling {}
     unsafe impl aya::Pod for super::ThreadSlot {}
     unsafe impl aya::Pod for super::ProcessSampling {}
+    unsafe impl aya::Pod for super::TargetRule {}
     unsafe impl aya::Pod for super::python::PyProc {}
     unsafe impl aya::Pod for super::go::GoProc {}
     unsafe impl aya::Pod for super::go::LabelSet {}

@@ -6,6 +6,10 @@
 pub const CONTROL: &str = "CONTROL";
 /// Processes to sample when the pid filter is on.
 pub const PIDS: &str = "PIDS";
+/// What the relabel rules decided per process ([`crate::TargetRule`], by tgid).
+pub const TARGETS: &str = "TARGETS";
+/// Per-CPU credit of thinned targets (`u32`, by `tgid % crate::TARGET_SLOTS`).
+pub const TARGET_CREDIT: &str = "TARGET_CREDIT";
 /// Per-CPU counters, indexed by [`crate::stat`].
 pub const STATS: &str = "STATS";
 /// Processes already announced to userspace.
@@ -112,9 +116,11 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 43] = [
+pub const ALL_MAPS: [&str; 45] = [
     CONTROL,
     PIDS,
+    TARGETS,
+    TARGET_CREDIT,
     STATS,
     SEEN,
     PROC_EVENTS,

@@ -70,6 +70,8 @@ pub struct Loaded {
     pub(crate) kernel_names: Option<super::kernel_names::KernelNames>,
     /// What the running kernel offers, probed before loading.
     pub features: KernelFeatures,
+    /// The relabel rules' decisions per process.
+    pub(crate) targets: super::targets::TargetMap,
 }
 
 /// Loads and attaches according to `options`. Checks privileges first; a step the kernel refuses for
@@ -179,6 +181,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         }
     }
     let events: RingBuf<MapData> = take_map(&mut ebpf, names::PROC_EVENTS)?;
+    let targets = super::targets::TargetMap::new(take_map(&mut ebpf, names::TARGETS)?);
     let unwind = match options.unwind {
         UnwindMode::Fp => None,
         _ => Some(UnwindMaps {
@@ -267,6 +270,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         runtime_arrays: (on_cpu_programs, off_cpu_programs),
         kernel_names,
         features,
+        targets,
     })
 }
 

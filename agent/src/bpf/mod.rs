@@ -17,6 +17,7 @@ pub mod options;
 pub mod privileges;
 pub(crate) mod runtime_programs;
 pub mod sampling;
+pub(crate) mod targets;
 pub mod tracefs;
 pub(crate) mod unwind_maps;
 

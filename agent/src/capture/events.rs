@@ -20,7 +20,8 @@ use sonde_abi::{ProcEvent, proc_event};
 
 use super::Capturer;
 use crate::{
-    bpf::runtime_programs::RuntimePrograms, process::has_live_threads, unwind::UnwindHandle,
+    bpf::runtime_programs::RuntimePrograms, process::has_live_threads, targets::Targets,
+    unwind::UnwindHandle,
 };
 
 /// The running event thread.
@@ -37,6 +38,7 @@ impl EventThread {
         table: Arc<Mutex<Capturer>>,
         unwinder: Option<UnwindHandle>,
         mut programs: RuntimePrograms,
+        targets: Option<Arc<Targets>>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -45,7 +47,10 @@ impl EventThread {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
-                    drain(&mut ring, &table, unwinder.as_ref());
+                    drain(&mut ring, &table, unwinder.as_ref(), targets.as_deref());
+                    if let Some(targets) = &targets {
+                        targets.refresh();
+                    }
                     // JVMs captured while starting get their code cache within the next seconds.
                     // Never wait for the table here: the symbolizer may hold it for a while.
                     let mut wanted = Vec::new();
@@ -59,7 +64,7 @@ impl EventThread {
                         programs.ensure(index);
                     }
                 }
-                drain(&mut ring, &table, unwinder.as_ref());
+                drain(&mut ring, &table, unwinder.as_ref(), targets.as_deref());
             })
             .expect("spawning a thread");
         Self {
@@ -87,7 +92,12 @@ fn wait_readable(ring: &RingBuf<MapData>, timeout_ms: i32) {
     unsafe { libc::poll(&mut fds, 1, timeout_ms) };
 }
 
-fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<Capturer>, unwinder: Option<&UnwindHandle>) {
+fn drain(
+    ring: &mut RingBuf<MapData>,
+    table: &Mutex<Capturer>,
+    unwinder: Option<&UnwindHandle>,
+    targets: Option<&Targets>,
+) {
     let mut events = Vec::new();
     while let Some(item) = ring.next() {
         if item.len() >= std::mem::size_of::<ProcEvent>() {
@@ -108,6 +118,17 @@ fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<Capturer>, unwinder: Option<
                     table.forget_image(ev.tgid);
                 }
                 let info = table.capture(ev.tgid);
+                // The rules decide at a process's first sample and again after an exec (a new
+                // program: new comm, exe and runtime), before its next samples are walked.
+                let mut kept = true;
+                if let Some(targets) = targets
+                    && ev.kind != proc_event::MAPPINGS_STALE
+                {
+                    let runtime = info
+                        .as_ref()
+                        .and_then(|i| i.runtimes.first().map(|(name, _)| *name));
+                    kept = targets.decide(ev.tgid, runtime).kept();
+                }
                 // The agent's own process is left to frame pointers: its table (the agent binary:
                 // 340k rows, ~60 ms to build, ~3 MB of BPF maps) would cost more than everything
                 // it would unwind, a few samples per window of the agent's own work, whose cost
@@ -115,7 +136,8 @@ fn drain(ring: &mut RingBuf<MapData>, table: &Mutex<Capturer>, unwinder: Option<
                 if ev.tgid == std::process::id() {
                     continue;
                 }
-                if let (Some(info), Some(unwinder)) = (info, unwinder) {
+                // A dropped target is never walked: building its tables would be wasted work.
+                if let (Some(info), Some(unwinder), true) = (info, unwinder, kept) {
                     unwinder.process_changed(info);
                 }
             }

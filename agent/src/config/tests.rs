@@ -152,3 +152,75 @@ fn pyroscope_and_parca_sections_take_their_own_keys() {
     assert_eq!(p.remote.endpoint, "http://pyroscope:4040");
     assert_eq!(p.protocol, crate::export::pyroscope::PushProtocol::Connect);
 }
+
+/// The DaemonSet's example rules (commented out in its config map) parse and do what they say.
+#[test]
+fn the_daemonset_relabel_example_keeps_two_namespaces_and_maps_pod_labels() {
+    let shipped = include_str!("../../../deploy/kubernetes/sonde.toml");
+    let rules: String = shipped
+        .lines()
+        .skip_while(|l| !l.starts_with("# [[relabel]]"))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+        .collect();
+    assert!(rules.matches("[[relabel]]").count() >= 4, "{rules}");
+    let c = merge(&rules, &RunArgs::default()).unwrap();
+    let pod = |ns: &str| -> crate::metadata::relabel::Labels {
+        [
+            ("__meta_kubernetes_namespace", ns),
+            ("__meta_kubernetes_pod_label_team", "cards"),
+            ("__meta_kubernetes_pod_label_app_kubernetes_io_name", "api"),
+            ("__meta_kubernetes_pod_label_workload_class", "batch"),
+            ("__meta_process_comm", "api"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    };
+    let kept = c.relabel.apply(pod("payments")).expect("payments is kept");
+    assert_eq!(kept["namespace"], "payments");
+    assert_eq!(kept["team"], "cards");
+    assert_eq!(kept["app_name"], "api");
+    assert_eq!(kept["__sample_rate__"], "19");
+    assert!(c.relabel.apply(pod("checkout")).is_some());
+    assert!(c.relabel.apply(pod("kube-system")).is_none());
+}
+
+#[test]
+fn a_bad_relabel_rule_names_its_index_and_reason() {
+    let text = "[[relabel]]\naction = \"keep\"\n[[relabel]]\naction = \"hashmod\"\ntarget_label = \"shard\"\n";
+    let err = merge(text, &RunArgs::default()).unwrap_err().to_string();
+    assert!(
+        err.contains("relabel rule 1") && err.contains("modulus"),
+        "{err}"
+    );
+}
+
+#[test]
+fn relabel_rules_from_a_yaml_file_but_not_from_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.yaml");
+    std::fs::write(
+        &path,
+        "relabel_configs:\n  - source_labels: [__meta_process_comm]\n    regex: nginx\n    action: drop\n",
+    )
+    .unwrap();
+    let args = RunArgs {
+        relabel_file: Some(path.clone()),
+        ..Default::default()
+    };
+    let c = merge("", &args).unwrap();
+    let comm = |v: &str| -> crate::metadata::relabel::Labels {
+        [("__meta_process_comm".to_owned(), v.to_owned())].into()
+    };
+    assert!(c.relabel.apply(comm("nginx")).is_none());
+    assert!(c.relabel.apply(comm("api")).is_some());
+    let key = format!("relabel_file = {:?}\n", path.to_str().unwrap());
+    assert!(merge(&key, &RunArgs::default()).is_ok());
+    let err = merge("[[relabel]]\naction = \"keep\"\n", &args)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("one place"), "{err}");
+    std::fs::write(&path, "- action: [1]\n").unwrap();
+    let err = merge("", &args).unwrap_err().to_string();
+    assert!(err.contains("relabel_file"), "{err}");
+}

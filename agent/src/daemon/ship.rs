@@ -8,16 +8,52 @@ use crate::{
     figures,
     metadata::{MetadataResolver, Tags},
     metrics::Metrics,
-    profile::group,
+    profile::{Profile, ProfileKind, group},
     sampler::Window,
     symbolize::offenders,
+    targets::Targets,
 };
+
+/// A target's on-CPU profile sampled at `hz`: its period is what one of its samples stands for,
+/// and its CPU time counts each sample as that period (the kernel kept `hz` of the base rate).
+fn at_frequency(profile: &mut Profile, hz: u64) {
+    if profile.kind != ProfileKind::Cpu {
+        return;
+    }
+    let period = 1_000_000_000 / hz.max(1) as i64;
+    if period == profile.period {
+        return;
+    }
+    profile.period = period;
+    for sample in &mut profile.samples {
+        if let [count, nanos, ..] = sample.values.as_mut_slice() {
+            *nanos = *count * period;
+        }
+    }
+}
+
+/// The process's tags with the labels the relabel rules gave its target (which win: the rules are
+/// the operator's word).
+fn with_target_labels(
+    tags: std::sync::Arc<Tags>,
+    labels: &crate::metadata::relabel::Labels,
+) -> std::sync::Arc<Tags> {
+    if labels.is_empty() {
+        return tags;
+    }
+    let mut tags = (*tags).clone();
+    for (k, v) in labels {
+        tags.insert(k.clone(), v.clone());
+    }
+    std::sync::Arc::new(tags)
+}
 
 /// Tags the window's per-process profiles, computes the window's figures, and queues the batch with
 /// the agent's heartbeat; logs the figures (one line, and one JSON line into `json`).
 pub(super) fn ship(
     window: &Window,
     resolver: &MetadataResolver,
+    targets: &Targets,
     destinations: &Destinations,
     metrics: &Metrics,
     report_wire_bytes: bool,
@@ -25,8 +61,15 @@ pub(super) fn ship(
 ) {
     let mut profiles = Vec::new();
     for profile in [&window.on_cpu, &window.off_cpu].into_iter().flatten() {
-        for (pid, p) in group::by_process(profile) {
-            profiles.push((resolver.tags_for(pid), p));
+        for (pid, mut p) in group::by_process(profile) {
+            let target = targets.get_or_decide(pid);
+            if let Some(hz) = target.hz {
+                at_frequency(&mut p, hz);
+            }
+            profiles.push((
+                with_target_labels(resolver.tags_for(pid), &target.labels),
+                p,
+            ));
         }
     }
     for pid in &window.exited {

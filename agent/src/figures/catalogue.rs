@@ -32,6 +32,10 @@ pub(crate) const FAMILIES: &[(&str, &str)] = &[
         "Samples, stacks and events lost, by reason.",
     ),
     (
+        "sonde_targets",
+        "Targets (processes) by whether the relabel rules keep them.",
+    ),
+    (
         "sonde_processes",
         "Processes the agent holds (seen), and those with samples in the last window.",
     ),
@@ -134,6 +138,15 @@ pub(crate) static WINDOW: &[Figure] = &[
         .at(series!("sonde_processes", "state", "sampled"))
         .heartbeat("sonde.window.processes_sampled")
         .logged(),
+    // Targets (relabel rules).
+    now("targets_kept", "Targets (processes) the relabel rules keep.", |i| i.window.targets.kept as f64)
+        .at(series!("sonde_targets", "state", "kept"))
+        .logged(),
+    now("targets_dropped", "Targets (processes) the relabel rules drop: filtered in the kernel before any stack is taken.", |i| i.window.targets.dropped as f64)
+        .at(series!("sonde_targets", "state", "dropped"))
+        .logged(),
+    so_far("target_late_samples", "Samples of dropped targets taken before the kernel had the rules' decision (a process's first samples), removed at the drain.", |i| i.window.targets.late_samples as f64)
+        .at(series!("sonde_dropped", "reason", "target_late")),
     // Coverage.
     count("frames", "Frames exported (markers excluded).", |i| i.coverage.frames as f64),
     count("frames_named", "Frames exported with a function name.", |i| i.coverage.named as f64),

@@ -331,4 +331,19 @@ pub(crate) static KERNEL: &[Figure] = &[
         stat::RUNTIME_PROGRAM_PENDING,
         "Samples and off-CPU episodes of JVM or Node.js processes walked with native frames only: their runtime's program was not loaded yet (it loads when the first process of the runtime is found).",
     ),
+    kernel(
+        "target_dropped_samples",
+        stat::TARGET_DROPPED,
+        "On-CPU samples of processes the relabel rules drop, filtered in the kernel before any stack was taken (by design).",
+    ),
+    kernel(
+        "target_thinned_samples",
+        stat::TARGET_THINNED,
+        "On-CPU samples not kept because their target samples below the base frequency (`__sample_rate__`; by design).",
+    ),
+    kernel(
+        "target_dropped_switches",
+        stat::TARGET_OFFCPU_DROPPED,
+        "Off-CPU switch-outs of processes the relabel rules drop, not tracked (by design).",
+    ),
 ];

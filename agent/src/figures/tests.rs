@@ -175,6 +175,7 @@ fn window(kernel: &[(u32, u64)], unwind_built: u64) -> Window {
         kernel_cost: Default::default(),
         offcpu: None,
         kernel_features: None,
+        targets: Default::default(),
     }
 }
 

@@ -69,6 +69,8 @@ pub struct PodInfo {
     pub uid: String,
     /// Pod labels.
     pub labels: BTreeMap<String, String>,
+    /// Pod annotations (discovery labels for relabel rules).
+    pub annotations: BTreeMap<String, String>,
     /// Containers (regular, init and ephemeral) with their runtime ids.
     pub containers: Vec<ContainerInfo>,
 }
@@ -114,6 +116,7 @@ impl PodInfo {
             name: meta.name.clone().unwrap_or_default(),
             uid,
             labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
             containers,
         })
     }

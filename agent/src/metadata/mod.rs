@@ -7,7 +7,9 @@
 //! insertion order); call [`MetadataResolver::forget`] when a process exits.
 
 pub mod cgroup;
+pub(crate) mod discovery;
 pub mod kube;
+pub(crate) mod relabel;
 pub mod resolver;
 pub mod tags;
 

@@ -126,6 +126,21 @@ impl MetadataResolver {
         tags
     }
 
+    /// The discovery labels of `pid` for relabel rules, and whether they are final (false while
+    /// its pod is not in the cache yet). Not cached: the targets keep them.
+    pub(crate) fn discovery(
+        &self,
+        pid: u32,
+        runtime: Option<&str>,
+    ) -> (super::relabel::Labels, bool) {
+        let sources = super::discovery::Sources {
+            proc_root: &self.config.proc_root,
+            kube: self.kube.as_ref(),
+            node_name: self.config.node_name.as_deref(),
+        };
+        super::discovery::labels(&sources, pid, runtime)
+    }
+
     /// This host's `host.name`.
     pub fn host_name(&self) -> &str {
         &self.host_name

@@ -11,6 +11,7 @@ use axum::{
 };
 
 use super::{Metrics, text};
+use crate::targets::Targets;
 
 /// The endpoint could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,7 @@ pub(crate) struct BindError {
 pub(crate) async fn bind(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
+    targets: Arc<Targets>,
 ) -> Result<impl std::future::Future<Output = ()>, BindError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -35,6 +37,13 @@ pub(crate) async fn bind(
         .route("/metrics", get(scrape))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route(
+            "/targets",
+            get(move || {
+                let targets = targets.clone();
+                async move { targets_json(&targets) }
+            }),
+        )
         .with_state(metrics);
     Ok(async move {
         if let Err(err) = axum::serve(listener, app).await {
@@ -79,4 +88,11 @@ async fn readyz(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
             "not ready: programs not attached or no window delivered yet\n",
         )
     }
+}
+
+/// `/targets`: every target with its discovery labels, final labels, frequency and whether it is
+/// kept, as a JSON array by pid (`sonde targets` prints it).
+fn targets_json(targets: &Targets) -> impl IntoResponse + use<> {
+    let body = serde_json::to_string(&targets.views()).unwrap_or_else(|_| "[]".into());
+    ([(header::CONTENT_TYPE, "application/json")], body)
 }
