@@ -21,6 +21,7 @@ mod python;
 mod scrape;
 mod summary;
 mod symbols;
+mod targets;
 mod unwind;
 mod usage;
 
@@ -91,6 +92,10 @@ pub struct BenchArgs {
     /// Only the scrape-cost section (`sonde run` with 1,000 services, /metrics scraped).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only"])]
     scrape_only: bool,
+    /// Run the scrape-cost section with relabel rules (half the services kept, a label mapped):
+    /// what rules cost the agent with 1,000 services.
+    #[arg(long)]
+    scrape_relabel: bool,
     /// Only the Python section (a CPU-bound Python workload alone, under sonde and under py-spy).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only"])]
     python_only: bool,
@@ -137,6 +142,15 @@ pub struct BenchArgs {
     /// Interleaved rounds of the short-lived processes section (its numbers are medians over rounds).
     #[arg(long, default_value_t = 2)]
     build_rounds: usize,
+    /// Only the targets section (a dropped process's per-sample kernel cost against a filtered one).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only"])]
+    targets_only: bool,
+    /// Measured seconds of each run of the targets section.
+    #[arg(long, default_value_t = 10)]
+    targets_seconds: u64,
+    /// Interleaved rounds of the targets section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 3)]
+    targets_rounds: usize,
 }
 
 /// The settings of a section measured in interleaved rounds of fixed-length runs (the Python, Go and
@@ -207,7 +221,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return symbols::run(&sonde, &dir, &symbols);
     }
     if args.scrape_only {
-        return scrape::run(&sonde, &dir);
+        return scrape::run(&sonde, &dir, args.scrape_relabel);
     }
     let python = Rounds {
         seconds: args.python_seconds,
@@ -244,6 +258,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.build_only {
         return build::run(&sonde, &dir, &build);
     }
+    let targets = Rounds {
+        seconds: args.targets_seconds,
+        rounds: args.targets_rounds,
+    };
+    if args.targets_only {
+        return targets::run(&sonde, &dir, &targets);
+    }
     let busy = Busy::calibrate(&dir, args.seconds)?;
     let offcpu = offcpu::Options {
         pipe_loops: args.pipe_loops,
@@ -259,12 +280,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
     unwind::run(&sonde, &dir, &unwind)?;
     symbols::run(&sonde, &dir, &symbols)?;
-    scrape::run(&sonde, &dir)?;
+    scrape::run(&sonde, &dir, args.scrape_relabel)?;
     python::run(&sonde, &dir, &python)?;
     go::run(&sonde, &dir, &go)?;
     java::run(&sonde, &dir, &java)?;
     node::run(&sonde, &dir, &node)?;
-    build::run(&sonde, &dir, &build)
+    build::run(&sonde, &dir, &build)?;
+    targets::run(&sonde, &dir, &targets)
 }
 
 /// The CPU-bound workload: busy_threads (frame pointers) with a fixed amount of work.

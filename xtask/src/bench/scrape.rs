@@ -188,8 +188,22 @@ struct Snapshot {
     wall: Duration,
 }
 
-/// Runs the section and prints it; files are kept in `dir/scrape`.
-pub(crate) fn run(sonde: &Path, dir: &Path) -> anyhow::Result<()> {
+/// The rules of `--scrape-relabel`: keep half the services (`svc0000` to `svc0499`), and label each
+/// kept one with its hundred, as an operator keeps some namespaces and maps a pod label.
+const RULES: &str = r#"[[relabel]]
+source_labels = ["__meta_process_comm"]
+regex = "svc0[0-4][0-9][0-9]"
+action = "keep"
+[[relabel]]
+source_labels = ["__meta_process_comm"]
+regex = "svc(..).*"
+target_label = "hundred"
+replacement = "$1"
+"#;
+
+/// Runs the section and prints it (with `relabel`, the agent runs [`RULES`]); files are kept in
+/// `dir/scrape`.
+pub(crate) fn run(sonde: &Path, dir: &Path, relabel: bool) -> anyhow::Result<()> {
     let dir = dir.join("scrape");
     std::fs::create_dir_all(&dir)?;
     let program = compile(
@@ -205,8 +219,15 @@ pub(crate) fn run(sonde: &Path, dir: &Path) -> anyhow::Result<()> {
     let data = dir.join("data");
     let _ = std::fs::remove_dir_all(&data);
     let stderr = dir.join("sonde.stderr");
-    let child = Command::new(sonde)
-        .args(["run", "--metrics-addr", &addr.to_string()])
+    let mut cmd = Command::new(sonde);
+    cmd.arg("run");
+    if relabel {
+        let config = dir.join("relabel.toml");
+        std::fs::write(&config, RULES)?;
+        cmd.arg("--config").arg(config);
+    }
+    let child = cmd
+        .args(["--metrics-addr", &addr.to_string()])
         .args(["--export-interval", &WINDOW.to_string()])
         .args(["--duration", &agent_seconds.to_string(), "--data-dir"])
         .arg(&data)
@@ -262,6 +283,7 @@ pub(crate) fn run(sonde: &Path, dir: &Path) -> anyhow::Result<()> {
         sampled_services,
         usage: &usage,
         exit_took,
+        relabel,
         ready_after,
     };
     report.print();

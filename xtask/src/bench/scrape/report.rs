@@ -30,6 +30,8 @@ pub(super) struct Report<'a> {
     pub(super) exit_took: Duration,
     /// From its start to /readyz answering 200.
     pub(super) ready_after: Duration,
+    /// The agent ran the relabel rules (`super::RULES`): half the services kept.
+    pub(super) relabel: bool,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -41,7 +43,12 @@ impl Report<'_> {
         let cpus = cpus();
         let t = INTERVAL.as_secs_f64();
         println!(
-            "\n## Scrape cost: `sonde run` with {SERVICES} services ({cpus} CPUs, 99 Hz, {WINDOW} s windows)"
+            "\n## Scrape cost: `sonde run` with {SERVICES} services ({cpus} CPUs, 99 Hz, {WINDOW} s windows{})",
+            if self.relabel {
+                "; relabel rules keeping half of them and mapping a label"
+            } else {
+                ""
+            }
         );
         println!(
             "Agent CPU (utime + stime, /proc/PID/stat) over {t:.0} s quiet against {t:.0} s with {SCRAPES} \
