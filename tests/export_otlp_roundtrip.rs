@@ -92,6 +92,25 @@ async fn receiver_decodes_functions_attributes_and_values() {
         .find(|p| type_name(p) == "samples")
         .expect("a samples profile");
     assert_eq!(samples.samples.iter().map(|s| s.values[0]).sum::<i64>(), 42);
+    // Each sample says its thread: `thread.name` and `thread.id`, through the attribute table.
+    let thread_ids: Vec<i64> = samples
+        .samples
+        .iter()
+        .filter_map(|s| {
+            s.attribute_indices.iter().find_map(|&i| {
+                let kv = &d.attribute_table[i as usize];
+                (d.string_table[kv.key_strindex as usize] == "thread.id").then(|| {
+                    match kv.value.as_ref().and_then(|v| v.value.clone()) {
+                        Some(Value::IntValue(n)) => n,
+                        other => panic!("thread.id is not an integer: {other:?}"),
+                    }
+                })
+            })
+        })
+        .collect();
+    let mut thread_ids = thread_ids;
+    thread_ids.sort_unstable();
+    assert_eq!(thread_ids, [4243, 4244], "each sample's thread.id");
     // Shared dictionary: both profiles reuse the same two stacks (plus the zero entry).
     assert_eq!(
         d.stack_table.len(),

@@ -26,3 +26,4 @@ mod symbols_debuginfod;
 mod symbols_jit_perfmap;
 mod symbols_local_files;
 mod symbols_wire_format;
+mod thread_names;

@@ -211,6 +211,7 @@ pub fn track<const WALKER: u32>(ctx: &TracePointContext) -> Result<(), Failed> {
     let mut captured = stack::capture::<WALKER, _>(
         ctx,
         tgid,
+        tid,
         generation,
         regs::current_task_user_regs(),
         true,

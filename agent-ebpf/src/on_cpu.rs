@@ -46,6 +46,7 @@ pub fn sample<const WALKER: u32>(ctx: &PerfEventContext) -> Result<(), Failed> {
     let captured = stack::capture::<WALKER, _>(
         ctx,
         tgid,
+        tid,
         generation,
         user,
         !in_user_mode,

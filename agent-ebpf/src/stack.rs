@@ -31,7 +31,8 @@ pub struct Captured {
     pub path: u32,
 }
 
-/// Builds the aggregation key of the current task, its stacks stored in the slot of `generation`.
+/// Builds the aggregation key of the current task (thread `tid` of process `tgid`), its stacks stored
+/// in the slot of `generation`.
 /// `user`: where the user stack starts (None: a kernel thread, nothing to walk). `with_kernel`: take
 /// the kernel stack (skipped when the sample interrupted user code: there is none, and skipping the
 /// walk saves most of the program's run time on CPU-bound processes). `on_cpu`: the task was
@@ -40,6 +41,7 @@ pub struct Captured {
 pub fn capture<const WALKER: u32, C: EbpfContext>(
     ctx: &C,
     tgid: u32,
+    tid: u32,
     generation: u64,
     user: Option<UserRegs>,
     with_kernel: bool,
@@ -71,6 +73,8 @@ pub fn capture<const WALKER: u32, C: EbpfContext>(
             weight: 1,
             comm: bpf_get_current_comm().unwrap_or_default(),
             labels,
+            tid,
+            _reserved: 0,
         },
         known_process,
         path,

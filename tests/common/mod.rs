@@ -329,6 +329,10 @@ pub fn read_indexed(data: &Path, entry: &serde_json::Value) -> proto::Profile {
 pub struct Resolved {
     pub pid: i64,
     pub comm: String,
+    /// Label `thread_id` (-1 without one).
+    pub tid: i64,
+    /// Label `thread_name` (empty without one).
+    pub thread_name: String,
     /// Function names leaf first (inline chains expanded innermost first); unsymbolized as `?`.
     pub functions: Vec<String>,
     /// Whether each entry of `functions` came from a kernel mapping.
@@ -340,7 +344,8 @@ pub struct Resolved {
     pub values: Vec<i64>,
     /// Labelled `truncated=1`: the user stack did not reach a thread root.
     pub truncated: bool,
-    /// The process's own string labels (Go's pprof labels): every one but `comm` and `truncated`.
+    /// The process's own string labels (Go's pprof labels): every one but `comm`, `thread_name` and
+    /// `truncated`.
     pub labels: Vec<(String, String)>,
 }
 
@@ -401,6 +406,8 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
             Resolved {
                 pid: label("pid").map(|l| l.num).unwrap_or(-1),
                 comm: label("comm").map(|l| s(l.str)).unwrap_or_default(),
+                tid: label("thread_id").map(|l| l.num).unwrap_or(-1),
+                thread_name: label("thread_name").map(|l| s(l.str)).unwrap_or_default(),
                 functions,
                 kernel,
                 modules,
@@ -410,7 +417,10 @@ pub fn resolve(p: &proto::Profile) -> Vec<Resolved> {
                 labels: sample
                     .label
                     .iter()
-                    .filter(|l| l.str != 0 && !["comm", "truncated"].contains(&s(l.key).as_str()))
+                    .filter(|l| {
+                        l.str != 0
+                            && !["comm", "thread_name", "truncated"].contains(&s(l.key).as_str())
+                    })
                     .map(|l| (s(l.key), s(l.str)))
                     .collect(),
             }

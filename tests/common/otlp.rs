@@ -61,6 +61,7 @@ pub fn synthetic_profile() -> Profile {
         samples: vec![
             StackSample {
                 pid: 4242,
+                tid: 4243,
                 comm: "cart-worker".into(),
                 frames: vec![checksum, handle.clone(), main.clone()],
                 values: vec![30, 300_000_000],
@@ -69,6 +70,7 @@ pub fn synthetic_profile() -> Profile {
             },
             StackSample {
                 pid: 4242,
+                tid: 4244,
                 comm: "cart-worker".into(),
                 frames: vec![headers, handle, main],
                 values: vec![12, 120_000_000],

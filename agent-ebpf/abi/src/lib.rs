@@ -56,7 +56,8 @@ pub const STACK_MAP_FULL: i32 = -7; // -E2BIG, what a full hash map returns
 /// User stack status meaning the stack was stored: look up [`SampleKey::user_stack_id`].
 pub const STACK_OK: i32 = 0;
 
-/// Key of the in-kernel aggregation: one process, one thread name, one pair of stacks.
+/// Key of the in-kernel aggregation: one thread of one process (its id and name), one pair of
+/// stacks, one label set.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct SampleKey {
@@ -80,8 +81,12 @@ pub struct SampleKey {
     pub comm: [u8; TASK_COMM_LEN],
     /// Key in `SAMPLE_LABELS` of the sampled goroutine's labels; 0 without labels.
     pub labels: u64,
+    /// Thread id (the kernel's pid of the task).
+    pub tid: u32,
+    /// Zero: the key is hashed with every byte, so no byte may be left undefined.
+    pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<SampleKey>() == 48);
+const _: () = assert!(core::mem::size_of::<SampleKey>() == 56);
 
 /// Value of the off-CPU aggregation.
 #[repr(C)]
@@ -105,7 +110,7 @@ pub struct OffCpuStart {
     /// Aggregation key prepared at switch-out.
     pub key: SampleKey,
 }
-const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 64);
+const _: () = assert!(core::mem::size_of::<OffCpuStart>() == 72);
 
 /// Per-CPU off-CPU sampling settings, rewritten by userspace every step (250 ms, after steps of 10,
 /// 50 and 100 ms at start) as the switch rate changes so that stack walks stay within the budget

@@ -80,6 +80,7 @@ mod tests {
                 let samples = (0..50u64)
                     .map(|i| StackSample {
                         pid: 1,
+                        tid: 1,
                         comm: "app".into(),
                         frames: vec![frame(&format!("leaf_{i}"), 0x1000 + i), frame("main", 0x10)],
                         values: vec![1, 10_000_000],

@@ -130,6 +130,7 @@ mod tests {
                 .iter()
                 .map(|&(n, named, truncated)| StackSample {
                     pid: 1,
+                    tid: 1,
                     comm: "x".into(),
                     frames: vec![frame(named), frame(true)],
                     values: vec![n as i64, n as i64],

@@ -77,6 +77,7 @@ mod tests {
             // Leaf first; the leaf's chain is innermost first (`step` inlined into `burnA`).
             samples: vec![StackSample {
                 pid: 1,
+                tid: 1,
                 comm: "java".into(),
                 frames: vec![
                     frame(&["Split.step", "Split.burnA"]),

@@ -47,6 +47,7 @@ mod tests {
     fn sample(pid: u32, n: i64) -> StackSample {
         StackSample {
             pid,
+            tid: pid,
             comm: format!("p{pid}"),
             frames: Vec::new(),
             values: vec![n, n * 10],

@@ -83,7 +83,9 @@ impl Frame {
 pub struct StackSample {
     /// Process id.
     pub pid: u32,
-    /// Thread name.
+    /// Thread id (samples are aggregated per thread in the kernel).
+    pub tid: u32,
+    /// Thread name (the thread's `comm` when it was sampled).
     pub comm: String,
     /// Frames, leaf first: kernel frames, then user frames.
     pub frames: Vec<Frame>,

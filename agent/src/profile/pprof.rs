@@ -141,6 +141,9 @@ impl<'a> PprofBuilder<'a> {
         self.out.time_nanos = profile.time_nanos;
         self.out.duration_nanos = profile.duration_nanos;
         let (pid_key, comm_key) = (self.string("pid"), self.string("comm"));
+        // Parca's and Pyroscope's names for the thread: `thread_name` holds the same string as
+        // `comm` (kept for the tools that read it), interned once in the string table.
+        let (tid_key, thread_name_key) = (self.string("thread_id"), self.string("thread_name"));
         let (truncated_key, one) = (self.string("truncated"), self.string("1"));
         for sample in &profile.samples {
             let location_id = sample.frames.iter().map(|f| self.location(f)).collect();
@@ -152,6 +155,16 @@ impl<'a> PprofBuilder<'a> {
                 },
                 proto::Label {
                     key: comm_key,
+                    str: self.string(&sample.comm),
+                    ..Default::default()
+                },
+                proto::Label {
+                    key: tid_key,
+                    num: i64::from(sample.tid),
+                    ..Default::default()
+                },
+                proto::Label {
+                    key: thread_name_key,
                     str: self.string(&sample.comm),
                     ..Default::default()
                 },

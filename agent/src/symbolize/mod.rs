@@ -436,6 +436,7 @@ impl Symbolizer {
         };
         StackSample {
             pid: s.key.tgid,
+            tid: s.key.tid,
             comm: comm(&s.key.comm),
             frames,
             values,

@@ -22,6 +22,8 @@ pub(crate) fn sample(pid: u32, frames: Vec<u64>, count: u64) -> RawSample {
             weight: 1,
             comm: [0; sonde_abi::TASK_COMM_LEN],
             labels: 0,
+            tid: pid,
+            _reserved: 0,
         },
         user: RawStack::Frames(Arc::from(frames)),
         user_outcome: outcome::ROOT,

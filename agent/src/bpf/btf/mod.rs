@@ -15,9 +15,7 @@ use std::{io, path::PathBuf};
 
 pub(crate) use vmlinux::{KernelBtf, read_vmlinux};
 
-/// The member chain whose offset the Python walk reads with `bpf_probe_read_kernel(current + offset)`.
-
-/// What losing the fs base offset costs (the loader appends it when it logs the error).
+/// What losing the thread pointer's offset costs (the loader appends it when it logs the error).
 pub(crate) const THREAD_POINTER_CONSEQUENCE: &str = "sonde cannot match threads to their CPython 3.9/3.10 thread state, so \
      Python 3.9/3.10 threads that do not hold the GIL keep native frames only";
 

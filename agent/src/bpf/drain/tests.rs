@@ -89,6 +89,8 @@ fn key(tgid: u32, user: i64, kernel: i32, slot: u16) -> SampleKey {
         weight: 1,
         comm: [0; 16],
         labels: 0,
+        tid: tgid,
+        _reserved: 0,
     }
 }
 

@@ -343,6 +343,7 @@ impl Dictionary {
             let stack = self.stack(&s.frames);
             let mut attrs = vec![
                 self.attribute("thread.name", AttrValue::Str(s.comm.clone())),
+                self.attribute("thread.id", AttrValue::Int(i64::from(s.tid))),
                 self.attribute(keys::PROCESS_PID, AttrValue::Int(i64::from(s.pid))),
             ];
             // The process's own labels (Go's pprof labels), under their own keys.
