@@ -38,8 +38,9 @@ const REFRESH_EVERY: Duration = Duration::from_secs(2);
 /// One process's decision.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
-    /// Discovery labels, as the rules saw them.
-    discovery: Labels,
+    /// Discovery labels, as the rules saw them (shared: every window asks for each target's
+    /// decision, twice, and a copy of a dozen strings per process per window adds up with 1,000).
+    discovery: Arc<Labels>,
     /// Labels after the rules, internal ones removed (empty when dropped).
     pub(crate) labels: Arc<Labels>,
     /// On-CPU frequency, Hz; None when dropped.
@@ -150,7 +151,7 @@ impl Targets {
             let Some(old) = state.by_pid.get(&pid) else {
                 continue;
             };
-            if old.discovery == discovery && old.complete == complete {
+            if *old.discovery == discovery && old.complete == complete {
                 continue;
             }
             let target = self.evaluate(discovery, complete);
@@ -193,7 +194,8 @@ impl Targets {
     }
 
     fn evaluate(&self, discovery: Labels, complete: bool) -> Target {
-        let Some(mut labels) = self.rules.apply(discovery.clone()) else {
+        let discovery = Arc::new(discovery);
+        let Some(mut labels) = self.rules.apply((*discovery).clone()) else {
             return Target {
                 discovery,
                 labels: Arc::default(),

@@ -28,7 +28,7 @@ impl TargetView {
             pid,
             kept: target.kept(),
             frequency_hz: target.hz.unwrap_or(0),
-            discovery_labels: target.discovery.clone(),
+            discovery_labels: (*target.discovery).clone(),
             labels: (*target.labels).clone(),
         }
     }
