@@ -239,15 +239,6 @@ fn image_runs_as_the_daemonsets_pod_runs_it() {
     assert_eq!(meta.mode() & 0o077, 0, "mode {:o}", meta.mode());
 }
 
-/// A TCP port nobody listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The status of `GET path` on loopback `port`; 0 when nothing answers.
 fn http_status(port: u16, path: &str) -> u16 {
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {

@@ -34,14 +34,6 @@ impl Drop for Cgroup {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 const RULES: &str = r#"
 export_interval_secs = 3
 [[relabel]]

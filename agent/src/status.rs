@@ -218,6 +218,26 @@ pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
     ]
 }
 
+/// The body a running agent answers at `path` of its metrics address `addr` (what `sonde status`
+/// and `sonde targets` ask), or an error that says how to reach one.
+pub(crate) fn ask_agent(addr: &str, path: &str, accept: &str) -> anyhow::Result<String> {
+    let url = format!("http://{addr}{path}");
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    agent
+        .get(&url)
+        .header("Accept", accept)
+        .call()
+        .and_then(|mut r| r.body_mut().read_to_string())
+        .with_context(|| {
+            format!(
+                "no sonde agent answers on {url}: is `sonde run` running with --metrics-addr {addr}?"
+            )
+        })
+}
+
 /// Runs `sonde status`.
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let thresholds = match &args.config {
@@ -230,22 +250,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         None => Thresholds::default(),
     };
-    let url = format!("http://{}/metrics", args.metrics_addr);
-    let agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .new_agent();
-    let body = agent
-        .get(&url)
-        .header("Accept", "text/plain")
-        .call()
-        .and_then(|mut r| r.body_mut().read_to_string())
-        .with_context(|| {
-            format!(
-                "no sonde agent answers on {url}: is `sonde run` running with --metrics-addr {}?",
-                args.metrics_addr
-            )
-        })?;
+    let body = ask_agent(&args.metrics_addr, "/metrics", "text/plain")?;
     let rows = rows(&Scrape::parse(&body), &thresholds);
     println!("{:<28}{:<40}verdict", "signal", "value");
     for r in &rows {

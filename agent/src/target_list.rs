@@ -3,7 +3,7 @@
 //! dropped, frequency, its final labels and its discovery labels; `--json` prints the answer as
 //! it came.
 
-use std::{process::ExitCode, time::Duration};
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 
@@ -26,20 +26,7 @@ pub struct TargetsArgs {
 /// Fetches and prints the targets; fails when no agent answers.
 pub fn run(args: TargetsArgs) -> anyhow::Result<ExitCode> {
     let url = format!("http://{}/targets", args.metrics_addr);
-    let agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .new_agent();
-    let body = agent
-        .get(&url)
-        .call()
-        .and_then(|mut r| r.body_mut().read_to_string())
-        .with_context(|| {
-            format!(
-                "no sonde agent answers on {url}: is `sonde run` running with --metrics-addr {}?",
-                args.metrics_addr
-            )
-        })?;
+    let body = crate::status::ask_agent(&args.metrics_addr, "/targets", "application/json")?;
     if args.json {
         println!("{body}");
         return Ok(ExitCode::SUCCESS);

@@ -71,15 +71,6 @@ pub fn place_by_build_id(dir: &Path, build_id: &str, debug: &Path) {
     std::fs::copy(debug, sub.join(format!("{}.debug", &build_id[2..]))).unwrap();
 }
 
-/// A free TCP port on loopback.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The HTTP status of `GET path` on `127.0.0.1:port` (None when nothing answers).
 fn http_status(port: u16, path: &str) -> Option<u16> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -104,7 +95,7 @@ impl Debuginfod {
     /// Starts `debuginfod -F` over `dir` (scanned once, no grooming) and waits until it serves
     /// `build_id`'s debug file.
     pub fn serve(dir: &Path, build_id: &str, work: &Path) -> Self {
-        let port = free_port();
+        let port = super::free_port();
         let log = std::fs::File::create(work.join("debuginfod.log")).unwrap();
         let child = Command::new("debuginfod")
             .args([

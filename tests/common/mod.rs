@@ -73,6 +73,15 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A TCP port nobody listens on now, on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Compiles `tests/workloads/<name>.c` with `flags` into the test directory.
 pub fn build_workload(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
     let out = temp_dir("workloads").join(out_name);
