@@ -30,6 +30,7 @@ fn frame(module: &Arc<Module>, address: u64, name: &str) -> Frame {
     Frame {
         address,
         kind: FrameKind::User,
+        return_address: false,
         module: Some(module.clone()),
         symbols: Arc::from(vec![Symbol {
             name: name.to_owned(),

@@ -68,6 +68,7 @@ mod tests {
         let frame = |name: &str, address| Frame {
             address,
             kind: FrameKind::User,
+            return_address: false,
             module: None,
             symbols: Arc::from(vec![Symbol {
                 name: name.into(),

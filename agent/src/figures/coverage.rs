@@ -110,6 +110,7 @@ mod tests {
         let frame = |named: bool| Frame {
             address: 1,
             kind: FrameKind::User,
+            return_address: false,
             module: None,
             symbols: if named {
                 Arc::from(vec![Symbol {

@@ -53,6 +53,7 @@ mod tests {
         Frame {
             address: 0x1000,
             kind: FrameKind::User,
+            return_address: false,
             module: None,
             symbols: Arc::from(
                 chain

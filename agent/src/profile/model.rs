@@ -46,6 +46,11 @@ pub struct Frame {
     pub address: u64,
     /// User, kernel or marker.
     pub kind: FrameKind,
+    /// `address` is a return address, named as the call before it. The same address sampled as an
+    /// exact pc (a leaf, or the instruction a signal interrupted) can be another line or function,
+    /// so encoders keep the two apart: one location per address would name both as whichever came
+    /// first.
+    pub return_address: bool,
     /// The mapping the address falls in, when known.
     pub module: Option<Arc<Module>>,
     /// Inline chain, innermost first and the containing function last; empty when unsymbolized.

@@ -28,7 +28,7 @@ pub struct PprofBuilder<'a> {
     mappings: HashMap<Arc<Module>, u64>,
     /// By the string-table indices of (name, file): looked up without allocating.
     functions: HashMap<(i64, i64), u64>,
-    locations: HashMap<(u64, u64, FrameKind, Option<String>), u64>,
+    locations: HashMap<(u64, u64, bool, FrameKind, Option<String>), u64>,
     out: proto::Profile,
 }
 
@@ -87,7 +87,13 @@ impl<'a> PprofBuilder<'a> {
         let mapping_id = frame.module.as_ref().map(|m| self.mapping(m)).unwrap_or(0);
         // Markers have no address: key them by their name so different markers stay apart.
         let marker = (frame.kind == FrameKind::Marker).then(|| frame.display_name());
-        let key = (mapping_id, frame.address, frame.kind, marker);
+        let key = (
+            mapping_id,
+            frame.address,
+            frame.return_address,
+            frame.kind,
+            marker,
+        );
         if let Some(&id) = self.locations.get(&key) {
             return id;
         }
@@ -224,4 +230,75 @@ pub(crate) fn encode_tagged<'a>(
         builder.comment(format!("{key}={value}"));
     }
     builder.build(profile).encode_to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::profile::{ProfileKind, StackSample, Symbol};
+
+    fn frame(address: u64, return_address: bool, name: &str) -> Frame {
+        Frame {
+            address,
+            kind: FrameKind::User,
+            return_address,
+            module: None,
+            symbols: Arc::from(vec![Symbol {
+                name: name.into(),
+                file: None,
+                line: None,
+            }]),
+        }
+    }
+
+    fn sample(frames: Vec<Frame>) -> StackSample {
+        StackSample {
+            pid: 1,
+            tid: 1,
+            comm: "p".into(),
+            frames,
+            values: vec![1, 10],
+            truncated: false,
+            labels: Default::default(),
+        }
+    }
+
+    /// Go's preemption makes this shape: the instruction right after an inlined call is a leaf in
+    /// one sample and, pushed by the injected `asyncPreempt` call, a return address in another.
+    /// Each keeps its own name whichever comes first.
+    #[test]
+    fn one_address_sampled_exactly_and_as_a_return_address_is_two_locations() {
+        for exact_first in [true, false] {
+            let leaf = sample(vec![frame(0x100, false, "spin")]);
+            let under = sample(vec![
+                frame(0x900, false, "asyncPreempt"),
+                frame(0x100, true, "mix"),
+            ]);
+            let samples = if exact_first {
+                vec![leaf, under]
+            } else {
+                vec![under, leaf]
+            };
+            let profile = Profile {
+                kind: ProfileKind::Cpu,
+                time_nanos: 0,
+                duration_nanos: 1,
+                period: 10,
+                samples,
+                notes: Vec::new(),
+            };
+            let out = PprofBuilder::default().build(&profile);
+            let name_at = |sample: usize, depth: usize| {
+                let location = out.sample[sample].location_id[depth];
+                let l = &out.location[location as usize - 1];
+                let function = &out.function[l.line[0].function_id as usize - 1];
+                (l.address, out.string_table[function.name as usize].clone())
+            };
+            let (leaf_at, under_at) = if exact_first { (0, 1) } else { (1, 0) };
+            assert_eq!(name_at(leaf_at, 0), (0x100, "spin".to_owned()));
+            assert_eq!(name_at(under_at, 1), (0x100, "mix".to_owned()));
+        }
+    }
 }

@@ -203,6 +203,7 @@ impl<P: ProcessCache> FrameNames<P> {
         Frame {
             address: frame.address,
             kind: FrameKind::User,
+            return_address: false,
             module: Some(self.module.clone()),
             symbols: Arc::from(Vec::new()),
         }

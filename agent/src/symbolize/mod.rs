@@ -450,6 +450,7 @@ impl Symbolizer {
             RawStack::Frames(ips) => frames.extend(ips.iter().enumerate().map(|(i, &ip)| Frame {
                 address: ip,
                 kind: FrameKind::Kernel,
+                return_address: lookup_address(ip, i) != ip,
                 module: Some(self.kernel_module.clone()),
                 symbols: self.cache.kernel(lookup_address(ip, i)),
             })),
@@ -476,6 +477,7 @@ fn marker(stack: &RawStack, which: &str) -> Option<Frame> {
     Some(Frame {
         address: 0,
         kind: FrameKind::Marker,
+        return_address: false,
         module: None,
         symbols: Arc::from(vec![Symbol {
             name,

@@ -141,6 +141,7 @@ impl Symbolizer {
             Frame {
                 address: ip & !FRAME_EXACT,
                 kind: FrameKind::User,
+                return_address: addr != ip & !FRAME_EXACT,
                 module: mapping.map(|m| m.module.clone()),
                 symbols,
             }
@@ -159,15 +160,14 @@ impl Symbolizer {
             return Frame {
                 address: frame.addr,
                 kind: FrameKind::User,
+                return_address: false,
                 module: None,
                 symbols: empty(),
             };
         };
         let offset = file.file_offset(frame.addr);
-        let symbols = self.cache.user(
-            file.binary.id,
-            file_lookup_offset(offset, frame.exact, depth),
-        );
+        let at = file_lookup_offset(offset, frame.exact, depth);
+        let symbols = self.cache.user(file.binary.id, at);
         if symbols.is_empty() {
             unnamed.push((
                 Cow::Owned(file.binary.path.clone()),
@@ -180,6 +180,7 @@ impl Symbolizer {
         Frame {
             address: offset,
             kind: FrameKind::User,
+            return_address: at != offset,
             module: Some(file.module.clone()),
             symbols,
         }

@@ -177,7 +177,7 @@ struct Dictionary {
     strings: HashMap<String, i32>,
     mappings: HashMap<Arc<Module>, i32>,
     functions: HashMap<(i32, i32), i32>,
-    locations: HashMap<(i32, u64, FrameKind, i32), i32>,
+    locations: HashMap<(i32, u64, bool, FrameKind, i32), i32>,
     stacks: HashMap<Vec<i32>, i32>,
     attributes: HashMap<(i32, AttrValue), i32>,
 }
@@ -283,7 +283,13 @@ impl Dictionary {
         } else {
             0
         };
-        let key = (mapping, frame.address, frame.kind, marker);
+        let key = (
+            mapping,
+            frame.address,
+            frame.return_address,
+            frame.kind,
+            marker,
+        );
         if let Some(&i) = self.locations.get(&key) {
             return i;
         }

@@ -345,6 +345,7 @@ fn named_frame(module: &Arc<Module>, chain: Vec<Symbol>) -> Frame {
         // Below the mapping's limit (u64::MAX), as every address in a mapping is.
         address: h.finish() >> 1,
         kind: FrameKind::User,
+        return_address: false,
         module: Some(module.clone()),
         symbols: Arc::from(chain),
     }

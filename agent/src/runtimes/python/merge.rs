@@ -72,6 +72,7 @@ mod tests {
         Frame {
             address: 0x1000,
             kind: FrameKind::User,
+            return_address: false,
             module: None,
             symbols: Arc::from(vec![Symbol {
                 name: name.into(),
@@ -86,6 +87,7 @@ mod tests {
             frame: Frame {
                 address: 0x2000,
                 kind: FrameKind::User,
+                return_address: false,
                 module: None,
                 symbols: Arc::from(vec![Symbol {
                     name: name.into(),

@@ -162,6 +162,7 @@ impl PythonNames {
             .unwrap_or_else(|| Frame {
                 address: word.code,
                 kind: FrameKind::User,
+                return_address: false,
                 module: Some(self.module.clone()),
                 symbols: Arc::from(Vec::new()),
             })
@@ -221,6 +222,7 @@ fn named_frame(module: &Arc<Module>, code: &Code, instr: u32) -> Frame {
         // Below the mapping's limit (u64::MAX), as every address in a mapping is.
         address: h.finish() >> 1,
         kind: FrameKind::User,
+        return_address: false,
         module: Some(module.clone()),
         symbols: Arc::from(vec![Symbol {
             name: code.name.clone(),

@@ -260,6 +260,7 @@ fn named_frame(module: &Arc<Module>, chain: Vec<Symbol>) -> Frame {
     Frame {
         address: h.finish() >> 1,
         kind: FrameKind::User,
+        return_address: false,
         module: Some(module.clone()),
         symbols: Arc::from(chain),
     }
