@@ -3,7 +3,10 @@
 //! the newest Go release, Debian's stripped `gofmt`, and esbuild as the npm registry ships it (Go
 //! 1.23 and 1.26 builds).
 
-use std::process::{Child, Command, Stdio};
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+};
 
 use crate::common;
 use common::{go::*, *};
@@ -47,6 +50,64 @@ fn the_newest_go_release_split_is_named_labelled_and_rooted() {
     // Go 1.27's compiler attributes most of the inlined loop body to spin's lines: its own profiler
     // puts 3.5% of the time in main.mix (Go 1.19's: half).
     assert_split_named_labelled_and_rooted(&bin, 0.01);
+}
+
+/// A function that keeps no frame (`go_leaf`'s loop) still has its caller: the kernel walks Go code
+/// by `.gopclntab`'s SP deltas, not by the frame pointer, which there still holds the caller's
+/// frame. Built by Debian's Go 1.19 (`SUBQ; MOVQ BP` prologues) and by the newest release (`PUSHQ
+/// BP`), stripped: no CFI at all.
+#[test]
+fn a_stripped_go_leaf_without_a_frame_keeps_its_caller() {
+    require_root();
+    for go in [PathBuf::from("go"), newest_go()] {
+        let bin = build_stripped_with("go_leaf", &go);
+        let workload = Workload::start(&bin, &["30"]);
+        let pid = workload.pid();
+        let out = temp_dir("go_leaf").join("profile.pb.gz");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let summary = record_pid(pid, SPLIT_SECONDS, &["--frequency", "499"], &out);
+        drop(workload);
+        let samples = resolve(&read_pprof(&out));
+        let (mut in_leaf, mut by) = (0, [0i64; 2]);
+        for s in samples.iter().filter(|s| s.pid == i64::from(pid)) {
+            let user = s.user();
+            if user.first() != Some(&"main.leaf") {
+                continue;
+            }
+            in_leaf += s.values[0];
+            match user.get(1) {
+                Some(&"main.burnA") => by[0] += s.values[0],
+                Some(&"main.burnB") => by[1] += s.values[0],
+                _ => {}
+            }
+        }
+        let callers = (by[0] + by[1]) as f64 / in_leaf.max(1) as f64;
+        let b_share = by[1] as f64 / (by[0] + by[1]).max(1) as f64;
+        eprintln!(
+            "{}: {in_leaf} samples in main.leaf, burnA {} burnB {}",
+            go.display(),
+            by[0],
+            by[1]
+        );
+        assert!(in_leaf >= 500, "{in_leaf} samples in main.leaf\n{summary}");
+        assert!(
+            callers >= 0.97,
+            "{}: main.leaf's caller in {:.1}% of its samples\n{summary}",
+            go.display(),
+            callers * 100.0
+        );
+        // burnB calls leaf twice for each call of burnA.
+        assert!(
+            (b_share - 2.0 / 3.0).abs() <= 0.08,
+            "burnB has {:.1}% of main.leaf's samples, want 66.7%",
+            b_share * 100.0
+        );
+        let mine: Vec<Resolved> = samples
+            .into_iter()
+            .filter(|s| s.pid == i64::from(pid))
+            .collect();
+        assert_go_stacks("go_leaf", &mine, &summary);
+    }
 }
 
 /// Records `bin` (the split workload) and checks its shares, its callers, its pprof labels, its

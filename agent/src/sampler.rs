@@ -169,7 +169,8 @@ impl Sampler {
         };
         let table = Capturer::new(registry::captures(runtime_maps, &symbolizer.name_caches()));
         let procs = Arc::new(Mutex::new(table));
-        let unwinder = unwind.map(|maps| Unwinder::start(maps, symbolizer.file_ids(), saved));
+        let unwinder = unwind
+            .map(|maps| Unwinder::start(maps, symbolizer.file_ids(), saved, options.runtimes));
         let events = Some(EventThread::spawn(
             events,
             procs.clone(),

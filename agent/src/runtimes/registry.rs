@@ -8,7 +8,7 @@ use std::{path::Path, sync::LazyLock};
 use super::{
     Runtime, Runtimes, go, hotspot, python,
     seam::{
-        ExeIdentity, FuzzTarget, KernelSide, Registration, RuntimeCache, RuntimeCapture,
+        CodeRows, ExeIdentity, FuzzTarget, KernelSide, Registration, RuntimeCache, RuntimeCapture,
         RuntimeMaps, RuntimeNames,
     },
     v8,
@@ -38,6 +38,14 @@ pub(crate) fn identify(exe: &Path) -> Option<ExeIdentity> {
         .iter()
         .filter_map(|r| r.identify)
         .find_map(|identify| identify(exe))
+}
+
+/// The own unwind rows for `binary`'s code of the first runtime that is `on` and has them.
+pub(crate) fn unwind_rows(binary: &crate::process::Binary, on: Runtimes) -> Option<Vec<CodeRows>> {
+    RUNTIMES
+        .iter()
+        .filter(|r| on.has(r.runtime))
+        .find_map(|r| (r.unwind?)(binary))
 }
 
 /// The runtimes' fuzz targets, by name.

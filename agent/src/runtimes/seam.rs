@@ -30,6 +30,9 @@ pub(crate) struct Registration {
     pub(crate) families: &'static [(&'static str, &'static str)],
     /// Fuzz targets of its parsers of process memory (`cargo xtask fuzz --target`), by name.
     pub(crate) fuzz: &'static [FuzzTarget],
+    /// Its own unwind rows for the code of a binary (Go's SP deltas), where it has them: they
+    /// override the binary's CFI wherever both cover an address.
+    pub(crate) unwind: Option<UnwindRows>,
     /// What it reads of a process's executable to say what the process is, if it can.
     pub(crate) identify: Option<fn(&Path) -> Option<ExeIdentity>>,
     /// A new cache of what it reads of processes, shared by its capture (which fills it as the
@@ -44,6 +47,19 @@ pub(crate) struct Registration {
     /// programs; None when it cannot work without its map.
     #[cfg(test)]
     pub(crate) capture_without_kernel: Option<CaptureWithoutKernel>,
+}
+
+/// A runtime's unwind rows for `binary`'s code: None when it is not the runtime's, or it has none.
+pub(crate) type UnwindRows = fn(&Binary) -> Option<Vec<CodeRows>>;
+
+/// The unwind rows of one function, as a CFI FDE gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CodeRows {
+    /// Its link-time range `[start, end)`.
+    pub(crate) start: u32,
+    pub(crate) end: u32,
+    /// Its rows, by increasing pc, the first at `start`.
+    pub(crate) rows: Vec<sonde_abi::UnwindRow>,
 }
 
 /// A fuzz target: its name and its entry point.

@@ -10,7 +10,7 @@ use crate::storage::SafeDir;
 
 /// Subdirectory of the data directory.
 pub(crate) const DIR: &str = "unwind-tables";
-const MAGIC: &[u8; 8] = b"SONDEUT1";
+const MAGIC: &[u8; 8] = b"SONDEUT2";
 const HEADER: usize = 8 + 8 + 8;
 const ROW: usize = 8;
 /// Largest file read (the CFI bound of one binary's table, `table::MAX_ROWS` rows, with room).

@@ -37,6 +37,7 @@ use crate::{
         Mapping, ProcessInfo,
         file_ids::{FileIds, kernel_dev},
     },
+    runtimes::{Runtimes, registry},
 };
 
 /// Requests queued before new ones are dropped (and counted): the thread may be busy building a large
@@ -131,9 +132,15 @@ pub(crate) struct Unwinder {
 }
 
 impl Unwinder {
-    /// Starts the thread over `maps`, giving binaries ids in `file_ids` as their tables load, and
-    /// keeping tables in `saved` when given (`sonde run`).
-    pub(crate) fn start(maps: UnwindMaps, file_ids: FileIds, saved: Option<SavedTables>) -> Self {
+    /// Starts the thread over `maps`, giving binaries ids in `file_ids` as their tables load,
+    /// keeping tables in `saved` when given (`sonde run`), with the own rows of the runtimes that
+    /// are on (`runtimes`) for their binaries' code.
+    pub(crate) fn start(
+        maps: UnwindMaps,
+        file_ids: FileIds,
+        saved: Option<SavedTables>,
+        runtimes: Runtimes,
+    ) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let stats = Arc::new(Mutex::new(UnwindStats {
             budget_bytes: maps.budget_bytes,
@@ -158,6 +165,7 @@ impl Unwinder {
             procs: HashMap::new(),
             unwritten: HashSet::new(),
             saved,
+            runtimes,
             stats: stats.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -268,6 +276,7 @@ struct Worker {
     /// Processes whose last `PROC_MAPPINGS` write failed: written again when next sampled.
     unwritten: HashSet<u32>,
     saved: Option<SavedTables>,
+    runtimes: Runtimes,
     stats: Arc<Mutex<UnwindStats>>,
 }
 
@@ -353,14 +362,19 @@ impl Worker {
         let Some(binary) = &mapping.binary else {
             return;
         };
-        let saved = self.saved_rows(key, &mapping.module.path);
+        // A runtime's own rows depend on which runtimes are on: such tables are built, not saved.
+        let runtime_rows = registry::unwind_rows(binary, self.runtimes);
+        let saved = match runtime_rows {
+            None => self.saved_rows(key, &mapping.module.path),
+            Some(_) => None,
+        };
         let from_disk = saved.is_some();
         let built = match saved {
             Some(rows) => Ok(rows),
-            None => table::build_file(&binary.file)
+            None => table::build_binary(binary, runtime_rows)
                 .map(|t| {
-                    match (key, root_owned(&binary.file)) {
-                        (TableKey::BuildId(_), true) => {
+                    match (key, root_owned(&binary.file), t.stats.runtime_functions) {
+                        (TableKey::BuildId(_), true, 0) => {
                             self.save_rows(key, &t.rows, &mapping.module.path)
                         }
                         _ => {

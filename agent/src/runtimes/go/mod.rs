@@ -14,7 +14,8 @@ pub(crate) mod naming;
 pub(crate) mod pclntab;
 pub(crate) mod register;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
+mod unwind_rows;
 
 use std::{
     collections::{HashMap, HashSet},

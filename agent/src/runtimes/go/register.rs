@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use sonde_abi::names::{self, globals};
 
-use super::{capture::GoCapture, elf, figures, identify, naming::GoNaming};
+use super::{capture::GoCapture, elf, figures, identify, naming::GoNaming, unwind_rows};
 use crate::runtimes::{
     Runtime,
     publish::Publisher,
@@ -27,6 +27,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     figures: figures::FIGURES,
     families: figures::FAMILIES,
     fuzz: &[],
+    unwind: Some(unwind_rows::rows),
     identify: Some(identify),
     cache: || Arc::new(()),
     namer: |_| Box::<GoNaming>::default(),

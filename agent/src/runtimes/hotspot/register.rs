@@ -27,6 +27,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     figures: figures::FIGURES,
     families: figures::FAMILIES,
     fuzz: &[],
+    unwind: None,
     identify: None,
     cache: || Arc::new(Mutex::new(JavaNames::default())),
     namer: |cache| Box::new(JavaNaming::new(cache_of(cache))),

@@ -27,6 +27,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     figures: figures::FIGURES,
     families: figures::FAMILIES,
     fuzz: &[("python_linetable", linetable::fuzz)],
+    unwind: None,
     identify: None,
     cache: || Arc::new(Mutex::new(PythonNames::default())),
     namer: |cache| Box::new(PythonNaming::new(cache_of(cache))),

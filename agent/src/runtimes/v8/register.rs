@@ -27,6 +27,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     figures: figures::FIGURES,
     families: figures::FAMILIES,
     fuzz: &[],
+    unwind: None,
     identify: None,
     cache: || Arc::new(Mutex::new(V8Names::default())),
     namer: |cache| Box::new(NodeNaming::new(cache_of(cache))),

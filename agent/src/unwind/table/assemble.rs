@@ -68,6 +68,7 @@ pub(super) fn stats(rows: &[UnwindRow], fdes: u64, source: FrameSource) -> Table
         signal_rows: count(&[cfa::SIGNAL]),
         end_rows: count(&[cfa::END]),
         source,
+        runtime_functions: 0,
     }
 }
 

@@ -12,6 +12,7 @@ use gimli::{
 use sonde_abi::{UnwindRow, unwind::cfa};
 
 use super::TableError;
+use crate::runtimes::seam::CodeRows;
 
 /// An architecture's translation of one evaluated row (see `crate::platform::arch::unwind_rules::translate`).
 pub(super) type Translate = fn(u32, &UnwindTableRow<usize>, bool, &[u8]) -> UnwindRow;
@@ -39,6 +40,22 @@ pub(super) struct Collected {
     /// FDEs gimli could not parse or evaluate (their code gets one `UNSUPPORTED` row, or none when
     /// even their range is unknown), and a section whose walk broke off.
     pub(super) bad_fdes: u64,
+}
+
+impl Collected {
+    /// Adds functions whose rows come from elsewhere (a runtime's own table), after the FDEs so
+    /// that where one starts with an FDE it is the one kept.
+    pub(super) fn add_functions(&mut self, functions: Vec<CodeRows>) {
+        for f in functions.into_iter().filter(|f| f.start < f.end) {
+            let from = self.rows.len();
+            self.rows.extend(f.rows);
+            self.fdes.push(FdeRows {
+                start: f.start,
+                end: f.end,
+                rows: from..self.rows.len(),
+            });
+        }
+    }
 }
 
 type Reader<'a> = EndianSlice<'a, LittleEndian>;

@@ -28,7 +28,11 @@ use sonde_abi::UnwindRow;
 
 use crate::{
     platform::arch,
-    process::untrusted::{Input, Reason, refusals},
+    process::{
+        Binary,
+        untrusted::{Input, Reason, refusals},
+    },
+    runtimes::seam::CodeRows,
 };
 
 /// Largest CFI section read. Real binaries stay far below (a browser's `.eh_frame` is tens of MiB);
@@ -68,6 +72,8 @@ pub(crate) struct TableStats {
     pub(crate) end_rows: u64,
     /// The section the rows came from.
     pub(crate) source: FrameSource,
+    /// Functions whose rows a runtime gave from its own table, overriding the CFI.
+    pub(crate) runtime_functions: u64,
 }
 
 /// The section holding a binary's call frame information.
@@ -77,12 +83,47 @@ pub(crate) enum FrameSource {
     EhFrame,
     /// `.debug_frame`, used only when `.eh_frame` is absent (`-fno-asynchronous-unwind-tables -g`).
     DebugFrame,
+    /// Neither: a runtime's own table alone (a stripped Go binary's `.gopclntab`).
+    Runtime,
 }
 
-/// Builds the unwind table of the ELF image `elf` (a mapped file, or the vDSO read from memory).
+/// Builds the unwind table of the ELF image `elf` from its CFI alone.
+#[cfg(test)]
 pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
+    build_with(elf, None)
+}
+
+/// Builds the table of `elf` from its CFI and `runtime`'s own rows for its code, which override
+/// the CFI where both cover an address and stand alone where the binary has no CFI.
+fn build_with(elf: &[u8], runtime: Option<Vec<CodeRows>>) -> Result<BuiltTable, TableError> {
     let file = elf::open(elf)?;
-    let found = elf::find_cfi(&file)?;
+    let (mut collected, source) = match elf::find_cfi(&file) {
+        Ok(found) => (collect_cfi(&found)?, found.source),
+        Err(_) if runtime.is_some() => (cfi::Collected::default(), FrameSource::Runtime),
+        Err(e) => return Err(e),
+    };
+    let runtime_functions = match runtime {
+        Some(functions) => {
+            let n = functions.len() as u64;
+            collected.add_functions(functions);
+            n
+        }
+        None => 0,
+    };
+    if collected.rows.len() > MAX_ROWS {
+        refusals::count(Input::UnwindTable, Reason::Budget);
+        return Err(TableError::TooManyRows { limit: MAX_ROWS });
+    }
+    let mut rows = assemble::assemble(collected.fdes, &collected.rows);
+    assemble::mark_entry_root(&mut rows, object::Object::entry(&file));
+    let mut stats = assemble::stats(&rows, collected.fde_count, source);
+    stats.bad_fdes = collected.bad_fdes;
+    stats.runtime_functions = runtime_functions;
+    Ok(BuiltTable { rows, stats })
+}
+
+/// Reads every FDE of the CFI section `found`.
+fn collect_cfi(found: &elf::FoundCfi<'_>) -> Result<cfi::Collected, TableError> {
     let data: &[u8] = &found.data;
     if data.len() > MAX_CFI_BYTES {
         refusals::count(Input::UnwindTable, Reason::TooLarge);
@@ -92,39 +133,20 @@ pub(crate) fn build(elf: &[u8]) -> Result<BuiltTable, TableError> {
             limit: MAX_CFI_BYTES as u64,
         });
     }
-    let collected = match found.source {
-        FrameSource::EhFrame => {
-            let mut section = EhFrame::new(data, LittleEndian);
-            section.set_address_size(8);
-            cfi::collect(
-                &section,
-                data,
-                &found.bases,
-                found.name,
-                arch::unwind_rules::translate,
-            )?
-        }
+    match found.source {
         FrameSource::DebugFrame => {
             let mut section = DebugFrame::new(data, LittleEndian);
             section.set_address_size(8);
-            cfi::collect(
-                &section,
-                data,
-                &found.bases,
-                found.name,
-                arch::unwind_rules::translate,
-            )?
+            let translate = arch::unwind_rules::translate;
+            cfi::collect(&section, data, &found.bases, found.name, translate)
         }
-    };
-    if collected.rows.len() > MAX_ROWS {
-        refusals::count(Input::UnwindTable, Reason::Budget);
-        return Err(TableError::TooManyRows { limit: MAX_ROWS });
+        _ => {
+            let mut section = EhFrame::new(data, LittleEndian);
+            section.set_address_size(8);
+            let translate = arch::unwind_rules::translate;
+            cfi::collect(&section, data, &found.bases, found.name, translate)
+        }
     }
-    let mut rows = assemble::assemble(collected.fdes, &collected.rows);
-    assemble::mark_entry_root(&mut rows, object::Object::entry(&file));
-    let mut stats = assemble::stats(&rows, collected.fde_count, found.source);
-    stats.bad_fdes = collected.bad_fdes;
-    Ok(BuiltTable { rows, stats })
 }
 
 /// Where [`build_eh_frame`] places the section: above the code of the small binaries the seeds come
@@ -163,10 +185,22 @@ pub(crate) fn build_eh_frame(data: &[u8]) -> Result<BuiltTable, TableError> {
 /// Builds the unwind table of the ELF file `file`, mapped rather than read so a 100 MB binary costs
 /// no heap beyond its rows.
 pub(crate) fn build_file(file: &File) -> Result<BuiltTable, TableError> {
+    build_with(&map_file(file)?, None)
+}
+
+/// Builds the unwind table of `binary`, with `runtime`'s own rows for its code (Go's SP deltas;
+/// `runtimes::registry::unwind_rows`).
+pub(crate) fn build_binary(
+    binary: &Binary,
+    runtime: Option<Vec<CodeRows>>,
+) -> Result<BuiltTable, TableError> {
+    build_with(&map_file(&binary.file)?, runtime)
+}
+
+fn map_file(file: &File) -> Result<memmap2::Mmap, TableError> {
     // SAFETY: the map is read-only and dropped before returning. Another process truncating or
     // rewriting the file meanwhile could change or fault the bytes under us; binaries are replaced by
     // rename (package managers, linkers) and a running executable cannot be opened for writing
     // (ETXTBSY), which is the same trust every profiler and debugger places in mapped binaries.
-    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|source| TableError::Map { source })?;
-    build(&map)
+    unsafe { memmap2::Mmap::map(file) }.map_err(|source| TableError::Map { source })
 }

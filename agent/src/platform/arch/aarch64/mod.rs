@@ -4,6 +4,7 @@
 /// The architecture's name as `uname -m` and Rust give it.
 pub(crate) const NAME: &str = "aarch64";
 
+pub(crate) mod go_frames;
 pub(crate) mod unwind_rules;
 
 /// The ELF machine of the binaries whose unwind tables this build makes.

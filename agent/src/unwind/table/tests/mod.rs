@@ -6,6 +6,7 @@
 mod compare;
 mod errors;
 mod fixture;
+mod go_rows;
 mod landmarks;
 mod readelf;
 
