@@ -267,3 +267,79 @@ fn rules_keep_by_comm_and_cgroup_drop_in_the_kernel_and_thin_to_19_hz() {
     );
     std::mem::drop((kept, dropped, thinned));
 }
+
+/// A process is decided again when it execs: a shell the rules drop (its comm is `sh`), busy until
+/// told to go on, then replaced by a program they keep. Dropped in `/targets` before, kept after,
+/// with samples of the new image only.
+#[test]
+fn an_exec_into_a_kept_program_is_decided_again() {
+    require_root();
+    let dir = temp_dir("relabel_exec");
+    let keep = build_workload("cpu_split", "tgt_keep", FP_FLAGS);
+    let go_on = dir.join("go-on");
+    let script = format!(
+        "while [ ! -e {} ]; do :; done; exec {} 120",
+        go_on.display(),
+        keep.display()
+    );
+    let shell = Workload::adopt(Command::new("sh").args(["-c", &script]).spawn().unwrap());
+    let pid = shell.pid();
+    let config = dir.join("sonde.toml");
+    std::fs::write(&config, RULES).unwrap();
+    let data = dir.join("data");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut daemon = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--metrics-addr",
+            &addr,
+        ],
+        &dir.join("sonde.log"),
+    );
+    daemon.wait_windows(1, Duration::from_secs(90));
+    let target = |addr: &str| -> serde_json::Value {
+        let out = sonde(&["targets", "--metrics-addr", addr, "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let found = listed.into_iter().find(|t| t["pid"] == pid);
+        found.unwrap_or_else(|| panic!("pid {pid} not in /targets"))
+    };
+    let before = target(&addr);
+    assert_eq!(before["kept"], false, "{before}");
+    assert_eq!(before["discovery_labels"]["__meta_process_comm"], "sh");
+
+    std::fs::write(&go_on, "").unwrap();
+    daemon.wait_windows(3, Duration::from_secs(90));
+    let after = target(&addr);
+    assert_eq!(
+        (after["kept"].as_bool(), after["frequency_hz"].as_u64()),
+        (Some(true), Some(99)),
+        "{after}"
+    );
+    assert_eq!(after["labels"]["workload"], "tgt_keep", "{after}");
+    let (status, _, log) = daemon.stop();
+    assert!(status.success(), "{status}\n{log}");
+    drop(shell);
+
+    // Its profiles hold the kept program's samples, and none of the shell's.
+    let index = std::fs::read_to_string(data.join("index.jsonl")).expect("index.jsonl");
+    let (mut samples, mut shell_frames) = (0, 0);
+    for line in index.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        if e["kind"] != "cpu" || e["tags"]["process.pid"].as_str() != Some(&pid.to_string()) {
+            continue;
+        }
+        let resolved = resolve(&read_indexed(&data, &e));
+        samples += total(&resolved, pid, 0);
+        shell_frames += resolved
+            .iter()
+            .filter(|s| s.pid == i64::from(pid) && s.comm == "sh")
+            .map(|s| s.values[0])
+            .sum::<i64>();
+    }
+    assert!(samples > 100, "{samples} samples after the exec");
+    assert_eq!(shell_frames, 0, "samples of the dropped shell in a profile");
+}

@@ -235,3 +235,6 @@ impl Targets {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
