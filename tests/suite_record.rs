@@ -12,6 +12,7 @@ mod java_offcpu;
 mod java_split;
 mod node_cpuprof;
 mod node_offcpu;
+mod node_recursion;
 mod node_split;
 mod node_typescript;
 mod node_workers;

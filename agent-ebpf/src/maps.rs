@@ -15,8 +15,8 @@ use aya_ebpf::{
 use sonde_abi::{
     Control, FileKey, FileTable, KernelStack, OffCpuSampling, OffCpuStart, OffCpuValue,
     PROCESS_SLOTS, PageEntry, PageKey, ProcEvent, ProcMappings, ProcessSampling, RowBlock,
-    SampleKey, TARGET_SLOTS, THREAD_SLOTS, TargetRule, ThreadSlot, UnwindRule, UserStack,
-    VmaMappings, cost_path,
+    SampleKey, ShallowUserStack, TARGET_SLOTS, THREAD_SLOTS, TargetRule, ThreadSlot, UnwindRule,
+    UserStack, VmaMappings, cost_path,
     go::{GoProc, LabelSet},
     hotspot::HsProc,
     names::runtime_programs,
@@ -160,11 +160,20 @@ static KSTACKS_2: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BP
 pub static KSTACK_SCRATCH: PerCpuArray<KernelStack> =
     PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
 #[map]
-static USTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static USTACKS_0: HashMap<u64, ShallowUserStack> =
+    HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 #[map]
-static USTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static USTACKS_1: HashMap<u64, ShallowUserStack> =
+    HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
 #[map]
-static USTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static USTACKS_2: HashMap<u64, ShallowUserStack> =
+    HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+#[map]
+static DSTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+#[map]
+static DSTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+#[map]
+static DSTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
 
 #[map]
 static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
@@ -239,13 +248,23 @@ pub fn kernel_stacks(slot: u64) -> &'static HashMap<u32, KernelStack> {
     }
 }
 
-/// The user-stack map of `slot`.
+/// The user-stack map of `slot` (stacks of at most `SHALLOW_STACK_DEPTH` frames).
 #[inline(always)]
-pub fn user_stacks(slot: u64) -> &'static HashMap<u64, UserStack> {
+pub fn user_stacks(slot: u64) -> &'static HashMap<u64, ShallowUserStack> {
     match slot {
         0 => &USTACKS_0,
         1 => &USTACKS_1,
         _ => &USTACKS_2,
+    }
+}
+
+/// The deep user-stack map of `slot` (stacks of more than `SHALLOW_STACK_DEPTH` frames).
+#[inline(always)]
+pub fn deep_user_stacks(slot: u64) -> &'static HashMap<u64, UserStack> {
+    match slot {
+        0 => &DSTACKS_0,
+        1 => &DSTACKS_1,
+        _ => &DSTACKS_2,
     }
 }
 

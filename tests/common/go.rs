@@ -89,9 +89,9 @@ pub fn esbuilds() -> Vec<PathBuf> {
     paths
 }
 
-/// The kernel's walk keeps at most this many native frames (`sonde_abi::MAX_STACK_DEPTH`, perf's
-/// default too); Go's own profiler keeps 64.
-const MAX_STACK_DEPTH: usize = 127;
+/// The kernel's walk keeps at most this many native frames (`sonde_abi::MAX_STACK_DEPTH`); Go's own
+/// profiler keeps 64.
+const MAX_STACK_DEPTH: usize = 512;
 
 /// How the stacks of some samples end.
 struct Ends {

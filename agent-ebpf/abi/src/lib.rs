@@ -17,13 +17,18 @@ pub mod v8;
 
 pub use unwind::{
     ExecMapping, FileKey, FileTable, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock,
-    UnwindRow, UnwindRule, UserStack, VmaLayout, VmaMapping, VmaMappings,
+    ShallowUserStack, UnwindRow, UnwindRule, UserStack, VmaLayout, VmaMapping, VmaMappings,
 };
 
 /// Length of a task's `comm` as the kernel stores it.
 pub const TASK_COMM_LEN: usize = 16;
-/// Frames per user stack (`perf_event_max_stack` default).
-pub const MAX_STACK_DEPTH: usize = 127;
+/// Frames per user stack, native and runtime frames together: javac's and the TypeScript
+/// compiler's recursions run past perf's default of 127 (`perf_event_max_stack`).
+pub const MAX_STACK_DEPTH: usize = 512;
+/// Frames of the stacks stored in the user-stack maps ([`ShallowUserStack`]); deeper ones go to
+/// the deep maps (`names::DEEP_USER_STACKS`, ids with [`unwind::DEEP_STACK`] set), so that the
+/// many short stacks do not each take a deep stack's memory.
+pub const SHALLOW_STACK_DEPTH: usize = 127;
 /// Frames per kernel stack ([`KernelStack`]). Kernel stacks seen on busy hosts (syscalls, page faults,
 /// exec, exit, the scheduler) hold 10 to 25 frames, an interrupt on top of them some 20 more. A stack
 /// that fills all 64 may have been cut: userspace counts it (`kernel_stacks_full`).
@@ -494,6 +499,7 @@ mod pod {
     unsafe impl aya::Pod for super::VmaMappings {}
     unsafe impl aya::Pod for super::ProcMappings {}
     unsafe impl aya::Pod for super::UserStack {}
+    unsafe impl aya::Pod for super::ShallowUserStack {}
     unsafe impl aya::Pod for super::KernelStack {}
     unsafe impl aya::Pod for super::OffCpuSampling {}
     unsafe impl aya::Pod for super::ThreadSlot {}

@@ -108,15 +108,18 @@ pub mod runtime_programs {
 
 /// Kernel-stack maps, one per slot.
 pub const KERNEL_STACKS: [&str; 3] = ["KSTACKS_0", "KSTACKS_1", "KSTACKS_2"];
-/// User stacks ([`crate::UserStack`]), one map per slot.
+/// User stacks of at most `SHALLOW_STACK_DEPTH` frames ([`crate::ShallowUserStack`]), one map per
+/// slot.
 pub const USER_STACKS: [&str; 3] = ["USTACKS_0", "USTACKS_1", "USTACKS_2"];
+/// The stacks deeper than `SHALLOW_STACK_DEPTH`, per slot (ids with `unwind::DEEP_STACK`).
+pub const DEEP_USER_STACKS: [&str; 3] = ["DSTACKS_0", "DSTACKS_1", "DSTACKS_2"];
 /// On-CPU aggregations, one per slot.
 pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 /// Off-CPU aggregations, one per slot.
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 45] = [
+pub const ALL_MAPS: [&str; 48] = [
     CONTROL,
     PIDS,
     TARGETS,
@@ -156,6 +159,9 @@ pub const ALL_MAPS: [&str; 45] = [
     USER_STACKS[0],
     USER_STACKS[1],
     USER_STACKS[2],
+    DEEP_USER_STACKS[0],
+    DEEP_USER_STACKS[1],
+    DEEP_USER_STACKS[2],
     ONCPU[0],
     ONCPU[1],
     ONCPU[2],

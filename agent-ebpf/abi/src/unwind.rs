@@ -16,7 +16,7 @@
 //! room for aarch64 (CFA from sp or x29, x29 at CFA + offset, the return address in x30 or at CFA +
 //! offset) in new `kind` values; the agent refuses to load on other architectures for now.
 
-use crate::MAX_STACK_DEPTH;
+use crate::{MAX_STACK_DEPTH, SHALLOW_STACK_DEPTH};
 
 /// Rows per block of the `UNWIND_ROWS` store (one 32 KiB map value); a page's rows never straddle
 /// blocks.
@@ -446,10 +446,45 @@ pub struct UserStack {
 }
 const _: () = assert!(core::mem::size_of::<UserStack>() == 16 + 8 * MAX_STACK_DEPTH);
 
+/// Value of the user-stack maps (`names::USER_STACKS`): a [`UserStack`] of at most
+/// [`SHALLOW_STACK_DEPTH`] frames, the same layout cut short (the kernel stores a prefix of its
+/// walk's `UserStack`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct ShallowUserStack {
+    pub check: u64,
+    pub len: u32,
+    pub outcome: u32,
+    pub frames: [u64; SHALLOW_STACK_DEPTH],
+}
+const _: () = assert!(core::mem::size_of::<ShallowUserStack>() == 16 + 8 * SHALLOW_STACK_DEPTH);
+
+/// Set on the id of a stack stored in the deep user-stack maps, clear on every other: which map
+/// holds a stack is in its id.
+pub const DEEP_STACK: u64 = 1 << 63;
+
+/// The id under which a walk's stack of `len` frames and hash `hash` is stored.
+#[inline(always)]
+pub const fn stack_id(hash: u64, len: u32) -> u64 {
+    if len as usize > SHALLOW_STACK_DEPTH {
+        hash | DEEP_STACK
+    } else {
+        hash & !DEEP_STACK
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::python::{pack_frame, unpack_frame};
+
+    #[test]
+    fn a_stack_id_says_which_map_holds_the_stack() {
+        let hash = DEEP_STACK | 0x1234;
+        assert_eq!(stack_id(hash, SHALLOW_STACK_DEPTH as u32), 0x1234);
+        assert_eq!(stack_id(0x1234, SHALLOW_STACK_DEPTH as u32 + 1), hash);
+        assert_eq!(stack_id(0x1234, MAX_STACK_DEPTH as u32), hash);
+    }
 
     #[test]
     fn file_frames_round_trip_and_stay_apart_from_other_kinds() {

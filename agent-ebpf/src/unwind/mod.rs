@@ -4,7 +4,7 @@
 //! hash of the frames.
 //!
 //! Frames are walked in a `bpf_loop` (kernel 5.17+): one callback invocation per frame keeps the
-//! verifier's work independent of the depth, and 127 frames fit in one program run.
+//! verifier's work independent of the depth, and 512 frames fit in one program run.
 
 mod announce;
 mod files;
@@ -22,10 +22,10 @@ use core::ffi::c_void;
 use aya_ebpf::{helpers::generated::bpf_loop, macros::map, maps::PerCpuArray};
 use sonde_abi::{
     FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
-    UserStack, VmaMappings, cost_path,
+    ShallowUserStack, UserStack, VmaMappings, cost_path,
     hotspot::HsProc,
     stat,
-    unwind::{FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, mode, outcome},
+    unwind::{DEEP_STACK, FRAME_EXACT, MAX_VMA_MAPPINGS, SCRATCH_SLOTS, mode, outcome, stack_id},
     v8::V8Proc,
 };
 
@@ -34,14 +34,15 @@ use crate::vmas::AddressSpace;
 use crate::{
     globals,
     maps::{
-        HS_PROCS, Once, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, insert_once, user_stacks,
+        HS_PROCS, Once, PROC_MAPPINGS, V8_PROCS, VMA_MAPPINGS, add, bump, deep_user_stacks,
+        insert_once, user_stacks,
     },
     runtime::walker,
     verifier::forget,
 };
 use step::Flow;
 
-/// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 1 KiB). Here,
+/// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 4 KiB). Here,
 /// beside its type, rather than in `maps.rs`: every other map is shared, this one is the walk's own.
 #[map]
 static UNWIND_SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
@@ -414,7 +415,8 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
     }
     add(stat::WALK_FRAMES, u64::from(s.stack.len));
     let tail = u64::from(why) << 32 | u64::from(s.stack.len);
-    let id = mix(s.hash ^ tail, 0xff51_afd7_ed55_8ccd);
+    // Which map holds the stack is in its id (`sonde_abi::unwind::DEEP_STACK`).
+    let id = stack_id(mix(s.hash ^ tail, 0xff51_afd7_ed55_8ccd), s.stack.len);
     let check = mix(s.check ^ tail, 0xc4ce_b9fe_1a85_ec53);
     s.stack.check = check;
     let ok = Stored {
@@ -429,8 +431,6 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
     if recent.id == id && recent.check == check && recent.generation == generation {
         return ok;
     }
-    // SAFETY: a pointer from a successful lookup.
-    let check_of = |existing: *const UserStack| unsafe { (*existing).check };
     let failed = |counter: u32, status: i32| {
         bump(counter);
         Stored {
@@ -440,14 +440,20 @@ fn finish(s: &mut Scratch, generation: u64) -> Stored {
             path: cost_path::TABLES,
         }
     };
-    // By reference: the value is 1 KiB, twice the BPF stack.
-    match insert_once(
-        user_stacks(generation % SLOTS),
-        &id,
-        &s.stack,
-        check,
-        check_of,
-    ) {
+    let slot = generation % SLOTS;
+    // By reference: the values are 1 and 4 KiB, more than the BPF stack. A short stack is stored
+    // as the prefix of the walk's, which has the same layout.
+    // SAFETY (both): pointers from successful lookups; `ShallowUserStack` is a prefix of
+    // `UserStack` (`#[repr(C)]`, the same header), and only its size is read from the scratch.
+    let once = if id & DEEP_STACK != 0 {
+        let check_of = |existing: *const UserStack| unsafe { (*existing).check };
+        insert_once(deep_user_stacks(slot), &id, &s.stack, check, check_of)
+    } else {
+        let check_of = |existing: *const ShallowUserStack| unsafe { (*existing).check };
+        let shallow = unsafe { &*(&raw const s.stack).cast::<ShallowUserStack>() };
+        insert_once(user_stacks(slot), &id, shallow, check, check_of)
+    };
+    match once {
         Once::Stored => {}
         Once::Collision => return failed(stat::USER_STACK_COLLISION, STACK_COLLISION),
         Once::Full => return failed(stat::USER_STACK_ERROR, STACK_MAP_FULL),

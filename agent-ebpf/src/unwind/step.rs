@@ -32,8 +32,8 @@ const USER_LIMIT: u64 = 1 << 56;
 /// handler's return popped `pretcode`); `uc_mcontext` starts 40 bytes in, and in it rbp is at +80,
 /// rsp at +120 and rip at +128. One read covers rbp .. rip.
 const SIGFRAME_RBP: u64 = 40 + 80;
-/// Covers every index of `UserStack::frames` (127 entries).
-pub(super) const FRAME_INDEX_MASK: u32 = 0x7f;
+/// Covers every index of `UserStack::frames` (512 entries).
+pub(super) const FRAME_INDEX_MASK: u32 = 0x1ff;
 #[repr(C)]
 struct SigRegs {
     rbp: u64,

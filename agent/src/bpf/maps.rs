@@ -5,8 +5,8 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray},
 };
 use sonde_abi::{
-    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, UserStack, labels::LabelSet, names,
-    stat,
+    Control, KernelStack, OffCpuStart, OffCpuValue, SampleKey, ShallowUserStack, UserStack,
+    labels::LabelSet, names, stat, unwind::DEEP_STACK,
 };
 
 use super::BpfError;
@@ -49,9 +49,19 @@ pub struct AyaMaps {
     on_cpu: Vec<HashMap<MapData, SampleKey, u64>>,
     off_cpu: Vec<HashMap<MapData, SampleKey, OffCpuValue>>,
     kernel_stacks: Vec<HashMap<MapData, u32, KernelStack>>,
-    user_stacks: Vec<HashMap<MapData, u64, UserStack>>,
+    user_stacks: Vec<HashMap<MapData, u64, ShallowUserStack>>,
+    deep_user_stacks: Vec<HashMap<MapData, u64, UserStack>>,
     start: HashMap<MapData, u32, OffCpuStart>,
     labels: HashMap<MapData, u64, LabelSet>,
+}
+
+/// The frames and outcome of a stored user stack of `len` frames.
+fn read_user_stack(len: u32, outcome: u32, frames: &[u64]) -> UserStackRead {
+    let len = (len as usize).min(frames.len());
+    UserStackRead {
+        frames: frames[..len].to_vec(),
+        outcome,
+    }
 }
 
 fn missing(name: &str) -> BpfError {
@@ -90,6 +100,7 @@ impl AyaMaps {
             off_cpu: take_slots(ebpf, &names::OFFCPU)?,
             kernel_stacks: take_slots(ebpf, &names::KERNEL_STACKS)?,
             user_stacks: take_slots(ebpf, &names::USER_STACKS)?,
+            deep_user_stacks: take_slots(ebpf, &names::DEEP_USER_STACKS)?,
             start: take_map(ebpf, names::OFFCPU_START)?,
             labels: take_map(ebpf, names::SAMPLE_LABELS)?,
         })
@@ -156,16 +167,21 @@ impl KernelMaps for AyaMaps {
     }
 
     fn user_stack(&self, slot: u64, id: u64) -> Result<Option<UserStackRead>, BpfError> {
-        match self.user_stacks[slot as usize].get(&id, 0) {
-            Ok(stack) => {
-                let len = (stack.len as usize).min(stack.frames.len());
-                Ok(Some(UserStackRead {
-                    frames: stack.frames[..len].to_vec(),
-                    outcome: stack.outcome,
-                }))
-            }
+        let s = slot as usize;
+        // Which map holds it is in the id (`sonde_abi::unwind::DEEP_STACK`).
+        let (found, map) = if id & DEEP_STACK != 0 {
+            let found = self.deep_user_stacks[s].get(&id, 0);
+            let read = found.map(|v| read_user_stack(v.len, v.outcome, &v.frames));
+            (read, &names::DEEP_USER_STACKS)
+        } else {
+            let found = self.user_stacks[s].get(&id, 0);
+            let read = found.map(|v| read_user_stack(v.len, v.outcome, &v.frames));
+            (read, &names::USER_STACKS)
+        };
+        match found {
+            Ok(stack) => Ok(Some(stack)),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(source) => Err(map_err(slot_name(&names::USER_STACKS, slot))(source)),
+            Err(source) => Err(map_err(slot_name(map, slot))(source)),
         }
     }
 
@@ -173,7 +189,8 @@ impl KernelMaps for AyaMaps {
         let s = slot as usize;
         let kernel = empty(&self.kernel_stacks[s], &names::KERNEL_STACKS, slot)?;
         let user = empty(&self.user_stacks[s], &names::USER_STACKS, slot)?;
-        Ok(kernel + user)
+        let deep = empty(&self.deep_user_stacks[s], &names::DEEP_USER_STACKS, slot)?;
+        Ok(kernel + user + deep)
     }
 
     fn stats(&self) -> Result<[u64; stat::COUNT as usize], BpfError> {

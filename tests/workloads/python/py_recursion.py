@@ -1,8 +1,8 @@
-"""A Python recursion 200 deep with the CPU time at the bottom.
+"""A Python recursion DEPTH deep with the CPU time at the bottom.
 
-Expected stack, leaf first: bottom <- recurse x 200 <- main <- <module>. That is more frames than a
-stored stack holds (MAX_STACK_DEPTH, native and Python frames together), so the root-most Python
-frames are cut and the walk is counted as truncated.
+Expected stack, leaf first: bottom <- recurse x DEPTH <- main <- <module>. With DEPTH 400 that is
+past perf's 127 frames and within a stored stack's 512 (MAX_STACK_DEPTH, native and Python frames
+together).
 
 Usage: python3 py_recursion.py SECONDS DEPTH (prints "ready" when the work starts).
 """
