@@ -50,6 +50,26 @@ source_labels = ["__meta_process_comm"]
 target_label = "workload"
 "#;
 
+/// `sonde run` with [`RULES`] in `dir`: the daemon, its data directory and its metrics address.
+fn start_with_rules(dir: &Path) -> (Daemon, PathBuf, String) {
+    let config = dir.join("sonde.toml");
+    std::fs::write(&config, RULES).unwrap();
+    let data = dir.join("data");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let daemon = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--metrics-addr",
+            &addr,
+        ],
+        &dir.join("sonde.log"),
+    );
+    (daemon, data, addr)
+}
+
 #[test]
 fn rules_keep_by_comm_and_cgroup_drop_in_the_kernel_and_thin_to_19_hz() {
     require_root();
@@ -73,22 +93,8 @@ fn rules_keep_by_comm_and_cgroup_drop_in_the_kernel_and_thin_to_19_hz() {
     let cg_line = std::fs::read_to_string(format!("/proc/{}/cgroup", thinned.pid())).unwrap();
     assert!(cg_line.contains("/sonde-tgt-"), "{cg_line}");
 
-    let config = dir.join("sonde.toml");
-    std::fs::write(&config, RULES).unwrap();
-    let data = dir.join("data");
-    let addr = format!("127.0.0.1:{}", free_port());
     let cpu_before = [kept.pid(), thinned.pid(), dropped.pid()].map(cpu_seconds);
-    let mut daemon = Daemon::start(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--metrics-addr",
-            &addr,
-        ],
-        &dir.join("sonde.log"),
-    );
+    let (mut daemon, data, addr) = start_with_rules(&dir);
     // The frequencies are compared after the first window: a process's samples before the event
     // thread decides (its first tens of milliseconds) are at the base rate.
     daemon.wait_windows(1, Duration::from_secs(90));
@@ -284,21 +290,7 @@ fn an_exec_into_a_kept_program_is_decided_again() {
     );
     let shell = Workload::adopt(Command::new("sh").args(["-c", &script]).spawn().unwrap());
     let pid = shell.pid();
-    let config = dir.join("sonde.toml");
-    std::fs::write(&config, RULES).unwrap();
-    let data = dir.join("data");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut daemon = Daemon::start(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--metrics-addr",
-            &addr,
-        ],
-        &dir.join("sonde.log"),
-    );
+    let (mut daemon, data, addr) = start_with_rules(&dir);
     daemon.wait_windows(1, Duration::from_secs(90));
     let target = |addr: &str| -> serde_json::Value {
         let out = sonde(&["targets", "--metrics-addr", addr, "--json"]);

@@ -14,3 +14,4 @@ mod unwind_rust_lld;
 mod unwind_saved_tables;
 mod unwind_short_lived;
 mod unwind_signal_frame;
+mod unwind_wrong_rows;

@@ -24,6 +24,24 @@ pub const NONE: (ExecMapping, u32) = (
     0,
 );
 
+/// Whether a recorded mapping contains `addr`, with a table or not.
+#[inline(always)]
+pub fn contains(vmas: &VmaMappings, addr: u64) -> bool {
+    let count = vmas.count.min(MAX_VMA_MAPPINGS as u32);
+    for i in 0..MAX_VMA_MAPPINGS as u32 {
+        if i >= count {
+            break;
+        }
+        let Some(m) = vmas.mappings.get((i & MAPPING_MASK) as usize) else {
+            break;
+        };
+        if m.start <= addr && addr < m.end {
+            return true;
+        }
+    }
+    false
+}
+
 /// The mapping of `addr` with its table, and the file's id; [`NONE`] (table id 0, counted) when no
 /// recorded mapping contains it or its file has no table. A plain value rather than an `Option`:
 /// the compiler left a `None`'s payload undefined and copied it from a register a helper call had

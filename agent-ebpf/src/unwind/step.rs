@@ -45,6 +45,12 @@ struct SigRegs {
     rip: u64,
 }
 
+/// Ends the walk at a frame that cannot be a caller (`BAD_FRAME`).
+#[inline(always)]
+pub fn bad_frame(s: &mut Scratch) -> Flow {
+    stop(s, outcome::BAD_FRAME)
+}
+
 #[inline(always)]
 fn stop(s: &mut Scratch, why: u32) -> Flow {
     s.stack.outcome = why;

@@ -19,7 +19,7 @@ use sonde_abi::{
     ExecMapping, ProcMappings, VmaMappings,
     hotspot::HsProc,
     stat,
-    unwind::{FRAME_EXACT, file_frame},
+    unwind::{FRAME_EXACT, MAX_EXEC_MAPPINGS, file_frame},
     v8::V8Proc,
 };
 
@@ -161,12 +161,24 @@ fn table_step(
             // Userspace's view is behind either way: it re-reads the mappings (and finds what they
             // hold, a shared libpython for instance).
             step::request_refresh(procs, tgid);
-            let (m, file_id) = match VMA_MAPPINGS.get_ptr(tgid) {
+            let vmas = VMA_MAPPINGS.get_ptr(tgid);
+            let (m, file_id) = match vmas {
                 // SAFETY: a pointer from a successful lookup, read for this frame only.
                 Some(vmas) => files::locate(s, unsafe { &*vmas }, addr),
                 None => files::NONE,
             };
             let mapped = m.table_id != 0;
+            // A return address in no executable mapping that userspace listed (all of them: the
+            // list is not cut) nor that the kernel recorded since is no caller: a wrong rule was
+            // taken (a row for another address, a stack changed under the walk). The walk ends
+            // there, counted, rather than going on from a made-up frame. The leaf is where the
+            // sample was taken, whatever maps it.
+            // SAFETY: as above.
+            let recorded = vmas.is_some_and(|v| files::contains(unsafe { &*v }, addr));
+            if s.stack.len > 0 && !mapped && !recorded && (procs.count as usize) < MAX_EXEC_MAPPINGS
+            {
+                return answer(step::bad_frame(s));
+            }
             let word = located_word(s, pc, &m, file_id, mapped);
             (m, mapped, word)
         }

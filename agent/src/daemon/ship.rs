@@ -96,6 +96,7 @@ pub(super) fn ship(
             pprof_gzip_bytes = sizes.pprof_gzip_bytes,
             pprof_files = sizes.pprof_files,
             wire_samples = sizes.samples,
+            otlp_gzip_bytes_threads_merged = sizes.otlp_gzip_bytes_threads_merged,
             "wire"
         );
         if let Some(log) = json {
@@ -105,6 +106,7 @@ pub(super) fn ship(
                 "pprof_gzip_bytes": sizes.pprof_gzip_bytes,
                 "pprof_files": sizes.pprof_files,
                 "samples": sizes.samples,
+                "otlp_gzip_bytes_threads_merged": sizes.otlp_gzip_bytes_threads_merged,
             }));
         }
     }

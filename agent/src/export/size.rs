@@ -1,8 +1,10 @@
 //! Wire size of a batch two ways, for the benchmarks: OTLP (one request per window with a shared dictionary,
 //! gzip) against one gzip pprof per profile (the Pyroscope style of ingestion).
 
+use std::collections::{HashMap, hash_map::Entry};
+
 use super::{Batch, otlp::encode};
-use crate::profile::pprof;
+use crate::profile::{Frame, Labels, Profile, StackSample, pprof};
 
 /// Bytes a batch costs on the wire.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -19,6 +21,9 @@ pub struct WireSizes {
     pub pprof_gzip_bytes: usize,
     /// Samples (aggregated stacks) in the batch.
     pub samples: usize,
+    /// OTLP gzip bytes of the same batch with each process's threads merged into one series per
+    /// stack: what per-thread samples (`thread.id`, `thread.name`) cost on the wire.
+    pub otlp_gzip_bytes_threads_merged: usize,
 }
 
 impl WireSizes {
@@ -35,22 +40,72 @@ impl WireSizes {
 
 /// Measures `batch` both ways with the default request size limit.
 pub fn wire_sizes(batch: &Batch) -> WireSizes {
-    let requests = encode::encode_batch(batch, encode::DEFAULT_MAX_REQUEST_BYTES);
+    let (otlp_requests, otlp_encoded_bytes, otlp_gzip_bytes) = otlp_sizes(batch);
     let mut sizes = WireSizes {
-        otlp_requests: requests.len(),
+        otlp_requests,
+        otlp_encoded_bytes,
+        otlp_gzip_bytes,
         samples: batch.sample_count(),
+        otlp_gzip_bytes_threads_merged: otlp_sizes(&threads_merged(batch)).2,
         ..Default::default()
     };
-    for request in &requests {
-        let bytes = prost::Message::encode_to_vec(request);
-        sizes.otlp_encoded_bytes += bytes.len();
-        sizes.otlp_gzip_bytes += gzip_len(&bytes);
-    }
     for (tags, profile) in &batch.profiles {
         sizes.pprof_files += 1;
         sizes.pprof_gzip_bytes += pprof::encode_gzip_tagged(profile, tags.iter()).len();
     }
     sizes
+}
+
+/// Requests, encoded bytes and gzip bytes of `batch` as OTLP.
+fn otlp_sizes(batch: &Batch) -> (usize, usize, usize) {
+    let requests = encode::encode_batch(batch, encode::DEFAULT_MAX_REQUEST_BYTES);
+    let (mut encoded, mut gzip) = (0, 0);
+    for request in &requests {
+        let bytes = prost::Message::encode_to_vec(request);
+        encoded += bytes.len();
+        gzip += gzip_len(&bytes);
+    }
+    (requests.len(), encoded, gzip)
+}
+
+/// `batch` with the samples of each process's threads summed into one per stack and label set,
+/// under the process's id and the name of its first thread seen.
+fn threads_merged(batch: &Batch) -> Batch {
+    let profiles = batch
+        .profiles
+        .iter()
+        .map(|(tags, profile)| {
+            let mut merged: Vec<StackSample> = Vec::new();
+            let mut at: HashMap<(u32, &[Frame], &Labels), usize> = HashMap::new();
+            for s in &profile.samples {
+                match at.entry((s.pid, &s.frames, &s.labels)) {
+                    Entry::Occupied(e) => {
+                        let into = &mut merged[*e.get()];
+                        for (v, add) in into.values.iter_mut().zip(&s.values) {
+                            *v += add;
+                        }
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(merged.len());
+                        merged.push(StackSample {
+                            tid: s.pid,
+                            ..s.clone()
+                        });
+                    }
+                }
+            }
+            let profile = Profile {
+                samples: merged,
+                ..profile.clone()
+            };
+            (tags.clone(), profile)
+        })
+        .collect();
+    Batch {
+        profiles,
+        heartbeat: batch.heartbeat.clone(),
+        ..*batch
+    }
 }
 
 fn gzip_len(bytes: &[u8]) -> usize {
@@ -120,5 +175,39 @@ mod tests {
         // 20 workloads share one string/function/stack table in OTLP; pprof repeats it per file.
         assert!(sizes.otlp_gzip_bytes < sizes.pprof_gzip_bytes, "{sizes:?}");
         assert!(sizes.otlp_bytes_per_sample() < sizes.pprof_bytes_per_sample());
+        // One thread per process: merging threads changes nothing.
+        assert_eq!(sizes.otlp_gzip_bytes_threads_merged, sizes.otlp_gzip_bytes);
+    }
+
+    #[test]
+    fn threads_merged_is_one_series_per_stack_of_a_process() {
+        let mut b = batch(1);
+        let threads: Vec<StackSample> = b.profiles[0]
+            .1
+            .samples
+            .iter()
+            .flat_map(|s| {
+                (2..6).map(move |tid| StackSample {
+                    tid,
+                    comm: format!("worker-{tid}"),
+                    ..s.clone()
+                })
+            })
+            .collect();
+        b.profiles[0].1.samples = threads;
+        let merged = threads_merged(&b);
+        assert_eq!(merged.profiles[0].1.samples.len(), 50);
+        assert!(
+            merged.profiles[0]
+                .1
+                .samples
+                .iter()
+                .all(|s| s.values[0] == 4)
+        );
+        let sizes = wire_sizes(&b);
+        assert!(
+            sizes.otlp_gzip_bytes_threads_merged < sizes.otlp_gzip_bytes,
+            "{sizes:?}"
+        );
     }
 }

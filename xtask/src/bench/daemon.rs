@@ -12,6 +12,11 @@ use anyhow::bail;
 use super::{compile, cpus, java, node, python};
 use crate::util::root;
 
+/// Workers of the 50 that run two threads (`busy_threads.c`).
+const THREADED: usize = 10;
+/// Iterations no run reaches: busy_threads runs fixed work and is killed instead.
+const FOREVER_ITERATIONS: &str = "1000000000000000";
+
 /// `sonde run` over 50 busy processes: wire bytes of OTLP (one request per window, shared dictionary)
 /// against one gzip pprof per process per window (the Pyroscope style), and the agent's CPU and RSS.
 pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> {
@@ -19,9 +24,18 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         &root().join("tests/workloads/cpu_split.c"),
         &dir.join("cpu_split"),
     )?;
+    // Ten of them with two busy threads each, so the wire report shows what per-thread series
+    // cost (`thread.id`, `thread.name`).
+    let threaded = compile(
+        &root().join("tests/workloads/busy_threads.c"),
+        &dir.join("busy_threads"),
+    )?;
     let seconds = minutes * 60;
     let mut workers: Vec<Child> = (0..50)
-        .map(|_| Command::new(&busy).arg((seconds + 30).to_string()).spawn())
+        .map(|i| match i < THREADED {
+            true => Command::new(&threaded).arg(FOREVER_ITERATIONS).spawn(),
+            false => Command::new(&busy).arg((seconds + 30).to_string()).spawn(),
+        })
         .collect::<Result<_, _>>()?;
     let data = dir.join("daemon-data");
     let _ = std::fs::remove_dir_all(&data);
@@ -60,10 +74,11 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         lines.iter().filter_map(|l| l[key].as_f64()).sum::<f64>()
     };
     let figure = |l: &serde_json::Value, key: &str| l["figures"][key].as_f64();
-    let (otlp, pprof, samples) = (
+    let (otlp, pprof, samples, merged) = (
         sum(&wires, "otlp_gzip_bytes"),
         sum(&wires, "pprof_gzip_bytes"),
         sum(&wires, "samples"),
+        sum(&wires, "otlp_gzip_bytes_threads_merged"),
     );
     let n = wires.len() as f64;
     let mib = |key: &str| -> Vec<f64> {
@@ -91,7 +106,7 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         .collect();
     let total_samples: f64 = windows.iter().filter_map(|l| figure(l, "samples")).sum();
     println!(
-        "## Daemon: 50 busy processes, {minutes} min, 99 Hz, 10 s windows ({} windows)",
+        "## Daemon: 50 busy processes ({THREADED} with two threads), {minutes} min, 99 Hz, 10 s windows ({} windows)",
         windows.len()
     );
     println!("| | OTLP (one request/window) | gzip pprof per process per window | ratio |");
@@ -101,6 +116,11 @@ pub(super) fn run(sonde: &Path, dir: &Path, minutes: u64) -> anyhow::Result<()> 
         otlp / n,
         pprof / n,
         otlp / pprof
+    );
+    println!(
+        "| OTLP bytes per window with each process's threads merged (what per-thread series cost) | {:.0} | | {:.2} |",
+        merged / n,
+        otlp / merged.max(1.0)
     );
     println!(
         "| bytes per sample (stack entry) | {:.1} | {:.1} | |",
