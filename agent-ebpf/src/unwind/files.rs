@@ -27,6 +27,12 @@ pub const NONE: (ExecMapping, u32) = (
 /// Whether a recorded mapping contains `addr`, with a table or not.
 #[inline(always)]
 pub fn contains(vmas: &VmaMappings, addr: u64) -> bool {
+    position(vmas, addr) < MAX_VMA_MAPPINGS as u32
+}
+
+/// The index of the recorded mapping that contains `addr`, or `MAX_VMA_MAPPINGS` when none does.
+#[inline(always)]
+fn position(vmas: &VmaMappings, addr: u64) -> u32 {
     let count = vmas.count.min(MAX_VMA_MAPPINGS as u32);
     for i in 0..MAX_VMA_MAPPINGS as u32 {
         if i >= count {
@@ -36,10 +42,10 @@ pub fn contains(vmas: &VmaMappings, addr: u64) -> bool {
             break;
         };
         if m.start <= addr && addr < m.end {
-            return true;
+            return i;
         }
     }
-    false
+    MAX_VMA_MAPPINGS as u32
 }
 
 /// The mapping of `addr` with its table, and the file's id; [`NONE`] (table id 0, counted) when no
@@ -48,20 +54,7 @@ pub fn contains(vmas: &VmaMappings, addr: u64) -> bool {
 /// just clobbered, which the verifier refuses ("!read_ok") in the global frame steps.
 #[inline(always)]
 pub fn locate(s: &mut Scratch, vmas: &VmaMappings, addr: u64) -> (ExecMapping, u32) {
-    let count = vmas.count.min(MAX_VMA_MAPPINGS as u32);
-    let mut index = MAX_VMA_MAPPINGS as u32;
-    for i in 0..MAX_VMA_MAPPINGS as u32 {
-        if i >= count {
-            break;
-        }
-        let Some(m) = vmas.mappings.get((i & MAPPING_MASK) as usize) else {
-            break;
-        };
-        if m.start <= addr && addr < m.end {
-            index = i;
-            break;
-        }
-    }
+    let index = position(vmas, addr);
     // The search ends with one of 17 constants; forgotten, so the step after it is verified once, not
     // once per constant (`crate::verifier`).
     let index = forget(&mut s.opaque, u64::from(index)) as u32;
