@@ -175,8 +175,10 @@ mod tests {
         // 20 workloads share one string/function/stack table in OTLP; pprof repeats it per file.
         assert!(sizes.otlp_gzip_bytes < sizes.pprof_gzip_bytes, "{sizes:?}");
         assert!(sizes.otlp_bytes_per_sample() < sizes.pprof_bytes_per_sample());
-        // One thread per process: merging threads changes nothing.
-        assert_eq!(sizes.otlp_gzip_bytes_threads_merged, sizes.otlp_gzip_bytes);
+        // One thread per process: merging threads changes nothing but the encoder's table order
+        // (hash maps), which moves the compressed size by a few bytes.
+        let (merged, otlp) = (sizes.otlp_gzip_bytes_threads_merged, sizes.otlp_gzip_bytes);
+        assert!(merged.abs_diff(otlp) * 100 <= otlp, "{sizes:?}");
     }
 
     #[test]
