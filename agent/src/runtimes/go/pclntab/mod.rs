@@ -246,20 +246,15 @@ impl GoTable {
         let off = self.field(&f, PCSP)?;
         let mut runs = Vec::new();
         if off != 0 {
-            let t = self.pcln();
             let mut p = self.l.pctab.checked_add(off as usize)?;
             let (mut pc, mut val, mut budget) = (entry, -1i32, STEP_BUDGET);
             while pc < end && budget > 0 {
                 budget -= 1;
-                let (uv, n) = varint(t, p)?;
-                if uv == 0 && pc != entry {
+                let Some((value, next, at)) = self.pc_step(p, pc, val, pc == entry)? else {
                     break;
-                }
-                val = val.wrapping_add(if uv & 1 != 0 { !(uv >> 1) } else { uv >> 1 } as i32);
-                let (pcdelta, m) = varint(t, p + n)?;
-                p += n + m;
-                runs.push((pc, val));
-                pc = pc.checked_add(u64::from(pcdelta) * self.l.quantum)?;
+                };
+                runs.push((pc, value));
+                (val, pc, p) = (value, next, at);
             }
         }
         Some(SpDeltas {
@@ -393,25 +388,38 @@ impl GoTable {
         if off == 0 {
             return None;
         }
-        let t = self.pcln();
         let mut p = self.l.pctab.checked_add(off as usize)?;
         let (mut pc, mut val) = (f.entry, -1i32);
         while *budget > 0 {
             *budget -= 1;
-            let (uv, n) = varint(t, p)?;
-            if uv == 0 && pc != f.entry {
-                return None;
-            }
-            // Zig-zag: odd values are negative.
-            val = val.wrapping_add(if uv & 1 != 0 { !(uv >> 1) } else { uv >> 1 } as i32);
-            let (pcdelta, m) = varint(t, p + n)?;
-            p += n + m;
-            pc = pc.checked_add(u64::from(pcdelta) * self.l.quantum)?;
+            (val, pc, p) = self.pc_step(p, pc, val, pc == f.entry)??;
             if target < pc {
                 return (val >= 0).then_some(val);
             }
         }
         None
+    }
+
+    /// One entry of a pc-value table, as the runtime's `step`: from the entry at `p` and the
+    /// previous value `val`, the value that holds from `pc` on, the pc where it ends and where the
+    /// next entry is. Some(None) at the table's end; None where it cannot be read.
+    fn pc_step(
+        &self,
+        p: usize,
+        pc: u64,
+        val: i32,
+        first: bool,
+    ) -> Option<Option<(i32, u64, usize)>> {
+        let t = self.pcln();
+        let (uv, n) = varint(t, p)?;
+        if uv == 0 && !first {
+            return Some(None);
+        }
+        // Zig-zag: odd values are negative.
+        let val = val.wrapping_add(if uv & 1 != 0 { !(uv >> 1) } else { uv >> 1 } as i32);
+        let (pcdelta, m) = varint(t, p + n)?;
+        let end = pc.checked_add(u64::from(pcdelta) * self.l.quantum)?;
+        Some(Some((val, end, p + n + m)))
     }
 
     /// The NUL-terminated string at `table + off`, at most `MAX_STRING` bytes.
