@@ -5,15 +5,36 @@ use anyhow::{Context as _, bail};
 
 fn main() -> anyhow::Result<()> {
     check_bpf_toolchain()?;
-    aya_build::build_ebpf(
-        [aya_build::Package {
-            name: "sonde-ebpf",
-            root_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../agent-ebpf"),
-            ..Default::default()
-        }],
-        aya_build::Toolchain::Custom("nightly"),
-    )?;
+    build_objects()?;
     compile_protos()
+}
+
+/// The two eBPF objects: the full one in `OUT_DIR/sonde-ebpf`, and the one for Linux 5.10 to 5.16
+/// (feature `legacy`) in `OUT_DIR/legacy/sonde-ebpf`. aya-build names its output and its target
+/// directory after the package, so the second build gets an `OUT_DIR` of its own.
+fn build_objects() -> anyhow::Result<()> {
+    let out = std::env::var_os("OUT_DIR").context("cargo sets OUT_DIR for build scripts")?;
+    for (features, dir) in [(&[][..], None), (&["legacy"][..], Some("legacy"))] {
+        let out_dir = match dir {
+            Some(dir) => std::path::Path::new(&out).join(dir),
+            None => std::path::PathBuf::from(&out),
+        };
+        std::fs::create_dir_all(&out_dir)?;
+        // SAFETY: the build script runs no other thread while it sets the variable aya-build reads.
+        unsafe { std::env::set_var("OUT_DIR", &out_dir) };
+        aya_build::build_ebpf(
+            [aya_build::Package {
+                name: "sonde-ebpf",
+                root_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../agent-ebpf"),
+                features,
+                ..Default::default()
+            }],
+            aya_build::Toolchain::Custom("nightly"),
+        )?;
+    }
+    // SAFETY: as above.
+    unsafe { std::env::set_var("OUT_DIR", &out) };
+    Ok(())
 }
 
 /// Fails with the fix when the eBPF toolchain is missing, instead of a wall of linker errors.

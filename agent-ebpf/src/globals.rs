@@ -32,6 +32,8 @@ static PYTHON: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_TP_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
+static TASK_STACK_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
 static GO: u32 = 0;
 #[unsafe(no_mangle)]
 static JAVA: u32 = 0;
@@ -116,6 +118,11 @@ getter!(
 getter!(
     /// Offset of `thread.fsbase` in `task_struct`; 0 when unknown. x86_64.
     task_tp_offset, TASK_TP_OFFSET, u32
+);
+getter!(
+    /// Offset of `stack` in `task_struct`; 0 when unknown. Read by the legacy object only.
+    #[cfg_attr(not(feature = "legacy"), allow(dead_code))]
+    task_stack_offset, TASK_STACK_OFFSET, u32
 );
 getter!(
     /// Non-zero when the labels of goroutines of processes in `GO_PROCS` are read.

@@ -4,16 +4,13 @@
 //! the same labels aggregate together and differently labelled ones apart. Layout and chain in
 //! `sonde_abi::go`.
 //!
-//! Labels are copied in a `bpf_loop`, one label per callback, so the verifier's work does not grow
+//! Labels are copied in a `bpf_loop` (`crate::repeat`), one label per callback, so the verifier's work does not grow
 //! with the number of labels.
-
-use core::ffi::c_void;
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{
         bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_buf,
-        generated::bpf_loop,
     },
     macros::map,
     maps::PerCpuArray,
@@ -30,6 +27,13 @@ use crate::{
     globals,
     maps::{GO_PROCS, SAMPLE_LABELS, bump},
     unwind::mix,
+};
+
+/// The most entries a copy visits: a slice's labels, or the slots of the map buckets read.
+const MAX_COPY_LOOPS: u64 = if MAX_LABELS as u64 > MAP_BUCKETS_READ * 8 {
+    MAX_LABELS as u64
+} else {
+    MAP_BUCKETS_READ * 8
 };
 
 /// Per-CPU label set being copied (1 KiB: too large for the BPF stack).
@@ -164,17 +168,11 @@ fn labels_of(p: &GoProc) -> Result<u64, ()> {
         }
         _ => return Err(()),
     };
-    // bpf_loop's context must be on the stack: a pointer to the scratch entry is.
+    // bpf_loop's context must be on the stack: a pointer to the scratch entry is. Clamped where the
+    // legacy object's bounded loop can see it (both layouts give at most this many).
     let mut at: *mut Copying = scratch;
-    // SAFETY: the callback matches bpf_loop's contract and uses `c` only while the loop runs.
-    unsafe {
-        bpf_loop(
-            loops as u32,
-            copy_entry as *mut c_void,
-            (&raw mut at).cast(),
-            0,
-        )
-    };
+    let loops = loops.min(MAX_COPY_LOOPS);
+    crate::repeat::repeat(loops as u32, copy_entry, (&raw mut at).cast());
     if c.fault != 0 {
         return Err(());
     }
@@ -195,20 +193,38 @@ fn labels_of(p: &GoProc) -> Result<u64, ()> {
 }
 
 /// `bpf_loop` callback: one slice entry, or one map slot (bucket `index / 8`, slot `index % 8`).
+/// In the legacy object a loop of at most `MAX_COPY_LOOPS` the verifier walks in the sampling
+/// program, calling a global twin that takes scalars only (see `crate::unwind::steps`).
 #[inline(never)]
-extern "C" fn copy_entry(index: u64, ctx: *mut c_void) -> i64 {
+extern "C" fn copy_entry(index: u64, ctx: *mut core::ffi::c_void) -> i64 {
     // SAFETY: `ctx` points at the pointer to the per-CPU `Copying` that `labels_of` passed.
     let copying = unsafe { *ctx.cast::<*mut Copying>() };
+    #[cfg(not(feature = "legacy"))]
     let step = sonde_copy_label(copying, index);
+    #[cfg(feature = "legacy")]
+    let step = sonde_legacy_copy_label(index);
     // SAFETY: as above; the loop's per-CPU entry.
     crate::verifier::loop_answer(unsafe { &mut (*copying).opaque }, step)
+}
+
+/// `sonde_copy_label`, with the per-CPU `Copying` looked up again.
+#[cfg(feature = "legacy")]
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sonde_legacy_copy_label(index: u64) -> i64 {
+    let copying = GO_LABEL_SCRATCH
+        .get_ptr_mut(0)
+        .unwrap_or(core::ptr::null_mut());
+    sonde_copy_label(copying, index)
 }
 
 /// One label: a global BPF function, checked once on its own (see `unwind::table_step`); as the
 /// callback's static body it was checked again for each state of its caller (9,612 instructions of
 /// the native program's).
-#[unsafe(no_mangle)]
-#[inline(never)]
+#[cfg_attr(not(feature = "legacy"), unsafe(no_mangle), inline(never))]
+// In the legacy object, part of its global twin: one frame fewer, as Linux 5.10 counts every
+// frame of a call chain (each rounded up to 32 bytes) against the 512-byte stack.
+#[cfg_attr(feature = "legacy", inline(always))]
 pub extern "C" fn sonde_copy_label(copying: *mut Copying, index: u64) -> i64 {
     // SAFETY: null or the per-CPU `Copying`, valid while the loop runs.
     let Some(c) = (unsafe { copying.as_mut() }) else {

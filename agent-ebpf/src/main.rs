@@ -16,6 +16,7 @@ mod off_cpu;
 mod on_cpu;
 mod process;
 mod regs;
+mod repeat;
 mod runtime;
 mod stack;
 mod targets;

@@ -26,6 +26,15 @@ use sonde_abi::{
     v8::V8Proc,
 };
 
+/// Flags of the hash maps that fill as programs run: allocated entry by entry (`BPF_F_NO_PREALLOC`),
+/// which perf_event programs may do since Linux 6.1 (`bpf_mem_alloc`, NMI-safe); preallocated in the
+/// legacy object (Linux 5.10 to 5.16, see `crate::repeat`), where the agent sizes them smaller.
+const ALLOCATED: u32 = if cfg!(feature = "legacy") {
+    0
+} else {
+    BPF_F_NO_PREALLOC
+};
+
 /// Control block written by userspace (the generation).
 #[map]
 static CONTROL: Array<Control> = Array::with_max_entries(1, 0);
@@ -35,7 +44,7 @@ static PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
 /// What the relabel rules decided per process (by tgid); see `crate::targets`. Sized by the
 /// agent; a process without an entry is sampled at the base frequency.
 #[map]
-pub static TARGETS: HashMap<u32, TargetRule> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+pub static TARGETS: HashMap<u32, TargetRule> = HashMap::with_max_entries(16384, ALLOCATED);
 /// Per-CPU credit of thinned targets, by `tgid % TARGET_SLOTS`.
 #[map]
 pub static TARGET_CREDIT: PerCpuArray<u32> = PerCpuArray::with_max_entries(TARGET_SLOTS, 0);
@@ -89,40 +98,35 @@ pub static UNWIND_RULES: Array<UnwindRule> = Array::with_max_entries(1, 0);
 /// process's tables use a few hundred; the copy is complete before the swap, so a walk sees either.
 /// Not preallocated: the entries themselves follow the tables loaded.
 #[btf_map]
-pub static UNWIND_PAGES: ArrayOfMaps<
-    BtfHashMap<PageKey, PageEntry, 1, { BPF_F_NO_PREALLOC as usize }>,
-    1,
-> = ArrayOfMaps::new();
+pub static UNWIND_PAGES: ArrayOfMaps<BtfHashMap<PageKey, PageEntry, 1, { ALLOCATED as usize }>, 1> =
+    ArrayOfMaps::new();
 /// Executable mappings of each process with tables, by tgid. Not preallocated (8 KiB per process).
 #[map]
-pub static PROC_MAPPINGS: HashMap<u32, ProcMappings> =
-    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+pub static PROC_MAPPINGS: HashMap<u32, ProcMappings> = HashMap::with_max_entries(1, ALLOCATED);
 /// Tables of binary files by device and inode, written by userspace as tables load.
 #[map]
-pub static FILE_TABLES: HashMap<FileKey, FileTable> =
-    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+pub static FILE_TABLES: HashMap<FileKey, FileTable> = HashMap::with_max_entries(1, ALLOCATED);
 /// Executable file mappings the kernel recorded for processes that exec'd while the agent ran, by
 /// tgid. Not preallocated (648 bytes per process); removed at exit.
 #[map]
-pub static VMA_MAPPINGS: HashMap<u32, VmaMappings> =
-    HashMap::with_max_entries(1, BPF_F_NO_PREALLOC);
+pub static VMA_MAPPINGS: HashMap<u32, VmaMappings> = HashMap::with_max_entries(1, ALLOCATED);
 
 /// CPython settings of each Python process, by tgid. Not preallocated (48 bytes per process).
 #[map]
-pub static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+pub static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, ALLOCATED);
 /// The thread state found for each Python thread, by tid; checked against the thread's id at every use.
 /// Preallocated (LRU): 4096 threads, 0.3 MB; an evicted thread's state is searched for again.
 #[map]
 pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(4096, 0);
 /// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
 #[map]
-pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, ALLOCATED);
 /// HotSpot settings of each JVM process, by tgid. Not preallocated (144 bytes per process).
 #[map]
-pub static HS_PROCS: HashMap<u32, HsProc> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+pub static HS_PROCS: HashMap<u32, HsProc> = HashMap::with_max_entries(1024, ALLOCATED);
 /// V8 settings of each Node.js process, by tgid. Not preallocated (176 bytes per process).
 #[map]
-pub static V8_PROCS: HashMap<u32, V8Proc> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+pub static V8_PROCS: HashMap<u32, V8Proc> = HashMap::with_max_entries(1024, ALLOCATED);
 /// Label sets copied from goroutines, by a hash of their content; userspace reads them at each drain.
 /// LRU: a set no sample of the last windows refers to gives way to new ones.
 #[map]
@@ -149,48 +153,42 @@ pub static OFFCPU_RUNTIMES: ProgramArray =
 // `UNWIND_PAGES` already does; a failed allocation is a full map, counted as such. Kernel stacks are
 // kept the same way (see `sonde_abi::KernelStack` for why not in the kernel's stack-trace maps).
 #[map]
-static KSTACKS_0: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static KSTACKS_0: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, ALLOCATED);
 #[map]
-static KSTACKS_1: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static KSTACKS_1: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, ALLOCATED);
 #[map]
-static KSTACKS_2: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static KSTACKS_2: HashMap<u32, KernelStack> = HashMap::with_max_entries(8192, ALLOCATED);
 /// Where a kernel stack is read before it is hashed, per CPU and per program kind (indexed like
 /// the unwinder's scratch: a perf event's NMI may interrupt the sched_switch program on its CPU).
 #[map]
 pub static KSTACK_SCRATCH: PerCpuArray<KernelStack> =
     PerCpuArray::with_max_entries(SCRATCH_SLOTS, 0);
 #[map]
-static USTACKS_0: HashMap<u64, ShallowUserStack> =
-    HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static USTACKS_0: HashMap<u64, ShallowUserStack> = HashMap::with_max_entries(8192, ALLOCATED);
 #[map]
-static USTACKS_1: HashMap<u64, ShallowUserStack> =
-    HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static USTACKS_1: HashMap<u64, ShallowUserStack> = HashMap::with_max_entries(8192, ALLOCATED);
 #[map]
-static USTACKS_2: HashMap<u64, ShallowUserStack> =
-    HashMap::with_max_entries(8192, BPF_F_NO_PREALLOC);
+static USTACKS_2: HashMap<u64, ShallowUserStack> = HashMap::with_max_entries(8192, ALLOCATED);
 #[map]
-static DSTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+static DSTACKS_0: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, ALLOCATED);
 #[map]
-static DSTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+static DSTACKS_1: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, ALLOCATED);
 #[map]
-static DSTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, BPF_F_NO_PREALLOC);
+static DSTACKS_2: HashMap<u64, UserStack> = HashMap::with_max_entries(1024, ALLOCATED);
 
 #[map]
-static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+static ONCPU_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, ALLOCATED);
 #[map]
-static ONCPU_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+static ONCPU_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, ALLOCATED);
 #[map]
-static ONCPU_2: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+static ONCPU_2: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, ALLOCATED);
 
 #[map]
-static OFFCPU_0: HashMap<SampleKey, OffCpuValue> =
-    HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+static OFFCPU_0: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, ALLOCATED);
 #[map]
-static OFFCPU_1: HashMap<SampleKey, OffCpuValue> =
-    HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+static OFFCPU_1: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, ALLOCATED);
 #[map]
-static OFFCPU_2: HashMap<SampleKey, OffCpuValue> =
-    HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+static OFFCPU_2: HashMap<SampleKey, OffCpuValue> = HashMap::with_max_entries(16384, ALLOCATED);
 
 /// The current generation, read once per invocation.
 #[inline(always)]

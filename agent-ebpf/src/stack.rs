@@ -5,10 +5,7 @@ use core::ffi::c_void;
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{
-        bpf_get_current_comm,
-        generated::{bpf_get_stack, bpf_loop},
-    },
+    helpers::{bpf_get_current_comm, generated::bpf_get_stack},
 };
 use sonde_abi::{
     KERNEL_STACK_DEPTH, KernelStack, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_NONE, SampleKey,
@@ -116,15 +113,7 @@ fn kernel_stack<C: EbpfContext>(ctx: &C, slot: u64, scratch_slot: u32) -> i32 {
         hash: 0x6a09_e667_f3bc_c908,
         check: 0xbb67_ae85_84ca_a73b,
     };
-    // SAFETY: the callback matches bpf_loop's contract and reads `hashing` only while the loop runs.
-    unsafe {
-        bpf_loop(
-            frames as u32,
-            hash_frame as *mut c_void,
-            (&raw mut hashing).cast(),
-            0,
-        )
-    };
+    crate::repeat::repeat(frames as u32, hash_frame, (&raw mut hashing).cast());
     // The length too: the tail past it is zero, so equal frames mean equal buffers.
     let check = mix(hashing.check ^ frames, 0xc4ce_b9fe_1a85_ec53);
     buf.check = check;

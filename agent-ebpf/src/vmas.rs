@@ -7,15 +7,14 @@
 //! VMAs are found with `bpf_find_vma` (kernel 5.17+) from process context only (exec and the return of
 //! `mmap`): in the sampling programs, which run with interrupts off, the helper can release the address
 //! space's lock only once per interrupt. Structure members are read at offsets from the running
-//! kernel's BTF (`VmaLayout`), with `bpf_probe_read_kernel`.
-
-use core::ffi::c_void;
+//! kernel's BTF (`VmaLayout`), with `bpf_probe_read_kernel`. The legacy object (Linux 5.10 to 5.16,
+//! see `crate::repeat`) has no `bpf_find_vma` and records nothing: there, a process is walked by frame
+//! pointers until userspace has read its mappings.
 
 use aya_ebpf::{
     bindings::BPF_ANY,
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        generated::{self, bpf_find_vma, bpf_get_current_task_btf},
     },
     programs::TracePointContext,
 };
@@ -67,12 +66,18 @@ fn enabled() -> bool {
     globals::vma_layout().vm_file != 0
 }
 
+/// Whether mappings are recorded: the offsets are known and the object can look VMAs up.
+#[inline(always)]
+fn records() -> bool {
+    cfg!(not(feature = "legacy")) && enabled()
+}
+
 /// After `exec`: a fresh record for the process with its program's and its interpreter's text.
 /// Returns true when the program's file has no table in `FILE_TABLES` yet (a binary run for the first
 /// time since sonde started, or one without unwind information).
 #[inline(always)]
 pub fn exec(tgid: u32) -> bool {
-    if !enabled() {
+    if !records() {
         return false;
     }
     if VMA_MAPPINGS.insert(tgid, &EMPTY, BPF_ANY as u64).is_err() {
@@ -119,7 +124,7 @@ pub fn exec(tgid: u32) -> bool {
 /// At the return of `mmap` in a recorded process: the mapping, if it maps a file executable.
 #[inline(always)]
 pub fn mmap(ctx: &TracePointContext) {
-    if !enabled() {
+    if !records() {
         return;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
@@ -143,7 +148,7 @@ pub fn mmap(ctx: &TracePointContext) {
 /// are forks too: their copies are keyed by thread id, never looked up, and removed at their exit.
 #[inline(always)]
 pub fn fork(ctx: &TracePointContext) {
-    if !enabled() {
+    if !records() {
         return;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
@@ -292,14 +297,17 @@ fn add(entry: &mut VmaMappings, addr: u64) {
 }
 
 /// The current task's VMA containing `addr`.
+#[cfg(not(feature = "legacy"))]
 #[inline(always)]
 fn find(addr: u64) -> Option<Found> {
+    use aya_ebpf::helpers::generated;
+    use core::ffi::c_void;
     let mut found = Found::default();
     // SAFETY: the callback matches bpf_find_vma's contract and writes only `found`, which outlives
     // the call.
     let ret = unsafe {
-        bpf_find_vma(
-            bpf_get_current_task_btf(),
+        generated::bpf_find_vma(
+            generated::bpf_get_current_task_btf(),
             addr,
             on_vma as *mut c_void,
             (&raw mut found).cast(),
@@ -309,9 +317,22 @@ fn find(addr: u64) -> Option<Found> {
     (ret == 0).then_some(found)
 }
 
+/// None: the legacy object cannot look VMAs up (and `records` keeps every caller away).
+#[cfg(feature = "legacy")]
+#[inline(always)]
+fn find(_addr: u64) -> Option<Found> {
+    None
+}
+
 /// `bpf_find_vma` callback: copies the VMA's bounds, offset, flags and file.
+#[cfg(not(feature = "legacy"))]
 #[inline(never)]
-extern "C" fn on_vma(_task: *mut c_void, vma: *mut c_void, ctx: *mut c_void) -> i64 {
+extern "C" fn on_vma(
+    _task: *mut core::ffi::c_void,
+    vma: *mut core::ffi::c_void,
+    ctx: *mut core::ffi::c_void,
+) -> i64 {
+    use aya_ebpf::helpers::generated;
     let layout = globals::vma_layout();
     let base = vma as *const u8;
     // SAFETY: `ctx` is the `Found` passed by `find`.

@@ -199,6 +199,9 @@ pub mod globals {
     /// `u32`: byte offset of `thread.fsbase` in the kernel's `task_struct` (from its BTF; x86_64), or 0
     /// when unknown.
     pub const TASK_TP_OFFSET: &str = "TASK_TP_OFFSET";
+    /// `u32`: byte offset of `stack` in the kernel's `task_struct` (from its BTF), where the legacy
+    /// object finds a task's saved user registers; 0 when unknown.
+    pub const TASK_STACK_OFFSET: &str = "TASK_STACK_OFFSET";
     /// `u32`: non-zero when the labels of goroutines of processes in `GO_PROCS` are read
     /// (`--runtimes` with `go`).
     pub const GO: &str = "GO";
@@ -219,7 +222,7 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
@@ -232,6 +235,7 @@ pub mod globals {
         REFRESH_INTERVAL_NS,
         PYTHON,
         TASK_TP_OFFSET,
+        TASK_STACK_OFFSET,
         GO,
         JAVA,
         V8,

@@ -1,13 +1,7 @@
 //! x86_64's user registers: the instruction pointer, stack pointer, rbp and the few others a leaf
 //! frame's unwind rule may name (rbx, rdi, r13).
 
-use aya_ebpf::{
-    bindings::pt_regs,
-    helpers::{
-        bpf_probe_read_kernel,
-        generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
-    },
-};
+use aya_ebpf::{bindings::pt_regs, helpers::bpf_probe_read_kernel};
 
 use super::UserRegs;
 
@@ -57,8 +51,7 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
     // bpf_probe_read_kernel, which tolerates a bad pointer. Two small reads rather than the whole
     // 168-byte structure keep the BPF stack small.
     let (tail, middle) = unsafe {
-        let task = bpf_get_current_task_btf();
-        let regs = bpf_task_pt_regs(task) as *const pt_regs;
+        let regs = task_pt_regs();
         (
             bpf_probe_read_kernel((&raw const (*regs).rdi).cast::<Tail>()),
             bpf_probe_read_kernel((&raw const (*regs).r13).cast::<Middle>()),
@@ -92,4 +85,41 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         rdi: tail.rdi,
     };
     (read && tail.cs & 3 == 3).then_some(regs)
+}
+
+/// Where the current task's user registers are saved.
+#[cfg(not(feature = "legacy"))]
+#[inline(always)]
+fn task_pt_regs() -> *const pt_regs {
+    use aya_ebpf::helpers::generated::{bpf_get_current_task_btf, bpf_task_pt_regs};
+    // SAFETY: helpers of the current task; the pointer is only read through bpf_probe_read_kernel.
+    unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) as *const pt_regs }
+}
+
+/// The size of a task's kernel stack on x86_64 (`THREAD_SIZE`: 4 pages; KASan kernels double it,
+/// and distributions do not ship those).
+#[cfg(feature = "legacy")]
+const THREAD_SIZE: u64 = 16 * 1024;
+
+/// Where the current task's user registers are saved, in the legacy object (Linux 5.10 to 5.16,
+/// without `bpf_task_pt_regs` nor `bpf_get_current_task_btf`): at the top of its kernel stack, as
+/// x86_64's `task_pt_regs()` finds them (`task->stack + THREAD_SIZE`, less one `pt_regs`), with the
+/// `stack` member's offset from the kernel's BTF. A bad address when unknown: the reads then fail.
+#[cfg(feature = "legacy")]
+#[inline(always)]
+fn task_pt_regs() -> *const pt_regs {
+    use aya_ebpf::helpers::bpf_get_current_task;
+    let offset = crate::globals::task_stack_offset();
+    if offset == 0 {
+        return core::ptr::null();
+    }
+    // SAFETY: a kernel read that tolerates a bad address.
+    let stack: u64 = unsafe {
+        bpf_probe_read_kernel((bpf_get_current_task() + u64::from(offset)) as *const u64)
+    }
+    .unwrap_or(0);
+    if stack == 0 {
+        return core::ptr::null();
+    }
+    (stack + THREAD_SIZE - core::mem::size_of::<pt_regs>() as u64) as *const pt_regs
 }

@@ -3,8 +3,9 @@
 //! frame-pointer step where no table covers the code, then stored in the slot's user-stack map under a
 //! hash of the frames.
 //!
-//! Frames are walked in a `bpf_loop` (kernel 5.17+): one callback invocation per frame keeps the
-//! verifier's work independent of the depth, and 512 frames fit in one program run.
+//! Frames are walked in a `bpf_loop` (kernel 5.17+, a bounded loop before: `crate::repeat`): one
+//! callback invocation per frame keeps the verifier's work independent of the depth, and 512 frames
+//! fit in one program run.
 
 mod announce;
 mod files;
@@ -13,13 +14,12 @@ mod hotspot;
 mod lookup;
 mod python;
 mod step;
+mod steps;
 mod table_step;
 mod v8;
 mod window;
 
-use core::ffi::c_void;
-
-use aya_ebpf::{helpers::generated::bpf_loop, macros::map, maps::PerCpuArray};
+use aya_ebpf::{macros::map, maps::PerCpuArray};
 use sonde_abi::{
     FileTable, MAX_STACK_DEPTH, ProcMappings, SLOTS, STACK_COLLISION, STACK_MAP_FULL, STACK_OK,
     ShallowUserStack, UserStack, VmaMappings, cost_path,
@@ -40,7 +40,6 @@ use crate::{
     runtime::walker,
     verifier::forget,
 };
-use step::Flow;
 
 /// Per-CPU working memory of the user-stack walk (the BPF stack holds 512 bytes, a stack 4 KiB). Here,
 /// beside its type, rather than in `maps.rs`: every other map is shared, this one is the walk's own.
@@ -115,7 +114,9 @@ struct Walk {
     /// V8's settings when the process runs Node.js (and JavaScript frames are walked), else null.
     v8: *const V8Proc,
     tgid: u32,
-    _pad: u32,
+    /// The scratch entry's index in `UNWIND_SCRATCH`: how the legacy object's steps find it.
+    #[cfg_attr(not(feature = "legacy"), allow(dead_code))]
+    slot: u32,
 }
 
 /// A stored user stack: its key in the slot's user-stack map, or why there is none.
@@ -197,7 +198,7 @@ pub fn walk_and_store<const WALKER: u32>(
         hs,
         v8,
         tgid,
-        _pad: 0,
+        slot: scratch_slot,
     };
     // A process sampled in `exit_group` after its address space was torn down has no stack left:
     // its leaf alone, said so rather than counted as a truncation. One inside `execve` between two
@@ -221,26 +222,24 @@ pub fn walk_and_store<const WALKER: u32>(
         _ => None,
     };
     let mut path = cost_path::TABLES;
-    // SAFETY (every call): the callbacks match bpf_loop's contract and use `walk` only while the loop
-    // runs; `with_tables` gets a non-null `procs`, `with_vmas` a non-null `vmas`.
+    // `with_tables` gets a non-null `procs`, `with_vmas` a non-null `vmas`.
     match (known_process, vmas) {
         // One callback per runtime rather than one stepping every runtime: the verifier checks each
         // callback once, so each runtime adds its own steps, not their product with the others'.
         (true, _) => {
             walk.procs = procs;
-            let ctx = (&raw mut walk).cast();
             if !hs.is_null() {
-                unsafe { bpf_loop(LOOPS, with_tables_java as *mut c_void, ctx, 0) };
+                steps::walk(steps::Kind::Java, &mut walk);
             } else if !v8.is_null() {
-                unsafe { bpf_loop(LOOPS, with_tables_v8 as *mut c_void, ctx, 0) };
+                steps::walk(steps::Kind::V8, &mut walk);
             } else {
-                unsafe { bpf_loop(LOOPS, with_tables as *mut c_void, ctx, 0) };
+                steps::walk(steps::Kind::Native, &mut walk);
             }
         }
         (false, Some(vmas)) => {
             bump(stat::VMA_WALKS);
             walk.vmas = vmas;
-            unsafe { bpf_loop(LOOPS, with_vmas as *mut c_void, (&raw mut walk).cast(), 0) };
+            steps::walk(steps::Kind::Vmas, &mut walk);
             if s.stack.outcome == outcome::ROOT {
                 bump(stat::VMA_WALK_ROOT);
             }
@@ -256,14 +255,7 @@ pub fn walk_and_store<const WALKER: u32>(
             if globals::unwind_mode() == mode::AUTO {
                 bump(stat::FALLBACK_NO_PROCESS);
             }
-            unsafe {
-                bpf_loop(
-                    LOOPS,
-                    frame_pointers_only as *mut c_void,
-                    (&raw mut walk).cast(),
-                    0,
-                )
-            };
+            steps::walk(steps::Kind::FramePointers, &mut walk);
         }
     }
     if !hs.is_null() {
@@ -282,7 +274,7 @@ pub fn walk_and_store<const WALKER: u32>(
     }
     // A JVM or Node.js process runs no CPython nor Go: their programs hold neither step.
     if WALKER == walker::NATIVE {
-        if globals::python() != 0 && python::walk(s, tgid, on_cpu) > 0 {
+        if globals::python() != 0 && python::walk(scratch, scratch_slot, tgid, on_cpu) > 0 {
             path = cost_path::PYTHON;
         }
         go_roots::mark_root(s, tgid);
@@ -295,72 +287,11 @@ pub fn walk_and_store<const WALKER: u32>(
     stored
 }
 
-/// `bpf_loop` callback: one frame with the process's tables. Code mapped after userspace read the
-/// mappings (`dlopen`) is looked up in the mappings the kernel recorded, when the process exec'd
-/// while sonde ran; such frames are stored file-relative, as in [`with_vmas`].
-#[inline(never)]
-extern "C" fn with_tables(_index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with `procs` set.
-    let walk = unsafe { &*ctx.cast::<Walk>() };
-    loop_flow(
-        walk.scratch,
-        table_step::sonde_step_native(walk.scratch, walk.procs, u64::from(walk.tgid)),
-    )
-}
-
-/// `bpf_loop` callback: as [`with_tables`], for a JVM (`Walk::hs` set).
-#[inline(never)]
-extern "C" fn with_tables_java(_index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: as `with_tables`.
-    let walk = unsafe { &*ctx.cast::<Walk>() };
-    loop_flow(
-        walk.scratch,
-        table_step::sonde_step_java(walk.scratch, walk.procs, walk.hs, u64::from(walk.tgid)),
-    )
-}
-
-/// `bpf_loop` callback: as [`with_tables`], for Node.js (`Walk::v8` set).
-#[inline(never)]
-extern "C" fn with_tables_v8(_index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: as `with_tables`.
-    let walk = unsafe { &*ctx.cast::<Walk>() };
-    loop_flow(
-        walk.scratch,
-        table_step::sonde_step_v8(walk.scratch, walk.procs, walk.v8, u64::from(walk.tgid)),
-    )
-}
-
 /// A global step's result as the walk's callbacks answer it (`verifier::loop_answer`).
 #[inline(always)]
 fn loop_flow(scratch: *mut Scratch, step: i64) -> i64 {
     // SAFETY: the walk's scratch, valid while the walk runs.
     crate::verifier::loop_answer(unsafe { &mut (*scratch).opaque }, step)
-}
-
-/// `bpf_loop` callback: one frame of a process userspace has not captured, with the mappings the
-/// kernel recorded (`table_step::sonde_step_vmas`).
-#[inline(never)]
-extern "C" fn with_vmas(_index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: `ctx` is the `Walk` passed to bpf_loop by `walk_and_store`, with `vmas` set.
-    let walk = unsafe { &*ctx.cast::<Walk>() };
-    loop_flow(
-        walk.scratch,
-        table_step::sonde_step_vmas(walk.scratch, walk.vmas),
-    )
-}
-
-/// `bpf_loop` callback: one frame by frame pointer (`--unwind fp`, or a process without tables yet).
-#[inline(never)]
-extern "C" fn frame_pointers_only(_index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: as `with_tables`; only the scratch pointer is used.
-    let s = unsafe { &mut *(*ctx.cast::<Walk>()).scratch };
-    if !push(s) {
-        return 1;
-    }
-    match step::frame_pointer(s) {
-        Flow::Continue => 0,
-        Flow::Stop => 1,
-    }
 }
 
 /// Appends the current pc to the stack; false (outcome DEPTH) when the stack is full.

@@ -3,17 +3,17 @@
 //! through the settings userspace wrote for the process (`PY_PROCS`); their offsets differ per version,
 //! so every field is read at an offset from those settings, never from a compiled-in struct.
 //!
-//! Frames and threads are walked in `bpf_loop`s, as native frames are: the verifier's work does not
-//! grow with the depth.
+//! Frames and threads are walked in `bpf_loop`s (`crate::repeat`), as native frames are: the
+//! verifier's work does not grow with the depth.
 
 use core::ffi::c_void;
 
 use aya_ebpf::helpers::{
     bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_user, generated,
-    generated::{bpf_get_current_task, bpf_loop},
+    generated::bpf_get_current_task,
 };
 use sonde_abi::{
-    MAX_STACK_DEPTH, ProcEvent, proc_event,
+    ProcEvent, proc_event,
     python::{
         FRAME_SPAN_MAX, MAX_THREADS, OFFSET_NONE, OWNED_BY_CSTACK, PY_ENTRY, PyProc, layout,
         pack_frame,
@@ -25,6 +25,7 @@ use super::{Scratch, mix};
 use crate::{
     globals,
     maps::{PY_PROCS, PY_THREADS, bump, send_proc_event},
+    repeat::repeat,
 };
 
 /// Per-CPU state of one Python walk (inside `Scratch`).
@@ -59,6 +60,7 @@ struct Announced {
 
 /// What the frame callback gets.
 #[repr(C)]
+#[cfg(not(feature = "legacy"))]
 struct FrameWalk {
     scratch: *mut Scratch,
     settings: *const PyProc,
@@ -81,16 +83,21 @@ struct ThreadSearch {
 /// `gil_holder_ok`: on versions without native thread ids, the GIL holder may stand for the current
 /// thread (true on-CPU, where a thread running Python holds the GIL; false off-CPU, where the thread
 /// released it to block).
+/// `scratch` is a raw pointer, not a `&mut` argument: the legacy object's frame loop writes the
+/// scratch entry through a pointer of its own, which a `&mut` argument would let the compiler
+/// assume it does not (and read stale values after the loop).
 #[inline(always)]
-pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) -> u32 {
+pub fn walk(scratch: *mut Scratch, slot: u32, tgid: u32, gil_holder_ok: bool) -> u32 {
     let Some(settings) = PY_PROCS.get_ptr(tgid) else {
         return 0;
     };
+    // SAFETY: the walk's scratch entry, this program's alone while it runs.
+    let s = unsafe { &mut *scratch };
     bump(stat::PY_WALKS);
     // SAFETY: a pointer from a successful lookup, valid for this program run.
     let p = unsafe { &*settings };
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(tstate) = thread_state(p, settings, tid, gil_holder_ok) else {
+    let Some(tstate) = thread_state(p, settings, tgid, tid, gil_holder_ok) else {
         bump(stat::PY_NO_THREAD);
         return 0;
     };
@@ -113,21 +120,9 @@ pub fn walk(s: &mut Scratch, tgid: u32, gil_holder_ok: bool) -> u32 {
     s.py.frames = 0;
     s.py.fault = 0;
     s.py.tgid = tgid;
-    let mut walk = FrameWalk {
-        scratch: s,
-        settings,
-    };
-    // SAFETY: the callback matches bpf_loop's contract and uses `walk` only while the loop runs.
-    unsafe {
-        bpf_loop(
-            MAX_STACK_DEPTH as u32,
-            python_frame as *mut c_void,
-            (&raw mut walk).cast(),
-            0,
-        )
-    };
+    frames(scratch, settings, slot, tgid);
     // SAFETY: the loop is over; `s` is ours again.
-    let s = unsafe { &mut *walk.scratch };
+    let s = unsafe { &mut *scratch };
     crate::maps::add(stat::PY_FRAMES, u64::from(s.py.frames));
     if s.py.fault != 0 {
         bump(stat::PY_READ_FAULT);
@@ -161,7 +156,13 @@ fn thread_key(p: &PyProc, tid: u32) -> Option<(u16, u64)> {
 /// among the interpreter's threads (and cached); without a way to recognise it, the GIL holder when
 /// `gil_holder_ok`.
 #[inline(always)]
-fn thread_state(p: &PyProc, settings: *const PyProc, tid: u32, gil_holder_ok: bool) -> Option<u64> {
+fn thread_state(
+    p: &PyProc,
+    settings: *const PyProc,
+    tgid: u32,
+    tid: u32,
+    gil_holder_ok: bool,
+) -> Option<u64> {
     let Some((field, key)) = thread_key(p, tid) else {
         if !gil_holder_ok || p.gil_tstate == 0 {
             return None;
@@ -180,27 +181,59 @@ fn thread_state(p: &PyProc, settings: *const PyProc, tid: u32, gil_holder_ok: bo
     // SAFETY: as above.
     let interp = unsafe { bpf_probe_read_user(p.interp_head as *const u64) }.ok()?;
     let first = read_u64(interp, p.interp_threads_head)?;
+    #[cfg(not(feature = "legacy"))]
+    let found = {
+        let _ = tgid;
+        find_thread(settings, first, key, u32::from(field))
+    };
+    #[cfg(feature = "legacy")]
+    let found = {
+        let _ = settings;
+        legacy::sonde_legacy_find_thread(u64::from(tgid), first, key, u64::from(field))
+    };
+    if found == 0 {
+        return None;
+    }
+    let _ = PY_THREADS.insert(tid, found, 0);
+    Some(found)
+}
+
+/// The thread state whose `field` holds `key` in the interpreter's list from `first`; 0 if none.
+#[inline(always)]
+fn find_thread(settings: *const PyProc, first: u64, key: u64, field: u32) -> u64 {
     let mut search = ThreadSearch {
         settings,
         tstate: first,
         key,
-        field: u32::from(field),
+        field,
         found: 0,
     };
-    // SAFETY: as in `walk`.
-    unsafe {
-        bpf_loop(
-            MAX_THREADS,
-            next_thread as *mut c_void,
-            (&raw mut search).cast(),
-            0,
-        )
-    };
-    if search.found == 0 {
-        return None;
+    repeat(MAX_THREADS, next_thread, (&raw mut search).cast());
+    match search.found {
+        0 => 0,
+        _ => search.tstate,
     }
-    let _ = PY_THREADS.insert(tid, search.tstate, 0);
-    Some(search.tstate)
+}
+
+/// The frame loop: [`sonde_step_python`] until it says stop (see `super::steps` for the legacy
+/// object's).
+#[inline(always)]
+fn frames(scratch: *mut Scratch, settings: *const PyProc, slot: u32, tgid: u32) {
+    #[cfg(not(feature = "legacy"))]
+    {
+        let _ = (slot, tgid);
+        let mut walk = FrameWalk { scratch, settings };
+        repeat(
+            sonde_abi::MAX_STACK_DEPTH as u32,
+            python_frame,
+            (&raw mut walk).cast(),
+        );
+    }
+    #[cfg(feature = "legacy")]
+    {
+        let _ = (scratch, settings);
+        legacy::sonde_legacy_walk_python(u64::from(slot), u64::from(tgid));
+    }
 }
 
 /// `bpf_loop` callback: one thread state of the interpreter's list.
@@ -229,18 +262,73 @@ extern "C" fn next_thread(_index: u64, ctx: *mut c_void) -> i64 {
 }
 
 /// `bpf_loop` callback: one Python frame.
+#[cfg(not(feature = "legacy"))]
 #[inline(never)]
 extern "C" fn python_frame(_index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: `ctx` is the `FrameWalk` passed by `walk`; both pointers are live for the loop.
+    // SAFETY: `ctx` is the `FrameWalk` passed by `frames`; both pointers are live for the loop.
     let walk = unsafe { &*ctx.cast::<FrameWalk>() };
     super::loop_flow(walk.scratch, sonde_step_python(walk.scratch, walk.settings))
+}
+
+/// The legacy object's loops, global functions taking scalars (see `super::steps`).
+#[cfg(feature = "legacy")]
+mod legacy {
+    use sonde_abi::{MAX_STACK_DEPTH, python::PyProc};
+
+    use super::super::{Scratch, UNWIND_SCRATCH, loop_flow};
+    use super::{find_thread, sonde_step_python};
+    use crate::maps::PY_PROCS;
+
+    #[inline(always)]
+    fn memory(slot: u64, tgid: u64) -> (*mut Scratch, *const PyProc) {
+        let scratch = UNWIND_SCRATCH
+            .get_ptr_mut(slot as u32)
+            .unwrap_or(core::ptr::null_mut());
+        let settings = PY_PROCS.get_ptr(tgid as u32).unwrap_or(core::ptr::null());
+        (scratch, settings)
+    }
+
+    /// The frame loop.
+    #[unsafe(no_mangle)]
+    #[inline(never)]
+    pub extern "C" fn sonde_legacy_walk_python(slot: u64, tgid: u64) -> i64 {
+        let Some(scratch) = UNWIND_SCRATCH.get_ptr_mut(slot as u32) else {
+            return 0;
+        };
+        for _ in 0..MAX_STACK_DEPTH {
+            if loop_flow(scratch, sonde_legacy_step_python(slot, tgid)) != 0 {
+                break;
+            }
+        }
+        0
+    }
+
+    /// `sonde_step_python`, from the scratch slot and the tgid.
+    #[unsafe(no_mangle)]
+    #[inline(never)]
+    pub extern "C" fn sonde_legacy_step_python(slot: u64, tgid: u64) -> i64 {
+        let (scratch, settings) = memory(slot, tgid);
+        sonde_step_python(scratch, settings)
+    }
+
+    /// `find_thread`, from the tgid.
+    #[unsafe(no_mangle)]
+    #[inline(never)]
+    pub extern "C" fn sonde_legacy_find_thread(tgid: u64, first: u64, key: u64, field: u64) -> u64 {
+        match PY_PROCS.get_ptr(tgid as u32) {
+            Some(settings) => find_thread(settings, first, key, field as u32),
+            None => 0,
+        }
+    }
 }
 
 /// One Python frame: a global BPF function, checked once on its own (see `super::table_step`); as
 /// the callback's static body it was checked again for each state of its caller (9,096 instructions
 /// of the native program's).
-#[unsafe(no_mangle)]
-#[inline(never)]
+#[cfg_attr(not(feature = "legacy"), unsafe(no_mangle), inline(never))]
+// In the legacy object, part of its global twin: one frame fewer, as Linux 5.10 counts every
+// frame of a call chain (each rounded up to 32 bytes) against the 512-byte stack.
+#[cfg_attr(feature = "legacy", inline(always))]
 pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyProc) -> i64 {
     // SAFETY: null or the walk's scratch and the process's settings, valid while the walk runs.
     let (Some(s), Some(p)) = (unsafe { (scratch.as_mut(), settings.as_ref()) }) else {

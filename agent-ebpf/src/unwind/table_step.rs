@@ -14,6 +14,9 @@
 //! Node.js frames were never walked. Their arguments are pointers to their types (the verifier gives
 //! the function memory of that size, possibly null) and scalars: no pointer held in memory survives
 //! into a global function.
+//!
+//! In the legacy object (Linux 5.10 to 5.16) they are static, called from global twins that take
+//! scalars only (`super::steps`).
 
 use sonde_abi::{
     ExecMapping, ProcMappings, VmaMappings,
@@ -27,8 +30,10 @@ use super::{Scratch, files, hotspot, lookup, push_word, step, step::Flow, v8};
 use crate::maps::VMA_MAPPINGS;
 
 /// The native frame step (see the module's documentation).
-#[unsafe(no_mangle)]
-#[inline(never)]
+#[cfg_attr(not(feature = "legacy"), unsafe(no_mangle), inline(never))]
+// In the legacy object, part of its global twin: one frame fewer, as Linux 5.10 counts every
+// frame of a call chain (each rounded up to 32 bytes) against the 512-byte stack.
+#[cfg_attr(feature = "legacy", inline(always))]
 pub extern "C" fn sonde_step_native(
     scratch: *mut Scratch,
     procs: *mut ProcMappings,
@@ -42,8 +47,10 @@ pub extern "C" fn sonde_step_native(
 }
 
 /// The frame step of a JVM (see the module's documentation).
-#[unsafe(no_mangle)]
-#[inline(never)]
+#[cfg_attr(not(feature = "legacy"), unsafe(no_mangle), inline(never))]
+// In the legacy object, part of its global twin: one frame fewer, as Linux 5.10 counts every
+// frame of a call chain (each rounded up to 32 bytes) against the 512-byte stack.
+#[cfg_attr(feature = "legacy", inline(always))]
 pub extern "C" fn sonde_step_java(
     scratch: *mut Scratch,
     procs: *mut ProcMappings,
@@ -58,8 +65,10 @@ pub extern "C" fn sonde_step_java(
 }
 
 /// The frame step of a Node.js process (see the module's documentation).
-#[unsafe(no_mangle)]
-#[inline(never)]
+#[cfg_attr(not(feature = "legacy"), unsafe(no_mangle), inline(never))]
+// In the legacy object, part of its global twin: one frame fewer, as Linux 5.10 counts every
+// frame of a call chain (each rounded up to 32 bytes) against the 512-byte stack.
+#[cfg_attr(feature = "legacy", inline(always))]
 pub extern "C" fn sonde_step_v8(
     scratch: *mut Scratch,
     procs: *mut ProcMappings,
@@ -77,7 +86,9 @@ pub extern "C" fn sonde_step_v8(
 /// Frames in a binary with a table are stored file-relative (`FRAME_FILE`), so they are named even if
 /// the process is gone before userspace reads its mappings. Global for the same reason as the others:
 /// as a static function it was checked again for each of its caller's states (15,462 instructions).
-#[unsafe(no_mangle)]
+#[cfg_attr(not(feature = "legacy"), unsafe(no_mangle))]
+// The legacy object records no mappings (`super::steps`).
+#[cfg_attr(feature = "legacy", allow(dead_code))]
 #[inline(never)]
 pub extern "C" fn sonde_step_vmas(scratch: *mut Scratch, vmas: *const VmaMappings) -> i64 {
     // SAFETY: null or the walk's scratch and the process's recorded mappings, valid while the walk
