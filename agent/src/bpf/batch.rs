@@ -14,6 +14,10 @@ use super::BpfError;
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 const BPF_MAP_LOOKUP_AND_DELETE_BATCH: libc::c_long = 25;
 const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+/// The kernel's `ENOTSUPP` (not in libc): what Linux before 5.12 answers a batch lookup of a
+/// per-CPU array.
+const ENOTSUPP: i32 = 524;
 
 /// The `batch` member of `union bpf_attr`.
 #[repr(C, align(8))]
@@ -82,6 +86,9 @@ pub(crate) fn read_all_summed(
     match call(BPF_MAP_LOOKUP_BATCH, &mut attr, name) {
         Ok(()) => {}
         Err(BpfError::Batch { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(BpfError::Batch { source, .. }) if source.raw_os_error() == Some(ENOTSUPP) => {
+            return read_each_summed(map, len, cpus, name);
+        }
         Err(err) => return Err(err),
     }
     let mut out = vec![0u64; len as usize];
@@ -89,6 +96,42 @@ pub(crate) fn read_all_summed(
         if let Some(slot) = out.get_mut(*key as usize) {
             *slot = values[i * cpus..(i + 1) * cpus].iter().sum();
         }
+    }
+    Ok(out)
+}
+
+/// [`read_all_summed`] one element per syscall, for kernels without batch lookups of per-CPU arrays
+/// (before Linux 5.12: the legacy programs' kernels).
+fn read_each_summed(
+    map: &MapData,
+    len: u32,
+    cpus: usize,
+    name: &'static str,
+) -> Result<Vec<u64>, BpfError> {
+    /// The `map_elem` member of `union bpf_attr`.
+    #[repr(C, align(8))]
+    struct ElemAttr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let mut values = vec![0u64; cpus];
+    let mut out = Vec::with_capacity(len as usize);
+    for index in 0..len {
+        let mut attr = ElemAttr {
+            map_fd: map.fd().as_fd().as_raw_fd() as u32,
+            _pad: 0,
+            key: std::ptr::from_ref(&index) as u64,
+            value: values.as_mut_ptr() as u64,
+            flags: 0,
+        };
+        // SAFETY: `attr` is BPF_MAP_LOOKUP_ELEM's attribute; the key and the per-CPU value buffer
+        // (one 8-byte value per possible CPU) outlive the call.
+        unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }
+            .map_err(|source| BpfError::Batch { map: name, source })?;
+        out.push(values.iter().sum());
     }
     Ok(out)
 }

@@ -39,6 +39,7 @@ pub(super) struct Globals {
     /// Each runtime's switch: its global and 1 when its kernel side is on.
     runtimes: Vec<(&'static str, u32)>,
     task_tp_offset: u32,
+    task_stack_offset: u32,
     pub(super) vma_layout: sonde_abi::VmaLayout,
 }
 
@@ -78,6 +79,7 @@ impl Globals {
             } else {
                 0
             },
+            task_stack_offset: task_stack_offset(vmlinux()),
             vma_layout: if options.unwind == UnwindMode::Fp {
                 sonde_abi::VmaLayout::default()
             } else {
@@ -105,6 +107,7 @@ impl Globals {
             .override_global(globals::KERNEL_LOG, &self.kernel_log, true)
             .override_global(globals::TEST_FAIL_EXEC, &self.test_fail_exec, true)
             .override_global(globals::TASK_TP_OFFSET, &self.task_tp_offset, true)
+            .override_global(globals::TASK_STACK_OFFSET, &self.task_stack_offset, true)
             .override_global(globals::VMA_LAYOUT, &self.vma_layout, true);
         for (global, on) in &self.runtimes {
             loader.override_global(global, on, true);
@@ -122,7 +125,7 @@ fn tp_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
     let found = vmlinux
         .as_ref()
         .map_err(|e| e.to_string())
-        .and_then(|blob| super::btf::thread_pointer_offset(blob, path).map_err(|e| e.to_string()));
+        .and_then(|blob| super::btf::word_offset(blob, path).map_err(|e| e.to_string()));
     match found {
         Ok(offset) => offset,
         Err(e) => {
@@ -130,6 +133,17 @@ fn tp_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
             0
         }
     }
+}
+
+/// Where `task_struct` points at the task's kernel stack, at whose top the legacy programs find a
+/// switched-out task's user registers; 0 when the kernel has no BTF (its off-CPU stacks then hold
+/// kernel frames only, which the kernel feature report says).
+fn task_stack_offset(vmlinux: &Result<KernelBtf, BtfError>) -> u32 {
+    vmlinux
+        .as_ref()
+        .ok()
+        .and_then(|blob| super::btf::word_offset(blob, &["task_struct", "stack"]).ok())
+        .unwrap_or(0)
 }
 
 /// Offsets for recording the executable mappings of new processes in the kernel; all 0 (recording

@@ -17,7 +17,7 @@ use sonde_abi::{
 
 use crate::platform::{
     arch,
-    kernel::{Feature, KernelFeatures},
+    kernel::{Feature, KernelFeatures, Programs},
 };
 use crate::runtimes::seam::RuntimeMaps;
 
@@ -31,7 +31,7 @@ use super::{
     kernel_log,
     load_globals::Globals,
     maps::{AyaMaps, map_err, take_map},
-    object::{OBJECT, log_verified, typed_program},
+    object::{log_verified, object, typed_program},
     options::LoadOptions,
     privileges::{self, Step},
     sampling::{LONG_NS_MIN, SamplingMaps, track_all},
@@ -45,6 +45,9 @@ const MAX_FILE_TABLES: u32 = 8192;
 /// Processes started since the agent began whose executable mappings the kernel records itself
 /// (`VMA_MAPPINGS`; entries go at exit).
 const MAX_VMA_PROCESSES: u32 = 8192;
+/// The legacy programs' maps are preallocated (see `Programs::Legacy`): their stack, aggregation and
+/// process maps get this share of the full programs' sizes.
+const LEGACY_SHARE: u32 = 4;
 /// The program whose unloading ends the kernel log reader (loaded by every configuration).
 const KERNEL_LOG_WATCHED: &str = "sonde_exit";
 
@@ -84,6 +87,15 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     let features = KernelFeatures::probe();
     features.check_floor()?;
     features.log();
+    let programs = features.programs();
+    // Preallocated maps are all charged at load, and before Linux 5.11 against RLIMIT_MEMLOCK.
+    let share = match programs {
+        Programs::Full => 1,
+        Programs::Legacy => LEGACY_SHARE,
+    };
+    if features.release.version < (5, 11, 0) {
+        raise_memlock_limit();
+    }
     // Process exec/exit and off-CPU tracking use classic tracepoints.
     let tracefs = tracefs::ensure_mounted()?;
     let layout = match options.off_cpu {
@@ -94,8 +106,8 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     if options.unwind != UnwindMode::Fp && !arch::TABLE_UNWINDING {
         return Err(BpfError::UnwindUnsupported { arch: arch::NAME });
     }
-    let stacks = options.max_stacks;
-    let stack_maps = options.max_stacks / 2;
+    let stacks = options.max_stacks / share;
+    let stack_maps = stacks / 2;
     let (on_size, off_size) = match (options.frequency_hz, options.off_cpu) {
         (Some(_), Some(_)) => (stacks, stacks),
         (Some(_), None) => (stacks, 1),
@@ -143,12 +155,14 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         names::PROC_MAPPINGS,
         match options.unwind {
             UnwindMode::Fp => 1,
-            _ => MAX_UNWIND_PROCESSES,
+            _ => MAX_UNWIND_PROCESSES / share,
         },
     );
-    let (file_tables, vma_processes) = match options.unwind {
-        UnwindMode::Fp => (1, 1),
-        _ => (MAX_FILE_TABLES, MAX_VMA_PROCESSES),
+    let (file_tables, vma_processes) = match (options.unwind, programs) {
+        (UnwindMode::Fp, _) => (1, 1),
+        // The legacy programs record no mappings.
+        (_, Programs::Legacy) => (MAX_FILE_TABLES, 1),
+        (_, Programs::Full) => (MAX_FILE_TABLES, MAX_VMA_PROCESSES),
     };
     loader.map_max_entries(names::FILE_TABLES, file_tables);
     loader.map_max_entries(names::VMA_MAPPINGS, vma_processes);
@@ -160,11 +174,11 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         }
     }
     globals.set(&mut loader);
-    let mut ebpf = loader.load(OBJECT).map_err(|source| {
+    let mut ebpf = loader.load(object(programs)).map_err(|source| {
         privileges::refused(Step::Load, &source).unwrap_or(BpfError::Load { source })
     })?;
     // Parsed now: the runtimes' programs, loaded later, come from `ebpf`, not from these bytes.
-    crate::heap::drop_resident(OBJECT);
+    crate::heap::drop_resident(object(programs));
 
     if !options.pids.is_empty() {
         // Borrowed, not taken: a taken map is closed when dropped, and the programs reference it.
@@ -190,6 +204,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
             pages: PageHash::new(
                 take_map(&mut ebpf, names::UNWIND_PAGES)?,
                 blocks * PAGES_PER_BLOCK,
+                programs,
             )
             .map_err(map_err(names::UNWIND_PAGES))?,
             procs: take_map(&mut ebpf, names::PROC_MAPPINGS)?,
@@ -239,7 +254,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
 
     attach_tracepoint(&mut ebpf, "sonde_exec", "sched_process_exec")?;
     attach_tracepoint(&mut ebpf, "sonde_exit", "sched_process_exit")?;
-    if globals.vma_layout.vm_file != 0 {
+    if globals.vma_layout.vm_file != 0 && programs == Programs::Full {
         attach_tracepoint_in(&mut ebpf, "sonde_mmap", "syscalls", "sys_exit_mmap")?;
         attach_tracepoint(&mut ebpf, "sonde_fork", "sched_process_fork")?;
     }
@@ -309,6 +324,22 @@ fn sampling_maps(ebpf: &mut Ebpf) -> Result<SamplingMaps, BpfError> {
         process_sampling: take_map(ebpf, names::OFFCPU_PROCESS_SAMPLING)?,
         stats,
     })
+}
+
+/// Lifts RLIMIT_MEMLOCK, which Linux charges BPF maps against before 5.11 (the legacy programs'
+/// kernels); a refusal is said, and the load then names the map that did not fit.
+fn raise_memlock_limit() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
+        tracing::warn!(
+            "cannot lift RLIMIT_MEMLOCK ({}): before Linux 5.11 BPF maps count against it; give sonde CAP_SYS_RESOURCE or LimitMEMLOCK=infinity (systemd)",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// The system page size (the unit of ring buffer sizes).
@@ -407,9 +438,12 @@ mod tests {
     use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
     use sonde_abi::names;
 
-    /// Symbols of the built eBPF object in the section named `section`.
-    fn symbols_in(section: &str) -> Vec<String> {
-        let file = object::File::parse(super::OBJECT).expect("the embedded eBPF object is an ELF");
+    use crate::platform::kernel::Programs;
+
+    /// Symbols of the built eBPF object of `programs` in the section named `section`.
+    fn symbols_in(programs: Programs, section: &str) -> Vec<String> {
+        let file = object::File::parse(super::object(programs))
+            .expect("the embedded eBPF object is an ELF");
         let index = file
             .section_by_name(section)
             .unwrap_or_else(|| panic!("no {section} section in the eBPF object"))
@@ -422,23 +456,59 @@ mod tests {
 
     #[test]
     fn every_shared_map_name_is_a_map_of_the_object_and_the_reverse() {
-        // Legacy map definitions, and BTF ones (`UNWIND_ROWS`, an array of arrays).
-        let mut in_object = symbols_in("maps");
-        in_object.extend(symbols_in(".maps"));
-        in_object.sort();
-        let mut declared: Vec<String> = names::ALL_MAPS.iter().map(|s| s.to_string()).collect();
-        declared.sort();
-        assert_eq!(in_object, declared);
+        for programs in [Programs::Full, Programs::Legacy] {
+            // Legacy map definitions, and BTF ones (`UNWIND_ROWS`, an array of arrays).
+            let mut in_object = symbols_in(programs, "maps");
+            in_object.extend(symbols_in(programs, ".maps"));
+            in_object.sort();
+            let mut declared: Vec<String> = names::ALL_MAPS.iter().map(|s| s.to_string()).collect();
+            declared.sort();
+            assert_eq!(in_object, declared, "{programs:?}");
+        }
     }
 
     #[test]
     fn every_load_time_global_exists_in_read_only_data() {
-        let rodata = symbols_in(".rodata");
-        for global in names::globals::ALL {
-            assert!(
-                rodata.iter().any(|s| s == global),
-                "{global} not in .rodata: {rodata:?}"
-            );
+        for programs in [Programs::Full, Programs::Legacy] {
+            let rodata = symbols_in(programs, ".rodata");
+            for global in names::globals::ALL {
+                assert!(
+                    rodata.iter().any(|s| s == global),
+                    "{global} not in .rodata of the {programs:?} object: {rodata:?}"
+                );
+            }
         }
+    }
+
+    /// The legacy object calls none of the helpers Linux 5.10 lacks: the loader picks it by their
+    /// absence.
+    #[test]
+    fn the_legacy_object_calls_no_helper_of_later_kernels() {
+        // bpf_get_current_task_btf (158), bpf_task_pt_regs (175), bpf_find_vma (180), bpf_loop
+        // (181): `call imm` is opcode 0x85 with src_reg 0 (a helper, not a BPF-to-BPF call).
+        let later: [i32; 4] = [158, 175, 180, 181];
+        let calls = |programs: Programs| -> Vec<i32> {
+            let file = object::File::parse(super::object(programs)).unwrap();
+            let mut found = Vec::new();
+            for section in file.sections() {
+                let Ok(code) = section.data() else { continue };
+                if section.kind() != object::SectionKind::Text {
+                    continue;
+                }
+                for insn in code.chunks_exact(8) {
+                    let imm = i32::from_le_bytes([insn[4], insn[5], insn[6], insn[7]]);
+                    if insn[0] == 0x85 && insn[1] >> 4 == 0 && later.contains(&imm) {
+                        found.push(imm);
+                    }
+                }
+            }
+            found
+        };
+        assert_eq!(calls(Programs::Legacy), Vec::<i32>::new());
+        // The check reads what it means to: the full object calls each of them.
+        let mut full = calls(Programs::Full);
+        full.sort();
+        full.dedup();
+        assert_eq!(full, later);
     }
 }

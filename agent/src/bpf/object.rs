@@ -5,9 +5,23 @@ use aya::Ebpf;
 
 use super::BpfError;
 
+use crate::platform::kernel::Programs;
+
 /// The eBPF object built by `build.rs` (aya-build) for this exact source tree.
 pub(super) static OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
+
+/// The same programs built for Linux 5.10 to 6.0 (sonde-ebpf's feature `legacy`).
+static LEGACY_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/legacy/sonde-ebpf"));
+
+/// The object of `programs`.
+pub(super) fn object(programs: Programs) -> &'static [u8] {
+    match programs {
+        Programs::Full => OBJECT,
+        Programs::Legacy => LEGACY_OBJECT,
+    }
+}
 
 pub(super) fn program_err(
     program: &'static str,

@@ -2,6 +2,8 @@
 //! of rows a memory budget buys, and the map handles themselves. Below `unwind`, which fills them.
 
 use aya::maps::{Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, MapError};
+
+use crate::platform::kernel::Programs;
 use sonde_abi::{
     FileKey, FileTable, PackedRow, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule,
     unwind::{MAX_RULES, ROW_CHUNK_BLOCKS, ROWS_PER_BLOCK},
@@ -42,7 +44,8 @@ pub(crate) const PAGE_BUCKET_BYTES: u64 = 16;
 /// pages fill an 8192-row block (libc 98, python3 88, libLLVM 103); 128 leaves room for sparse tables.
 pub(crate) const PAGES_PER_BLOCK: u32 = 128;
 /// Linux's `BPF_F_NO_PREALLOC` (uapi `bpf.h`): the flag the page hash's template carries in the
-/// kernel object, which every hash put in its place must carry too.
+/// full kernel object, which every hash put in its place must carry too. The legacy object's is
+/// preallocated (Linux 5.10 to 6.0 refuse others in perf_event programs), flags 0.
 const BPF_F_NO_PREALLOC: u32 = 1;
 /// Page entries the first page hash holds (16 KiB of buckets): the tables of a few processes.
 const FIRST_PAGE_ENTRIES: u32 = 1024;
@@ -110,6 +113,8 @@ pub(crate) struct PageHash {
     entries: std::collections::HashMap<PageKey, PageEntry>,
     capacity: u32,
     limit: u32,
+    /// The template's flags.
+    flags: u32,
 }
 
 impl PageHash {
@@ -117,9 +122,14 @@ impl PageHash {
     pub(crate) fn new(
         mut outer: ArrayOfMaps<MapData, BpfHashMap<MapData, PageKey, PageEntry>>,
         limit: u32,
+        programs: Programs,
     ) -> Result<Self, MapError> {
         let capacity = FIRST_PAGE_ENTRIES.min(limit).max(1);
-        let inner = super::inner_maps::hash(capacity, BPF_F_NO_PREALLOC)?;
+        let flags = match programs {
+            Programs::Full => BPF_F_NO_PREALLOC,
+            Programs::Legacy => 0,
+        };
+        let inner = super::inner_maps::hash(capacity, flags)?;
         outer.set(0, &inner, 0)?;
         Ok(Self {
             outer,
@@ -127,6 +137,7 @@ impl PageHash {
             entries: std::collections::HashMap::new(),
             capacity,
             limit,
+            flags,
         })
     }
 
@@ -156,7 +167,7 @@ impl PageHash {
     }
 
     fn grow(&mut self, capacity: u32) -> Result<(), MapError> {
-        let mut bigger = super::inner_maps::hash(capacity, BPF_F_NO_PREALLOC)?;
+        let mut bigger = super::inner_maps::hash(capacity, self.flags)?;
         for (key, entry) in &self.entries {
             bigger.insert(key, entry, 0)?;
         }

@@ -430,9 +430,16 @@ pub(crate) static WINDOW: &[Figure] = &[
     labelled(
         "kernel_feature",
         Kind::Gauge,
-        "Whether the running kernel offers each feature sonde's programs use (1) or not (0), by feature, with the kernel's release: ringbuf, bpf_loop, bpf_find_vma and alloc_in_perf_event are required; without bpf_snprintf kernel frames are named from /proc/kallsyms, without vmlinux_btf CPython 3.9/3.10 threads and processes younger than their first capture are not recognised.",
+        "Whether the running kernel offers each feature sonde's programs use (1) or not (0), by feature, with the kernel's release: ringbuf is required; without bpf_loop, bpf_task_pt_regs, bpf_find_vma or alloc_in_perf_event the legacy programs load (see kernel_programs); without bpf_snprintf kernel frames are named from /proc/kallsyms, without vmlinux_btf CPython 3.9/3.10 threads and processes younger than their first capture are not recognised.",
         &["feature", "kernel"],
         |i| i.window.kernel_features.as_deref().map(crate::platform::kernel::KernelFeatures::series).unwrap_or_default(),
+    ),
+    labelled(
+        "kernel_programs",
+        Kind::Gauge,
+        "Which build of the kernel programs the running kernel loaded (1): full (Linux 6.1+, or a kernel with every feature backported) or legacy (Linux 5.10 to 6.0: bounded loops of global steps, preallocated maps at a quarter of the sizes, no mappings recorded by the kernel).",
+        &["programs", "kernel"],
+        |i| i.window.kernel_features.as_deref().map(|f| vec![(vec![f.programs().name().to_owned(), f.release.name.clone()], 1.0)]).unwrap_or_default(),
     ),
     labelled(
         "oncpu_sample_nanoseconds",

@@ -149,9 +149,10 @@ pub(crate) enum BtfError {
     },
 }
 
-/// Byte offset of the thread pointer at member `path` of the running kernel's `task_struct`
-/// (`platform::arch::THREAD_POINTER_IN_TASK`), from its BTF `blob`.
-pub(crate) fn thread_pointer_offset(blob: &[u8], path: &[&str]) -> Result<u32, BtfError> {
+/// Byte offset of the 8-byte member `path` (a pointer or a `u64`, which the kernel programs read
+/// as a word: the thread pointer of `platform::arch::THREAD_POINTER_IN_TASK`, `task_struct.stack`)
+/// from the running kernel's BTF `blob`.
+pub(crate) fn word_offset(blob: &[u8], path: &[&str]) -> Result<u32, BtfError> {
     let member = member_layout(&Btf::parse(blob)?, path)?;
     // The kernel program reads a u64 there; anything else means the layout is not what it expects.
     if member.size != 8 {
@@ -234,7 +235,7 @@ pub(crate) fn vma_layout(blob: &[u8]) -> Result<sonde_abi::VmaLayout, BtfError> 
 /// `path[1]` in `path[0]`, plus that of `path[2]` in `path[1]`'s struct, and so on. Typedefs and
 /// qualifiers are followed to the struct, and members of anonymous structs and unions are found as C
 /// finds them.
-// thread_pointer_offset() also needs the member's size, so it calls member_layout(); the tests query paths
+// word_offset() also needs the member's size, so it calls member_layout(); the tests query paths
 // with this.
 #[cfg(test)]
 pub(crate) fn member_offset_path(btf: &[u8], path: &[&str]) -> Result<u32, BtfError> {

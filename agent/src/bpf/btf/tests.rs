@@ -208,8 +208,8 @@ fn truncated_and_foreign_blobs_are_errors_not_panics() {
 #[test]
 fn finds_fsbase_in_this_kernels_task_struct() {
     let blob = read_vmlinux().unwrap_or_else(|e| panic!("{e}"));
-    let offset = thread_pointer_offset(&blob, &["task_struct", "thread", "fsbase"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let offset =
+        word_offset(&blob, &["task_struct", "thread", "fsbase"]).unwrap_or_else(|e| panic!("{e}"));
     let (_, task_size) = at(&blob, &["task_struct"]);
     assert!(offset > 0 && offset.is_multiple_of(8), "offset {offset}");
     assert!(

@@ -25,3 +25,7 @@ pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = false;
 
 /// Go keeps `g` in a register (x28) on arm64, not in TLS: not read yet.
 pub(crate) const GO_LABELS: bool = false;
+
+/// The legacy kernel programs (Linux 5.10 to 6.0) find a switched-out task's user registers where
+/// x86_64 keeps them only: arm64 needs the full programs (Linux 6.1+).
+pub(crate) const LEGACY_PROGRAMS: bool = false;

@@ -27,3 +27,7 @@ pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = true;
 
 /// Go keeps `g` in TLS at a negative offset from the fs base, read by the goroutine-label walker.
 pub(crate) const GO_LABELS: bool = true;
+
+/// The legacy kernel programs (Linux 5.10 to 6.0) are built for x86_64 and tested there (the VM
+/// test boots Debian 11's 5.10).
+pub(crate) const LEGACY_PROGRAMS: bool = true;
