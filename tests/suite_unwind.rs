@@ -8,6 +8,7 @@ mod unwind_distro_binaries;
 mod unwind_dlopen;
 mod unwind_eviction;
 mod unwind_jit_fallback;
+mod unwind_legacy_programs;
 mod unwind_nofp_split;
 mod unwind_offcpu_nofp;
 mod unwind_rust_lld;

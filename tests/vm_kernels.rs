@@ -11,8 +11,8 @@ use common::{go::assert_go_stacks, vm::Guest, *};
 /// agent's floor changes that table only.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Expect {
-    /// Every scenario records and its profile is right.
-    Profiles,
+    /// Every scenario records with these programs (`full`, `legacy`), and its profile is right.
+    Profiles(&'static str),
     /// Every `sonde record` exits 1 naming the floor and the running kernel.
     Refusal,
 }
@@ -54,7 +54,8 @@ fn readme_row(family: &str) -> Row {
         .map(|(name, has)| (name.clone(), has == "yes"))
         .collect();
     let expect = match row[last].as_str() {
-        "runs" => Expect::Profiles,
+        "full" => Expect::Profiles("full"),
+        "legacy" => Expect::Profiles("legacy"),
         "refused" => Expect::Refusal,
         other => panic!("README's kernel table says `{other}` for Linux {family}"),
     };
@@ -62,7 +63,7 @@ fn readme_row(family: &str) -> Row {
 }
 
 /// The text of sonde's refusal on a kernel below its floor.
-const FLOOR_MESSAGE: &str = "sonde needs Linux 6.1 or later";
+const FLOOR_MESSAGE: &str = "sonde needs Linux 5.10 or later";
 
 #[test]
 fn debian_11_5_10() {
@@ -102,9 +103,9 @@ fn check(release: &str, family: &str) {
         guest.kernel.package, guest.kernel.version, guest.uname
     );
     match expect {
-        Expect::Profiles => {
+        Expect::Profiles(programs) => {
             profiles(&guest);
-            features_reported(&guest, &row);
+            features_reported(&guest, &row, programs);
             costs(&guest);
         }
         Expect::Refusal => {
@@ -114,10 +115,18 @@ fn check(release: &str, family: &str) {
     }
 }
 
-/// What sonde reported of the kernel's features (`kernel_feature`) is the README's row.
-fn features_reported(guest: &Guest, row: &Row) {
+/// What sonde reported of the kernel's features (`kernel_feature`) and the programs it loaded
+/// (`kernel_programs`) are the README's row.
+fn features_reported(guest: &Guest, row: &Row, programs: &str) {
     let summary = guest.boot.text("cpu_tables.json");
     let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    let loaded = &json["figures"]["kernel_programs"];
+    assert_eq!(
+        loaded[format!("{programs}/{}", guest.uname)].as_f64(),
+        Some(1.0),
+        "README says the {programs} programs load on {}; sonde reported {loaded}",
+        guest.uname
+    );
     for (feature, has) in &row.features {
         let key = format!("{feature}/{}", guest.uname);
         let reported = &json["figures"]["kernel_feature"][&key];

@@ -253,10 +253,31 @@ pub fn record_pid(pid: u32, seconds: &str, extra: &[&str], out: &Path) -> String
     sonde_ok(&args)
 }
 
+thread_local! {
+    /// Variables every `sonde` the current test starts gets (see [`with_legacy_programs`]).
+    static SONDE_ENV: std::cell::RefCell<Vec<(&'static str, &'static str)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `check` with every `sonde` it starts loading the legacy kernel programs (those of Linux 5.10
+/// to 6.0, picked on any kernel by the agent's test hook `SONDE_TEST_LEGACY_PROGRAMS`).
+pub fn with_legacy_programs<T>(check: impl FnOnce() -> T) -> T {
+    SONDE_ENV.with(|env| env.borrow_mut().push(("SONDE_TEST_LEGACY_PROGRAMS", "1")));
+    let result = check();
+    SONDE_ENV.with(|env| env.borrow_mut().clear());
+    result
+}
+
+/// The variables of [`with_legacy_programs`], for a `sonde` command.
+fn sonde_env() -> Vec<(&'static str, &'static str)> {
+    SONDE_ENV.with(|env| env.borrow().clone())
+}
+
 /// Runs `sonde` with `args` and returns its output.
 pub fn sonde(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sonde"))
         .args(args)
+        .envs(sonde_env())
         .env("SONDE_LOG", "warn")
         .output()
         .expect("running sonde")
@@ -504,6 +525,7 @@ pub fn start_recording(args: &[&str]) -> Background {
     use std::io::BufRead as _;
     let mut child = Command::new(env!("CARGO_BIN_EXE_sonde"))
         .args(args)
+        .envs(sonde_env())
         .env("SONDE_LOG", "info")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
