@@ -203,7 +203,7 @@ pub(crate) struct ProgramCost {
     pub(crate) runs: u64,
     pub(crate) run_time: Duration,
     /// Instructions the verifier processed at load: what the agent's start costs in the kernel
-    /// grows with it (0 where the kernel does not say, before 5.16).
+    /// grows with it (0 where the kernel does not say, before 5.16: the figure leaves it out).
     pub(crate) verified_instructions: u32,
 }
 

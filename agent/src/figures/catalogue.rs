@@ -419,9 +419,9 @@ pub(crate) static WINDOW: &[Figure] = &[
     labelled(
         "bpf_program_verified_instructions",
         Kind::Gauge,
-        "Instructions the kernel's verifier processed to load each of the agent's BPF programs: the start's kernel cost, paid once per program (runtimes that are off are pruned and cost none).",
+        "Instructions the kernel's verifier processed to load each of the agent's BPF programs: the start's kernel cost, paid once per program (runtimes that are off are pruned and cost none). Absent where the kernel does not say (before Linux 5.16).",
         &["program"],
-        |i| i.window.kernel_cost.programs.iter().map(|p| (vec![p.name.clone()], f64::from(p.verified_instructions))).collect(),
+        |i| i.window.kernel_cost.programs.iter().filter(|p| p.verified_instructions > 0).map(|p| (vec![p.name.clone()], f64::from(p.verified_instructions))).collect(),
     ),
     mean("bpf_run_nanoseconds", "Mean run time of one BPF program run, nanoseconds, over the agent's lifetime.", |i| {
         let (runs, time) = i.window.kernel_cost.total();
