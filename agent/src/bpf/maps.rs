@@ -116,6 +116,17 @@ fn empty<K: Pod, V: Pod>(
     Ok(take_all(map, slot_name(names, slot))?.len())
 }
 
+/// Whether `err` says the key was not in the map. aya answers a lookup of an absent key with
+/// `KeyNotFound` but passes a removal's ENOENT on as a failed syscall: removing what is already
+/// gone (a process that exited twice over, a table withdrawn) is not a failure.
+pub(crate) fn key_absent(err: &aya::maps::MapError) -> bool {
+    match err {
+        aya::maps::MapError::KeyNotFound => true,
+        aya::maps::MapError::SyscallError(e) => e.io_error.raw_os_error() == Some(libc::ENOENT),
+        _ => false,
+    }
+}
+
 pub(crate) fn map_err(map: &str) -> impl Fn(aya::maps::MapError) -> BpfError + '_ {
     move |source| BpfError::Map {
         map: map.to_owned(),

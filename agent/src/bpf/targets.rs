@@ -29,7 +29,8 @@ impl TargetMap {
     /// Forgets `tgid` (exited, or back to the base frequency).
     pub(crate) fn remove(&mut self, tgid: u32) -> Result<(), BpfError> {
         match self.0.remove(&tgid) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Ok(()) => Ok(()),
+            Err(source) if super::maps::key_absent(&source) => Ok(()),
             Err(source) => Err(map_err(names::TARGETS)(source)),
         }
     }

@@ -156,7 +156,8 @@ impl PageHash {
     pub(crate) fn remove(&mut self, key: &PageKey) -> Result<(), MapError> {
         self.entries.remove(key);
         match self.inner.remove(key) {
-            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            Ok(()) => Ok(()),
+            Err(err) if super::maps::key_absent(&err) => Ok(()),
             Err(err) => Err(err),
         }
     }

@@ -259,7 +259,7 @@ impl Files {
     fn withdraw(&mut self, key: &TableKey) {
         for file in self.published.remove(key).unwrap_or_default() {
             if let Err(err) = self.map.remove(&file)
-                && !matches!(err, aya::maps::MapError::KeyNotFound)
+                && !crate::bpf::maps::key_absent(&err)
             {
                 tracing::debug!(%err, "removing a binary's table entry failed");
             }
@@ -319,7 +319,8 @@ impl Worker {
         self.unwritten.remove(&pid);
         if self.procs.remove(&pid).is_some() {
             match self.procs_map.remove(&pid) {
-                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Ok(()) => {}
+                Err(err) if crate::bpf::maps::key_absent(&err) => {}
                 Err(err) => {
                     tracing::debug!(pid, %err, "removing the mappings of an exited process")
                 }
