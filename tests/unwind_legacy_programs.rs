@@ -6,7 +6,7 @@
 //! `bpf_task_pt_regs`). The VM test runs the same programs on Debian's own 5.10.
 
 use crate::common;
-use common::*;
+use common::{sonde_env::with_legacy_programs, *};
 
 /// `sonde record` of `pid` with the legacy programs; asserts the summary says they were loaded.
 fn record_legacy(pid: u32, seconds: &str, extra: &[&str], out: &std::path::Path) -> String {

@@ -4,8 +4,8 @@
 //! the same labels aggregate together and differently labelled ones apart. Layout and chain in
 //! `sonde_abi::go`.
 //!
-//! Labels are copied in a `bpf_loop` (`crate::repeat`), one label per callback, so the verifier's work does not grow
-//! with the number of labels.
+//! Labels are copied in a `bpf_loop` (`crate::repeat`), one label per callback, so the verifier's
+//! work does not grow with the number of labels.
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,

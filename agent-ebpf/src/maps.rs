@@ -28,7 +28,7 @@ use sonde_abi::{
 
 /// Flags of the hash maps that fill as programs run: allocated entry by entry (`BPF_F_NO_PREALLOC`),
 /// which perf_event programs may do since Linux 6.1 (`bpf_mem_alloc`, NMI-safe); preallocated in the
-/// legacy object (Linux 5.10 to 5.16, see `crate::repeat`), where the agent sizes them smaller.
+/// legacy object (Linux 5.10 to 6.0, see `crate::repeat`), where the agent sizes them smaller.
 const ALLOCATED: u32 = if cfg!(feature = "legacy") {
     0
 } else {

@@ -1,5 +1,5 @@
 //! A step repeated until it says stop, the way the running kernel allows: `bpf_loop` (Linux 5.17+)
-//! in the full object, a bounded loop in the object for Linux 5.10 to 5.16 (feature `legacy`, built
+//! in the full object, a bounded loop in the object for Linux 5.10 to 6.0 (feature `legacy`, built
 //! beside it by `agent/build.rs`; the loader picks one from the kernel's features).
 //!
 //! With `bpf_loop` the verifier checks a step once, whatever the count. A bounded loop it checks

@@ -7,7 +7,7 @@
 //! VMAs are found with `bpf_find_vma` (kernel 5.17+) from process context only (exec and the return of
 //! `mmap`): in the sampling programs, which run with interrupts off, the helper can release the address
 //! space's lock only once per interrupt. Structure members are read at offsets from the running
-//! kernel's BTF (`VmaLayout`), with `bpf_probe_read_kernel`. The legacy object (Linux 5.10 to 5.16,
+//! kernel's BTF (`VmaLayout`), with `bpf_probe_read_kernel`. The legacy object (Linux 5.10 to 6.0,
 //! see `crate::repeat`) has no `bpf_find_vma` and records nothing: there, a process is walked by frame
 //! pointers until userspace has read its mappings.
 

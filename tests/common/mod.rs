@@ -15,6 +15,7 @@ pub mod node;
 pub mod otlp;
 pub mod pod;
 pub mod python;
+pub mod sonde_env;
 pub mod vm;
 
 use std::{
@@ -27,6 +28,7 @@ use std::{
 
 use prost::Message as _;
 use sonde::profile::pprof::proto;
+use sonde_env::sonde_env;
 
 /// Panics unless root: these tests load BPF programs and must fail loudly, never skip, without it.
 pub fn require_root() {
@@ -251,26 +253,6 @@ pub fn record_pid(pid: u32, seconds: &str, extra: &[&str], out: &Path) -> String
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--output", out.to_str().unwrap(), "--summary-json", "-"]);
     sonde_ok(&args)
-}
-
-thread_local! {
-    /// Variables every `sonde` the current test starts gets (see [`with_legacy_programs`]).
-    static SONDE_ENV: std::cell::RefCell<Vec<(&'static str, &'static str)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Runs `check` with every `sonde` it starts loading the legacy kernel programs (those of Linux 5.10
-/// to 6.0, picked on any kernel by the agent's test hook `SONDE_TEST_LEGACY_PROGRAMS`).
-pub fn with_legacy_programs<T>(check: impl FnOnce() -> T) -> T {
-    SONDE_ENV.with(|env| env.borrow_mut().push(("SONDE_TEST_LEGACY_PROGRAMS", "1")));
-    let result = check();
-    SONDE_ENV.with(|env| env.borrow_mut().clear());
-    result
-}
-
-/// The variables of [`with_legacy_programs`], for a `sonde` command.
-fn sonde_env() -> Vec<(&'static str, &'static str)> {
-    SONDE_ENV.with(|env| env.borrow().clone())
 }
 
 /// Runs `sonde` with `args` and returns its output.

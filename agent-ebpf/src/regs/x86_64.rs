@@ -101,7 +101,7 @@ fn task_pt_regs() -> *const pt_regs {
 #[cfg(feature = "legacy")]
 const THREAD_SIZE: u64 = 16 * 1024;
 
-/// Where the current task's user registers are saved, in the legacy object (Linux 5.10 to 5.16,
+/// Where the current task's user registers are saved, in the legacy object (Linux 5.10 to 6.0,
 /// without `bpf_task_pt_regs` nor `bpf_get_current_task_btf`): at the top of its kernel stack, as
 /// x86_64's `task_pt_regs()` finds them (`task->stack + THREAD_SIZE`, less one `pt_regs`), with the
 /// `stack` member's offset from the kernel's BTF. A bad address when unknown: the reads then fail.

@@ -1,7 +1,7 @@
 //! How a walk repeats its frame step, per object (see `crate::repeat`).
 //!
 //! The full object loops with `bpf_loop`, whose callbacks call the global steps of `table_step`
-//! with pointers to the walk's memory. The legacy object (Linux 5.10 to 5.16) cannot: 5.10 refuses
+//! with pointers to the walk's memory. The legacy object (Linux 5.10 to 6.0) cannot: 5.10 refuses
 //! pointer arguments to global functions, and a loop the verifier walks in the sampling program
 //! had every iteration's exit check the rest of the program again (past the verifier's limit of 1M
 //! instructions on Linux 6.18, minutes on 5.10). So each loop is a global function of its own,

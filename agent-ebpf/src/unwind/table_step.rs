@@ -15,7 +15,7 @@
 //! the function memory of that size, possibly null) and scalars: no pointer held in memory survives
 //! into a global function.
 //!
-//! In the legacy object (Linux 5.10 to 5.16) they are static, called from global twins that take
+//! In the legacy object (Linux 5.10 to 6.0) they are static, called from global twins that take
 //! scalars only (`super::steps`).
 
 use sonde_abi::{

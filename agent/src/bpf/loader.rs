@@ -93,7 +93,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         Programs::Full => 1,
         Programs::Legacy => LEGACY_SHARE,
     };
-    if features.release.version < (5, 11, 0) {
+    if features.charges_maps_to_memlock() {
         raise_memlock_limit();
     }
     // Process exec/exit and off-CPU tracking use classic tracepoints.
@@ -481,7 +481,8 @@ mod tests {
     }
 
     /// The legacy object calls none of the helpers Linux 5.10 lacks: the loader picks it by their
-    /// absence.
+    /// absence. x86_64's only: arm64 loads the full programs (`arch::LEGACY_PROGRAMS`).
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_legacy_object_calls_no_helper_of_later_kernels() {
         // bpf_get_current_task_btf (158), bpf_task_pt_regs (175), bpf_find_vma (180), bpf_loop

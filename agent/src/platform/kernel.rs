@@ -239,6 +239,12 @@ impl KernelFeatures {
         index.is_some_and(|i| self.present[i])
     }
 
+    /// Whether the kernel charges BPF maps against `RLIMIT_MEMLOCK` (before Linux 5.11, when memory
+    /// cgroups took over): the loader then lifts the limit, as preallocated maps need it.
+    pub fn charges_maps_to_memlock(&self) -> bool {
+        self.release.version < (5, 11, 0)
+    }
+
     /// Which build of the programs this kernel loads. The test hook `SONDE_TEST_LEGACY_PROGRAMS=1`
     /// picks the legacy ones on any kernel, so the host's tests run them too.
     pub fn programs(&self) -> Programs {
