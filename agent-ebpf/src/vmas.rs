@@ -66,10 +66,13 @@ fn enabled() -> bool {
     globals::vma_layout().vm_file != 0
 }
 
-/// Whether mappings are recorded: the offsets are known and the object can look VMAs up.
+/// Whether this object can record mappings (`bpf_find_vma`; not in the legacy object).
+pub const RECORDS: bool = cfg!(not(feature = "legacy"));
+
+/// Whether mappings are recorded: the object can look VMAs up and the offsets are known.
 #[inline(always)]
 fn records() -> bool {
-    cfg!(not(feature = "legacy")) && enabled()
+    RECORDS && enabled()
 }
 
 /// After `exec`: a fresh record for the process with its program's and its interpreter's text.

@@ -216,9 +216,12 @@ pub fn walk_and_store<const WALKER: u32>(
         stored.path = cost_path::FRAME_POINTERS;
         return stored;
     }
-    // Not captured by userspace yet: the mappings the kernel recorded at exec and mmap, if any.
+    // Not captured by userspace yet: the mappings the kernel recorded at exec and mmap, if any (the
+    // legacy object records none, so it spares the lookup).
     let vmas = match known_process {
-        false if globals::unwind_mode() != mode::FP => VMA_MAPPINGS.get_ptr(tgid),
+        false if globals::unwind_mode() != mode::FP && crate::vmas::RECORDS => {
+            VMA_MAPPINGS.get_ptr(tgid)
+        }
         _ => None,
     };
     let mut path = cost_path::TABLES;
