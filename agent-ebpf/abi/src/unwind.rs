@@ -38,7 +38,9 @@ pub const MAPPING_NO_UNWIND_INFO: u32 = 1;
 /// the off-CPU program, so neither depends on the two never nesting on a CPU.
 pub const SCRATCH_SLOTS: u32 = 2;
 
-/// CFA rules: the low nibble of [`UnwindRow::kind`]. x86_64.
+/// CFA rules: the low nibble of [`UnwindRow::kind`]. Named for x86_64's registers; on AArch64 `RSP`
+/// is sp and `RBP` the frame pointer x29, and only `RSP`, `RBP`, `END`, `SIGNAL`, `NO_INFO` and
+/// `UNSUPPORTED` are used.
 pub mod cfa {
     /// CFA = rsp + `cfa_offset`.
     pub const RSP: u8 = 0;
@@ -67,14 +69,30 @@ pub mod cfa {
     pub const RA_IN_RDI: u8 = 8;
 }
 
-/// rbp rules: the high nibble of [`UnwindRow::kind`]. x86_64.
+/// Frame-pointer rules: the high nibble of [`UnwindRow::kind`]. On x86_64 they say where the
+/// caller's rbp is (the return address is always at CFA - 8). On AArch64 they say where both the
+/// caller's x29 and the return address (x30, the link register) are: with `SAME` and `LOST` the
+/// return address is still in x30 (a leaf before its prologue, or after its epilogue), known only
+/// where the registers are the interrupted context's (the walk's first frame, or one a signal
+/// interrupted).
 pub mod rbp {
-    /// rbp is the same in the caller.
+    /// rbp (x29) is the same in the caller.
     pub const SAME: u8 = 0x00;
-    /// The caller's rbp is saved at CFA + `rbp_offset` * 8.
+    /// The caller's rbp is saved at CFA + `rbp_offset` * 8. AArch64: the frame record `{x29, x30}`
+    /// is there (`stp x29, x30`), the return address in the word above x29.
     pub const AT_CFA: u8 = 0x10;
     /// The caller's rbp cannot be recovered (another rule): it is unknown from here on.
     pub const LOST: u8 = 0x20;
+    /// AArch64: x29 is unchanged, the return address is saved at CFA + `rbp_offset` * 8 (a frame
+    /// without a frame record, `-fomit-frame-pointer`).
+    pub const RA_AT_CFA: u8 = 0x30;
+    /// AArch64: x29 cannot be recovered, the return address is saved at CFA + `rbp_offset` * 8 (x29
+    /// saved apart from x30, or by another rule).
+    pub const LOST_RA_AT_CFA: u8 = 0x40;
+    /// AArch64: the frame record `{x29, x30}` is at the bottom of the frame, CFA - `cfa_offset`
+    /// (whether the CFA is sp or x29 based): a large frame, whose record lies past the slots
+    /// `rbp_offset` can say.
+    pub const RECORD_AT_BOTTOM: u8 = 0x50;
 }
 
 /// Flag on a stored frame address (never set in a user address): look the address up as it is.

@@ -1,6 +1,6 @@
-//! AArch64's user registers: pc, sp and the frame pointer x29. The walk is by frame pointers
-//! (`{x29, x30}` records, as x86_64's `{rbp, return address}`); a leaf that has not saved x30 yet
-//! loses its caller, which the `.eh_frame` rules will restore once AArch64 tables exist.
+//! AArch64's user registers: pc, sp, the frame pointer x29 and the link register x30 (a leaf's return
+//! address until its prologue saves it, which the table walk reads; a walk by frame pointers loses
+//! that leaf's caller, as perf's does).
 
 use aya_ebpf::{
     bindings::user_pt_regs,
@@ -29,8 +29,7 @@ pub fn from_pt_regs(regs: &user_pt_regs) -> UserRegs {
         sp: regs.sp,
         bp: regs.regs[29],
         r13: 0,
-        rbx: 0,
-        rdi: 0,
+        lr: regs.regs[30],
     }
 }
 
@@ -42,7 +41,7 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
     #[repr(C)]
     struct Tail {
         x29: u64,
-        _x30: u64,
+        x30: u64,
         sp: u64,
         pc: u64,
         pstate: u64,
@@ -57,7 +56,7 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
     };
     let zero = Tail {
         x29: 0,
-        _x30: 0,
+        x30: 0,
         sp: 0,
         pc: 0,
         pstate: 0,
@@ -69,8 +68,7 @@ pub fn current_task_user_regs() -> Option<UserRegs> {
         sp: tail.sp,
         bp: tail.x29,
         r13: 0,
-        rbx: 0,
-        rdi: 0,
+        lr: tail.x30,
     };
     (read && tail.pstate & PSR_MODE_MASK == 0).then_some(regs)
 }

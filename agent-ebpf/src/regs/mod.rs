@@ -13,8 +13,8 @@ pub use aarch64::*;
 #[cfg(bpf_target_arch = "x86_64")]
 pub use x86_64::*;
 
-/// Where a walk starts. The frame pointer is rbp on x86_64, x29 on AArch64; the registers only a leaf
-/// frame's x86_64 unwind rule may name are 0 elsewhere.
+/// Where a walk starts. The frame pointer is rbp on x86_64, x29 on AArch64; beyond those, each
+/// architecture has the registers its leaf frame's rules may name.
 #[derive(Clone, Copy)]
 pub struct UserRegs {
     /// Instruction pointer (exact: the leaf frame).
@@ -28,8 +28,13 @@ pub struct UserRegs {
     pub r13: u64,
     /// rbx: glibc's lazy-binding trampoline keeps its CFA there (`sonde_abi::unwind::cfa::RBX`).
     /// The sample's own, so valid for the leaf frame only (x86_64).
+    #[cfg(bpf_target_arch = "x86_64")]
     pub rbx: u64,
     /// rdi: glibc's `vfork` keeps its return address there (`cfa::RA_IN_RDI`); leaf frame only
     /// (x86_64).
+    #[cfg(bpf_target_arch = "x86_64")]
     pub rdi: u64,
+    /// x30, the link register: the return address of a leaf that has not saved it (AArch64).
+    #[cfg(bpf_target_arch = "aarch64")]
+    pub lr: u64,
 }

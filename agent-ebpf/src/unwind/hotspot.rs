@@ -22,11 +22,11 @@ use sonde_abi::{
     unwind::outcome,
 };
 
-use super::{Scratch, mix, push_word, step::Flow};
+use super::{
+    Scratch, mix, push_word,
+    step::{Flow, USER_LIMIT},
+};
 use crate::maps::bump;
-
-/// x86_64 user addresses are below this; see `step::USER_LIMIT`.
-const USER_LIMIT: u64 = 1 << 56;
 
 /// Farthest rbp may be above sp in an interpreter frame (its expression stack and monitors lie
 /// between): beyond, rbp is not this frame's.

@@ -27,11 +27,12 @@ use sonde_abi::{
     },
 };
 
-use super::{Scratch, mix, push_word, step::Flow};
+use super::{
+    Scratch, mix, push_word,
+    step::{Flow, USER_LIMIT},
+};
 use crate::maps::bump;
 
-/// x86_64 user addresses are below this; see `step::USER_LIMIT`.
-const USER_LIMIT: u64 = 1 << 56;
 /// V8's heap object pointers carry tag 1 in their low two bits (`kHeapObjectTag`); Smis end in 0.
 const HEAP_OBJECT_TAG: u64 = 1;
 const HEAP_OBJECT_TAG_MASK: u64 = 3;

@@ -31,6 +31,7 @@ use std::{
 };
 
 pub(crate) use binary::{Binary, JIT_PATH, Mapping};
+pub(crate) use vdso::VDSO_PATH;
 
 pub(crate) use elf_info::{ElfInfo, ElfReader, RuntimeFact, Segment, inflated_dwarf_of};
 

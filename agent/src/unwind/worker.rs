@@ -364,7 +364,8 @@ impl Worker {
             return;
         };
         // A runtime's own rows depend on which runtimes are on: such tables are built, not saved.
-        let runtime_rows = registry::unwind_rows(binary, self.runtimes);
+        let runtime_rows =
+            registry::unwind_rows(binary, self.runtimes).or_else(|| table::vdso_rows(binary));
         let saved = match runtime_rows {
             None => self.saved_rows(key, &mapping.module.path),
             Some(_) => None,

@@ -1,8 +1,9 @@
 //! The agent's seams, checked from its code: a language runtime is named only under `runtimes/`
 //! (whose `registry.rs` is the one list of them all), an architecture only under `platform/arch/`
 //! (and the architecture-specific facts it says about runtimes), a kernel version only in
-//! `platform/kernel.rs`; in the kernel programs, an architecture only under `regs/` (their walkers
-//! are per runtime by design). "Named" means in code: an identifier or a path, with comments, string
+//! `platform/kernel.rs`; in the kernel programs, an architecture only under `regs/` (the registers a
+//! walk starts from) and `unwind/step/` (how a frame's rule and a frame record read), their walkers
+//! being per runtime by design. "Named" means in code: an identifier or a path, with comments, string
 //! literals and tests left out (a log line or a figure's name may say "Python"; a type, a field, a
 //! module path or an enum variant may not).
 
@@ -40,7 +41,7 @@ const AGENT: &[Seam] = &[
 /// The seams of the kernel programs (`agent-ebpf/src`).
 const KERNEL_PROGRAMS: &[Seam] = &[Seam {
     what: "an architecture",
-    home: &["regs/"],
+    home: &["regs/", "unwind/step/"],
     names: names_an_architecture,
 }];
 

@@ -137,12 +137,14 @@ fn collect_cfi(found: &elf::FoundCfi<'_>) -> Result<cfi::Collected, TableError> 
         FrameSource::DebugFrame => {
             let mut section = DebugFrame::new(data, LittleEndian);
             section.set_address_size(8);
+            section.set_vendor(crate::platform::arch::CFI_VENDOR);
             let translate = arch::unwind_rules::translate;
             cfi::collect(&section, data, &found.bases, found.name, translate)
         }
         _ => {
             let mut section = EhFrame::new(data, LittleEndian);
             section.set_address_size(8);
+            section.set_vendor(crate::platform::arch::CFI_VENDOR);
             let translate = arch::unwind_rules::translate;
             cfi::collect(&section, data, &found.bases, found.name, translate)
         }
@@ -165,6 +167,7 @@ pub(crate) fn build_eh_frame(data: &[u8]) -> Result<BuiltTable, TableError> {
     }
     let mut section = EhFrame::new(data, LittleEndian);
     section.set_address_size(8);
+    section.set_vendor(crate::platform::arch::CFI_VENDOR);
     let bases = gimli::BaseAddresses::default().set_eh_frame(FUZZ_EH_FRAME_AT);
     let collected = cfi::collect(
         &section,
@@ -186,6 +189,45 @@ pub(crate) fn build_eh_frame(data: &[u8]) -> Result<BuiltTable, TableError> {
 /// no heap beyond its rows.
 pub(crate) fn build_file(file: &File) -> Result<BuiltTable, TableError> {
     build_with(&map_file(file)?, None)
+}
+
+/// The rows of the vDSO where the architecture says its code has one rule and no CFI (arm64): that
+/// rule over its whole `.text`, but for its signal trampoline's, in the place of a runtime's rows.
+/// None for any other binary.
+pub(crate) fn vdso_rows(binary: &Binary) -> Option<Vec<CodeRows>> {
+    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+    let rule = arch::VDSO_RULE?;
+    if binary.path != crate::process::VDSO_PATH {
+        return None;
+    }
+    let image = map_file(&binary.file).ok()?;
+    let file = object::File::parse(&*image).ok()?;
+    let text = file.section_by_name(".text")?;
+    let start = u32::try_from(text.address()).ok()?;
+    let end = u32::try_from(text.address() + text.size()).ok()?;
+    let mut rows = vec![UnwindRow { pc: start, ..rule }];
+    let trampoline = arch::VDSO_SIGRETURN.and_then(|(name, before)| {
+        let symbol = file.dynamic_symbols().find(|s| s.name() == Ok(name))?;
+        let at = u32::try_from(symbol.address()).ok()?;
+        Some((
+            at.checked_sub(before)?.max(start),
+            at + symbol.size().max(1) as u32,
+        ))
+    });
+    if let Some((from, to)) = trampoline.filter(|&(from, to)| start <= from && to <= end) {
+        let signal = UnwindRow {
+            pc: from,
+            cfa_offset: 0,
+            rbp_offset: 0,
+            kind: sonde_abi::unwind::cfa::SIGNAL | sonde_abi::unwind::rbp::SAME,
+        };
+        rows.retain(|r| r.pc < from);
+        rows.push(signal);
+        if to < end {
+            rows.push(UnwindRow { pc: to, ..rule });
+        }
+    }
+    Some(vec![CodeRows { start, end, rows }])
 }
 
 /// Builds the unwind table of `binary`, with `runtime`'s own rows for its code (Go's SP deltas;

@@ -1,11 +1,18 @@
-//! aarch64: what sonde's userspace knows of its registers and layouts. The kernel programs' AArch64
-//! walk is frame pointers only for now: the `.eh_frame` rules and the runtimes' layouts are x86_64's.
+//! aarch64: what sonde's userspace knows of its registers and layouts. The kernel programs walk
+//! AArch64 stacks by `.eh_frame` tables (`unwind_rules`) and frame pointers; the JVM's and V8's frame
+//! layouts are x86_64's, and Go is walked by its frame pointers.
 
 /// The architecture's name as `uname -m` and Rust give it.
 pub(crate) const NAME: &str = "aarch64";
 
 pub(crate) mod go_frames;
 pub(crate) mod unwind_rules;
+
+/// The vendor whose extensions the call frame information may use: AArch64's
+/// `DW_CFA_AARCH64_negate_ra_state` (0x2d, SPARC's `DW_CFA_GNU_window_save` elsewhere) marks where
+/// return addresses are signed with pointer authentication. Without the vendor, gimli refuses every
+/// FDE of a binary built with `-mbranch-protection` (the kernel strips the signature instead).
+pub(crate) const CFI_VENDOR: gimli::Vendor = gimli::Vendor::AArch64;
 
 /// The ELF machine of the binaries whose unwind tables this build makes.
 pub(crate) const ELF_MACHINE: u16 = object::elf::EM_AARCH64;
@@ -14,8 +21,23 @@ pub(crate) const ELF_MACHINE: u16 = object::elf::EM_AARCH64;
 /// kernels use 4 KiB pages (a 16 or 64 KiB kernel is not supported yet).
 pub(crate) const PAGE_SIZE: u64 = 4096;
 
-/// No AArch64 table rules in the kernel programs yet: frame pointers only.
-pub(crate) const TABLE_UNWINDING: bool = false;
+/// The rule of every instruction of the vDSO, which has no CFI on arm64 (Debian's 6.1 and 6.12
+/// kernels): its functions are leaves that never move sp and keep the return address in x30
+/// (`paciasp` ... `autiasp; ret`).
+pub(crate) const VDSO_RULE: Option<sonde_abi::UnwindRow> = Some(sonde_abi::UnwindRow {
+    pc: 0,
+    cfa_offset: 0,
+    rbp_offset: 0,
+    kind: sonde_abi::unwind::cfa::RSP | sonde_abi::unwind::rbp::SAME,
+});
+
+/// The vDSO's signal trampoline, and how far before it its rule starts: a handler returns to its
+/// first instruction, whose rule is looked up one byte before, at the `nop` the kernel puts there for
+/// unwinders. Its frame continues from the interrupted registers (`cfa::SIGNAL`).
+pub(crate) const VDSO_SIGRETURN: Option<(&str, u32)> = Some(("__kernel_rt_sigreturn", 4));
+
+/// The kernel programs step AArch64 frames by table rules.
+pub(crate) const TABLE_UNWINDING: bool = true;
 
 /// The TLS base (tpidr_el0) is not read from the task yet.
 pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> = None;

@@ -6,12 +6,21 @@ pub(crate) const NAME: &str = "x86_64";
 pub(crate) mod go_frames;
 pub(crate) mod unwind_rules;
 
+/// The vendor whose extensions the call frame information may use: none on x86_64.
+pub(crate) const CFI_VENDOR: gimli::Vendor = gimli::Vendor::Default;
+
 /// The ELF machine of the binaries whose unwind tables this build makes.
 pub(crate) const ELF_MACHINE: u16 = object::elf::EM_X86_64;
 
 /// The page size executable mappings are aligned to (the kernel maps a segment from its
 /// page-aligned file offset).
 pub(crate) const PAGE_SIZE: u64 = 4096;
+
+/// The vDSO's own CFI says how to unwind it.
+pub(crate) const VDSO_RULE: Option<sonde_abi::UnwindRow> = None;
+
+/// The vDSO's own CFI marks its signal trampoline.
+pub(crate) const VDSO_SIGRETURN: Option<(&str, u32)> = None;
 
 /// The kernel programs walk `.eh_frame` tables with x86_64's rules (CFA from rsp or rbp, return
 /// address at CFA - 8).

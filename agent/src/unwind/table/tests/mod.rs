@@ -3,6 +3,7 @@
 //! --debug-dump=frames-interp`. They need gcc and binutils (readelf, nm, objcopy) and fail, never
 //! skip, without them.
 
+mod aarch64;
 mod compare;
 mod errors;
 mod fixture;

@@ -1,39 +1,25 @@
-//! One frame of a user-stack walk: find the caller's pc, sp and rbp. Rules are x86_64's: the return
-//! address at CFA - 8, the CFA from rsp or rbp, a saved rbp at CFA + offset, the frame-pointer record
-//! `[saved rbp, return address]` at rbp, and the kernel's `rt_sigframe` layout for signal trampolines;
-//! in the leaf frame only, glibc's two register rules (a CFA from rbx, a return address in rdi).
+//! x86_64's frame rules: the return address at CFA - 8, the CFA from rsp or rbp, a saved rbp at
+//! CFA + offset, the frame-pointer record `[saved rbp, return address]` at rbp, and the kernel's
+//! `rt_sigframe` layout for signal trampolines; in the leaf frame only, glibc's two register rules
+//! (a CFA from rbx, a return address in rdi).
 
-use aya_ebpf::helpers::{bpf_ktime_get_ns, bpf_probe_read_user};
+use aya_ebpf::helpers::bpf_probe_read_user;
 use sonde_abi::{
-    ExecMapping, ProcEvent, ProcMappings, UnwindRule, proc_event, stat,
-    unwind::{MAPPING_NO_UNWIND_INFO, cfa, mode, outcome, rbp, with_exact},
+    UnwindRule, stat,
+    unwind::{cfa, outcome, rbp, with_exact},
 };
 
-use super::{Scratch, lookup};
-use crate::{
-    globals,
-    maps::{bump, send_proc_event},
-};
-
-/// Whether the walk goes on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    /// Unwind the next frame.
-    Continue,
-    /// The walk ended; `Scratch::stack.outcome` says how.
-    Stop,
-}
+use super::{FRAME_INDEX_MASK, Flow, no_info, stop};
+use crate::unwind::Scratch;
 
 /// x86_64 user addresses are below this (57-bit with 5-level paging); anything above is kernel or
 /// non-canonical, never a caller in user space.
-const USER_LIMIT: u64 = 1 << 56;
+pub const USER_LIMIT: u64 = 1 << 56;
 
 /// x86_64 `struct rt_sigframe` as the signal trampoline sees it: rsp points at the `ucontext` (the
 /// handler's return popped `pretcode`); `uc_mcontext` starts 40 bytes in, and in it rbp is at +80,
 /// rsp at +120 and rip at +128. One read covers rbp .. rip.
 const SIGFRAME_RBP: u64 = 40 + 80;
-/// Covers every index of `UserStack::frames` (512 entries).
-pub(super) const FRAME_INDEX_MASK: u32 = 0x1ff;
 #[repr(C)]
 struct SigRegs {
     rbp: u64,
@@ -45,56 +31,9 @@ struct SigRegs {
     rip: u64,
 }
 
-/// Ends the walk at a frame that cannot be a caller (`BAD_FRAME`).
-#[inline(always)]
-pub fn bad_frame(s: &mut Scratch) -> Flow {
-    stop(s, outcome::BAD_FRAME)
-}
-
-#[inline(always)]
-fn stop(s: &mut Scratch, why: u32) -> Flow {
-    s.stack.outcome = why;
-    Flow::Stop
-}
-
-/// The address whose rule applies to the current frame: a return address points after the call, so
-/// the call itself (a call can be the last instruction of a function). The leaf and the frame after a
-/// signal are exact.
-#[inline(always)]
-pub fn lookup_address(s: &Scratch) -> u64 {
-    let pc = s.regs.pc;
-    if s.exact != 0 { pc } else { pc.wrapping_sub(1) }
-}
-
-/// One frame at `addr` in mapping `m`.
-#[inline(always)]
-pub fn with_mapping(s: &mut Scratch, m: &ExecMapping, addr: u64) -> Flow {
-    if m.table_id == 0 {
-        return if m.flags & MAPPING_NO_UNWIND_INFO != 0 {
-            no_info(s, stat::FALLBACK_NO_INFO)
-        } else {
-            no_info(s, stat::FALLBACK_NO_TABLE)
-        };
-    }
-    match lookup::rule_cached(&mut s.rows, m.table_id, addr.wrapping_sub(m.bias)) {
-        Some(rule) => apply(s, rule),
-        None => no_info(s, stat::FALLBACK_NO_INFO),
-    }
-}
-
-/// No rule for this frame: step by frame pointer (`auto`), or end the walk (`tables`).
-#[inline(always)]
-pub fn no_info(s: &mut Scratch, counter: u32) -> Flow {
-    if globals::unwind_mode() == mode::TABLES {
-        return stop(s, outcome::NO_TABLE);
-    }
-    bump(counter);
-    frame_pointer(s)
-}
-
 /// Applies one table rule.
 #[inline(always)]
-fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
+pub(super) fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
     let offset = u64::from(row.cfa_offset);
     let cfa = match row.cfa_rule() {
         cfa::RSP => s.regs.sp.wrapping_add(offset),
@@ -236,24 +175,4 @@ pub fn frame_pointer(s: &mut Scratch) -> Flow {
     s.regs.pc = return_address;
     s.exact = 0;
     Flow::Continue
-}
-
-/// Asks userspace to read the process's mappings again, at most once per refresh interval.
-#[inline(always)]
-pub fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
-    // SAFETY: no preconditions; the helper reads the monotonic clock.
-    let now = unsafe { bpf_ktime_get_ns() };
-    if now.wrapping_sub(procs.refresh_requested_ns) < globals::refresh_interval_ns() {
-        return;
-    }
-    procs.refresh_requested_ns = now;
-    bump(stat::MAPPINGS_REFRESH);
-    // A lost request is counted (`PROC_EVENTS_LOST`) and not logged: this is the unwinder.
-    let _ = send_proc_event(&ProcEvent {
-        kind: proc_event::MAPPINGS_STALE,
-        tgid,
-        time_ns: now,
-        address: 0,
-        data: 0,
-    });
 }

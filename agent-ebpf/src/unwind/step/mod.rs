@@ -1,0 +1,108 @@
+//! One frame of a user-stack walk: find the caller's pc, sp and frame pointer, by the binary's table
+//! rule or by frame pointer. How a rule or a frame record reads is the architecture's, one module
+//! each (chosen by the eBPF build's `bpf_target_arch`).
+
+#[cfg(bpf_target_arch = "aarch64")]
+mod aarch64;
+#[cfg(bpf_target_arch = "x86_64")]
+mod x86_64;
+
+#[cfg(bpf_target_arch = "aarch64")]
+use aarch64::apply;
+#[cfg(bpf_target_arch = "aarch64")]
+pub use aarch64::{USER_LIMIT, frame_pointer};
+#[cfg(bpf_target_arch = "x86_64")]
+use x86_64::apply;
+#[cfg(bpf_target_arch = "x86_64")]
+pub use x86_64::{USER_LIMIT, frame_pointer};
+
+use aya_ebpf::helpers::bpf_ktime_get_ns;
+use sonde_abi::{
+    ExecMapping, ProcEvent, ProcMappings, proc_event, stat,
+    unwind::{MAPPING_NO_UNWIND_INFO, mode, outcome},
+};
+
+use super::{Scratch, lookup};
+use crate::{
+    globals,
+    maps::{bump, send_proc_event},
+};
+
+/// Whether the walk goes on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Unwind the next frame.
+    Continue,
+    /// The walk ended; `Scratch::stack.outcome` says how.
+    Stop,
+}
+
+/// Covers every index of `UserStack::frames` (512 entries).
+pub(super) const FRAME_INDEX_MASK: u32 = 0x1ff;
+
+/// Ends the walk at a frame that cannot be a caller (`BAD_FRAME`).
+#[inline(always)]
+pub fn bad_frame(s: &mut Scratch) -> Flow {
+    stop(s, outcome::BAD_FRAME)
+}
+
+#[inline(always)]
+fn stop(s: &mut Scratch, why: u32) -> Flow {
+    s.stack.outcome = why;
+    Flow::Stop
+}
+
+/// The address whose rule applies to the current frame: a return address points after the call, so
+/// the call itself (a call can be the last instruction of a function). The leaf and the frame after a
+/// signal are exact.
+#[inline(always)]
+pub fn lookup_address(s: &Scratch) -> u64 {
+    let pc = s.regs.pc;
+    if s.exact != 0 { pc } else { pc.wrapping_sub(1) }
+}
+
+/// One frame at `addr` in mapping `m`.
+#[inline(always)]
+pub fn with_mapping(s: &mut Scratch, m: &ExecMapping, addr: u64) -> Flow {
+    if m.table_id == 0 {
+        return if m.flags & MAPPING_NO_UNWIND_INFO != 0 {
+            no_info(s, stat::FALLBACK_NO_INFO)
+        } else {
+            no_info(s, stat::FALLBACK_NO_TABLE)
+        };
+    }
+    match lookup::rule_cached(&mut s.rows, m.table_id, addr.wrapping_sub(m.bias)) {
+        Some(rule) => apply(s, rule),
+        None => no_info(s, stat::FALLBACK_NO_INFO),
+    }
+}
+
+/// No rule for this frame: step by frame pointer (`auto`), or end the walk (`tables`).
+#[inline(always)]
+pub fn no_info(s: &mut Scratch, counter: u32) -> Flow {
+    if globals::unwind_mode() == mode::TABLES {
+        return stop(s, outcome::NO_TABLE);
+    }
+    bump(counter);
+    frame_pointer(s)
+}
+
+/// Asks userspace to read the process's mappings again, at most once per refresh interval.
+#[inline(always)]
+pub fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
+    // SAFETY: no preconditions; the helper reads the monotonic clock.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.wrapping_sub(procs.refresh_requested_ns) < globals::refresh_interval_ns() {
+        return;
+    }
+    procs.refresh_requested_ns = now;
+    bump(stat::MAPPINGS_REFRESH);
+    // A lost request is counted (`PROC_EVENTS_LOST`) and not logged: this is the unwinder.
+    let _ = send_proc_event(&ProcEvent {
+        kind: proc_event::MAPPINGS_STALE,
+        tgid,
+        time_ns: now,
+        address: 0,
+        data: 0,
+    });
+}
