@@ -7,16 +7,17 @@
 //! Python frame run by one call of the evaluation loop (`_PyEval_EvalFrameDefault`) carries
 //! [`PY_ENTRY`], so userspace can give each native evaluation frame the Python frames it ran.
 
-/// Marks a stored frame as a Python frame (never set in a native frame: user addresses are below 2^47,
-/// and `FRAME_EXACT` is bit 63).
+/// Marks a stored frame as a Python frame (never set in a native frame: user addresses are below 2^48
+/// on x86_64 and AArch64, and `FRAME_EXACT` is bit 63).
 pub const PY_FRAME: u64 = 1 << 62;
 /// On a Python frame: the first frame its evaluation-loop call ran (the group ends here, walking from
 /// the leaf).
 pub const PY_ENTRY: u64 = 1 << 61;
-/// Bits of the code object's address, stored shifted right by 3 (objects are 8-byte aligned).
-const CODE_BITS: u32 = 44;
-/// Largest instruction offset stored; larger ones are clamped (a function of 128 Ki instructions).
-pub const PY_INSTR_MAX: u64 = (1 << 17) - 1;
+/// Bits of the code object's address, stored shifted right by 3 (objects are 8-byte aligned): 48-bit
+/// addresses, as arm64's `mmap` hands out right below 2^48 (x86_64's stay below 2^47).
+const CODE_BITS: u32 = 45;
+/// Largest instruction offset stored; larger ones are clamped (a function of 64 Ki instructions).
+pub const PY_INSTR_MAX: u64 = (1 << 16) - 1;
 
 /// Stores one Python frame.
 #[inline(always)]
@@ -127,15 +128,18 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        let f = unpack_frame(pack_frame(0x7f12_3456_7890, 42, true)).unwrap();
-        assert_eq!(
-            f,
-            PyFrame {
-                code: 0x7f12_3456_7890,
-                instr: 42,
-                entry: true
-            }
-        );
+        // x86_64's mmap region, and arm64's right below 2^48.
+        for code in [0x7f12_3456_7890, 0xffff_b9a4_4010] {
+            let f = unpack_frame(pack_frame(code, 42, true)).unwrap();
+            assert_eq!(
+                f,
+                PyFrame {
+                    code,
+                    instr: 42,
+                    entry: true
+                }
+            );
+        }
         let clamped = unpack_frame(pack_frame(0x1000, 1 << 20, false)).unwrap();
         assert_eq!(clamped.instr as u64, PY_INSTR_MAX);
         assert!(!clamped.entry);

@@ -6,7 +6,7 @@
 //! - the data, [`DATA`] | position << 32 | check: where in the object (a bytecode offset, a pc offset)
 //!   and a value userspace reads again to tell a live object from a freed and reused one.
 //!
-//! Neither word can be taken for another kind of frame: native addresses are below 2^47 (bits 47-62
+//! Neither word can be taken for another kind of frame: native addresses are below 2^48 (bits 48-62
 //! clear), Python frames have bit 62, file-relative frames bits 62 and 63.
 
 /// Marks the head word of a runtime frame (bits 63-60 are 0b0010).
@@ -20,8 +20,8 @@ pub const KIND_SHIFT: u32 = 56;
 /// On a head: the pc was the interrupted instruction (the leaf, or the frame a signal interrupted),
 /// not a return address.
 pub const EXACT: u64 = 1 << 55;
-/// The address bits of a head.
-pub const ADDRESS_MASK: u64 = (1 << 47) - 1;
+/// The address bits of a head: 48-bit user addresses (x86_64's and AArch64's).
+pub const ADDRESS_MASK: u64 = (1 << 48) - 1;
 /// The position bits of a data word (after shifting right by 32).
 pub const POSITION_MASK: u64 = (1 << 24) - 1;
 
