@@ -9,12 +9,28 @@ fn main() -> anyhow::Result<()> {
     compile_protos()
 }
 
-/// The two eBPF objects: the full one in `OUT_DIR/sonde-ebpf`, and the one for Linux 5.10 to 5.16
-/// (feature `legacy`) in `OUT_DIR/legacy/sonde-ebpf`. aya-build names its output and its target
-/// directory after the package, so the second build gets an `OUT_DIR` of its own.
+/// The architectures with legacy programs (`platform::arch::<arch>::LEGACY_PROGRAMS`, which a test
+/// checks against the embedded object): the others load the full programs or none.
+const LEGACY_ARCHITECTURES: [&str; 1] = ["x86_64"];
+
+/// The two eBPF objects: the full one in `OUT_DIR/sonde-ebpf`, and the one for Linux 5.10 to 6.0
+/// (feature `legacy`) in `OUT_DIR/legacy/sonde-ebpf`, where the target's architecture has one (cfg
+/// `legacy_object`). aya-build names its output and its target directory after the package, so the
+/// second build gets an `OUT_DIR` of its own.
 fn build_objects() -> anyhow::Result<()> {
     let out = std::env::var_os("OUT_DIR").context("cargo sets OUT_DIR for build scripts")?;
-    for (features, dir) in [(&[][..], None), (&["legacy"][..], Some("legacy"))] {
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").context("cargo sets the target's arch")?;
+    let legacy = LEGACY_ARCHITECTURES.contains(&arch.as_str());
+    println!("cargo::rustc-check-cfg=cfg(legacy_object)");
+    if legacy {
+        println!("cargo::rustc-cfg=legacy_object");
+    }
+    let builds: &[(&[&str], Option<&str>)] = if legacy {
+        &[(&[], None), (&["legacy"], Some("legacy"))]
+    } else {
+        &[(&[], None)]
+    };
+    for &(features, dir) in builds {
         let out_dir = match dir {
             Some(dir) => std::path::Path::new(&out).join(dir),
             None => std::path::PathBuf::from(&out),

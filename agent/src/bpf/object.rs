@@ -11,9 +11,13 @@ use crate::platform::kernel::Programs;
 pub(super) static OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sonde-ebpf"));
 
-/// The same programs built for Linux 5.10 to 6.0 (sonde-ebpf's feature `legacy`).
+/// The same programs built for Linux 5.10 to 6.0 (sonde-ebpf's feature `legacy`), where the
+/// architecture has them (`build.rs`); empty elsewhere, where `platform::kernel` never picks them.
+#[cfg(legacy_object)]
 static LEGACY_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/legacy/sonde-ebpf"));
+#[cfg(not(legacy_object))]
+static LEGACY_OBJECT: &[u8] = &[];
 
 /// The object of `programs`.
 pub(super) fn object(programs: Programs) -> &'static [u8] {
@@ -55,4 +59,17 @@ pub(super) fn log_verified(
         seconds = began.elapsed().as_secs_f64(),
         "program verified and loaded"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    /// `build.rs` builds the legacy object exactly for the architectures that say they have legacy
+    /// programs.
+    #[test]
+    fn the_legacy_object_is_built_where_the_architecture_has_legacy_programs() {
+        assert_eq!(
+            !super::LEGACY_OBJECT.is_empty(),
+            crate::platform::arch::LEGACY_PROGRAMS
+        );
+    }
 }
