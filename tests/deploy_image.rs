@@ -28,11 +28,18 @@ struct Image {
 }
 
 fn build_image(name: &str) -> Image {
+    build_image_of(name, Path::new(env!("CARGO_BIN_EXE_sonde")), None)
+}
+
+/// The image of `binary`, for Rust target `target` when given, unpacked.
+fn build_image_of(name: &str, binary: &Path, target: Option<&str>) -> Image {
     let dir = temp_dir(name);
     let archive = dir.join("sonde.oci.tar");
     let built = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root())
-        .args(["xtask", "image", "--binary", env!("CARGO_BIN_EXE_sonde")])
+        .args(["xtask", "image", "--binary"])
+        .arg(binary)
+        .args(target.map(|t| format!("--target={t}")))
         .arg("--output")
         .arg(&archive)
         .output()
@@ -134,6 +141,103 @@ fn image_builds_labelled_and_its_binary_records_in_its_own_filesystem() {
         inclusive(&samples, pid, "burn_fifty", 0) > 0,
         "no sample names burn_fifty\n{summary}"
     );
+}
+
+/// The arm64 image (`cargo xtask image --target aarch64-unknown-linux-gnu`): its config says arm64,
+/// its labels this version, and its root holds the arm64 build as /usr/bin/sonde with the loader its
+/// `PT_INTERP` names and every library it needs, all aarch64. (No emulator runs it here: the arm64
+/// VM guests run the same binary.) With the host's image, it makes one manifest list.
+#[test]
+fn arm64_image_holds_the_arm64_agent_and_what_it_loads() {
+    require_root();
+    let binary = common::vm::Arch::Aarch64.sonde();
+    let Image { config, rootfs, .. } = build_image_of(
+        "deploy-image-arm64",
+        &binary,
+        Some("aarch64-unknown-linux-gnu"),
+    );
+    assert_eq!(config["architecture"], "arm64", "{config}");
+    assert_eq!(config["os"], "linux", "{config}");
+    assert_eq!(
+        config["config"]["Labels"]["org.opencontainers.image.version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    let sonde = rootfs.join("usr/bin/sonde");
+    assert_eq!(
+        std::fs::read(&sonde).unwrap(),
+        std::fs::read(&binary).unwrap(),
+        "the image's /usr/bin/sonde is not the arm64 build"
+    );
+    let readelf = |args: &[&str], file: &Path| -> String {
+        let out = Command::new("readelf")
+            .args(args)
+            .arg(file)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let interp = readelf(&["-lW"], &sonde)
+        .lines()
+        .find_map(|l| l.split_once("[Requesting program interpreter: "))
+        .and_then(|(_, rest)| rest.strip_suffix(']').map(str::to_owned))
+        .expect("the arm64 sonde is linked dynamically");
+    let mut files = vec![rootfs.join(interp.trim_start_matches('/'))];
+    for line in readelf(&["-dW"], &sonde).lines() {
+        if let Some((_, rest)) = line.split_once("Shared library: [") {
+            let name = rest.trim_end_matches(']');
+            files.push(rootfs.join("lib/aarch64-linux-gnu").join(name));
+        }
+    }
+    assert!(files.len() >= 3, "{files:?}");
+    for file in files.iter().chain([&sonde]) {
+        assert!(file.is_file(), "the arm64 image lacks {}", file.display());
+        assert_eq!(elf_machine(file), EM_AARCH64, "{}", file.display());
+    }
+
+    // One name for both architectures, as README's "Deploy" publishes them: a manifest list of the
+    // two images in podman's storage, each under its platform.
+    build_image("deploy-image-host");
+    let version = env!("CARGO_PKG_VERSION");
+    let list = "localhost/sonde-test-manifest:latest";
+    let podman = |args: &[&str]| -> String {
+        let out = Command::new("podman")
+            .args(["--cgroup-manager=cgroupfs", "--events-backend=file"])
+            .args(args)
+            .output()
+            .expect("running podman");
+        assert!(
+            out.status.success(),
+            "podman {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let _ = Command::new("podman")
+        .args(["--cgroup-manager=cgroupfs", "--events-backend=file"])
+        .args(["manifest", "rm", list])
+        .output();
+    podman(&["manifest", "create", list]);
+    for tag in [version.to_owned(), format!("{version}-arm64")] {
+        podman(&[
+            "manifest",
+            "add",
+            list,
+            &format!("containers-storage:localhost/sonde:{tag}"),
+        ]);
+    }
+    let inspected: Value = serde_json::from_str(&podman(&["manifest", "inspect", list])).unwrap();
+    podman(&["manifest", "rm", list]);
+    let mut platforms: Vec<String> = inspected["manifests"]
+        .as_array()
+        .expect("manifests")
+        .iter()
+        .map(|m| {
+            let field = |name: &str| m["platform"][name].as_str().unwrap_or("?").to_owned();
+            format!("{}/{}", field("os"), field("architecture"))
+        })
+        .collect();
+    platforms.sort();
+    assert_eq!(platforms, ["linux/amd64", "linux/arm64"], "{inspected}");
 }
 
 #[test]

@@ -53,15 +53,17 @@ impl Drop for Package {
 
 /// Builds the .deb of the binary under test; its path.
 fn build_deb(dir: &Path) -> PathBuf {
+    build_deb_of(dir, Path::new(env!("CARGO_BIN_EXE_sonde")), None)
+}
+
+/// Builds the .deb of `binary`, for Rust target `target` when given; its path.
+fn build_deb_of(dir: &Path, binary: &Path, target: Option<&str>) -> PathBuf {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root())
-        .args([
-            "xtask",
-            "deb",
-            "--binary",
-            env!("CARGO_BIN_EXE_sonde"),
-            "--output",
-        ])
+        .args(["xtask", "deb", "--binary"])
+        .arg(binary)
+        .args(target.map(|t| format!("--target={t}")))
+        .arg("--output")
         .arg(dir)
         .output()
         .expect("running cargo xtask deb");
@@ -289,5 +291,62 @@ fn deb_installs_and_its_binary_profiles_as_the_sonde_user_with_the_units_capabil
     assert!(
         !output("getent", &["group", "sonde"]).status.success(),
         "group sonde survives the purge"
+    );
+}
+
+/// The arm64 package (`cargo xtask deb --target aarch64-unknown-linux-gnu`): the same files as the
+/// host's, its binary the arm64 build, and what dpkg reads of it says arm64 and depends on the
+/// target's libc. (It cannot be installed on this x86_64 host: the arm64 VM guests run the same
+/// binary.)
+#[test]
+fn the_arm64_deb_holds_the_same_files_with_the_arm64_binary() {
+    let dir = temp_dir("deploy-deb-arm64");
+    let host = build_deb(&dir.join("host"));
+    let arm64_sonde = common::vm::Arch::Aarch64.sonde();
+    let arm64 = build_deb_of(
+        &dir.join("arm64"),
+        &arm64_sonde,
+        Some("aarch64-unknown-linux-gnu"),
+    );
+    let field = |deb: &Path, name: &str| {
+        ok("dpkg-deb", &["--field", deb.to_str().unwrap(), name])
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(field(&arm64, "Architecture"), "arm64");
+    assert_eq!(field(&arm64, "Package"), field(&host, "Package"));
+    assert_eq!(field(&arm64, "Version"), field(&host, "Version"));
+    let depends = field(&arm64, "Depends");
+    assert!(
+        depends.contains("libc6") && depends.contains("adduser"),
+        "Depends: {depends}"
+    );
+    let names = |deb: &Path| -> Vec<String> {
+        ok("dpkg-deb", &["--contents", deb.to_str().unwrap()])
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5).map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(names(&arm64), names(&host));
+    let unpacked = dir.join("arm64-files");
+    ok(
+        "dpkg-deb",
+        &[
+            "--extract",
+            arm64.to_str().unwrap(),
+            unpacked.to_str().unwrap(),
+        ],
+    );
+    let packaged = unpacked.join("usr/bin/sonde");
+    assert_eq!(
+        std::fs::read(&packaged).unwrap(),
+        std::fs::read(&arm64_sonde).unwrap(),
+        "the arm64 package's usr/bin/sonde is not the arm64 build"
+    );
+    assert_eq!(
+        elf_machine(&packaged),
+        EM_AARCH64,
+        "{} is not an aarch64 ELF",
+        packaged.display()
     );
 }

@@ -3,8 +3,6 @@
 
 use std::process::Command;
 
-use anyhow::bail;
-
 use crate::{
     setup,
     util::{cargo, root, run, succeeds},
@@ -22,24 +20,65 @@ pub struct BuildArgs {
     target: Option<String>,
 }
 
-/// The cross targets `build` knows: triple, Debian packages of its C toolchain, its gcc.
-const CROSS: &[(&str, &[&str], &str)] = &[(
-    "aarch64-unknown-linux-gnu",
-    &["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"],
-    "aarch64-linux-gnu-gcc",
-)];
+/// A cross target `build` knows.
+pub struct Cross {
+    /// The Rust target triple.
+    pub triple: &'static str,
+    /// Debian's name of its architecture (packages, images' `--platform linux/<arch>`).
+    pub debian: &'static str,
+    /// The Debian packages of its C toolchain.
+    packages: &'static [&'static str],
+    /// Its gcc.
+    gcc: &'static str,
+    /// Where its libraries are (the image takes the binary's from there).
+    pub libraries: &'static str,
+}
+
+/// The cross targets `build` knows.
+const CROSS: &[Cross] = &[Cross {
+    triple: "aarch64-unknown-linux-gnu",
+    debian: "arm64",
+    packages: &["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"],
+    gcc: "aarch64-linux-gnu-gcc",
+    libraries: "/usr/aarch64-linux-gnu/lib",
+}];
+
+/// The cross target `triple`, or an error naming those known.
+pub fn cross_target(triple: &str) -> anyhow::Result<&'static Cross> {
+    CROSS.iter().find(|c| c.triple == triple).ok_or_else(|| {
+        let known: Vec<&str> = CROSS.iter().map(|c| c.triple).collect();
+        anyhow::anyhow!(
+            "no cross toolchain known for {triple}: use one of {} (or build on a {triple} machine)",
+            known.join(", ")
+        )
+    })
+}
 
 /// Builds sonde as `args` say; prints where the binary is.
 pub fn run_build(args: &BuildArgs) -> anyhow::Result<()> {
     setup::build_toolchain()?;
+    let out = build(args.target.as_deref(), args.release)?;
+    eprintln!("xtask: built {}", out.display());
+    Ok(())
+}
+
+/// The arm64 sonde the VM tests' arm64 guests run: what `cargo xtask build --release --target
+/// aarch64-unknown-linux-gnu` makes (the guests use none of the tests' hooks).
+pub fn arm64_for_tests() -> anyhow::Result<std::path::PathBuf> {
+    eprintln!("xtask: cross-building sonde for the arm64 VM guests");
+    build(Some("aarch64-unknown-linux-gnu"), true)
+}
+
+/// Builds sonde for `target` (this machine's when None); the binary.
+pub fn build(target: Option<&str>, release: bool) -> anyhow::Result<std::path::PathBuf> {
     let mut cmd = Command::new(cargo());
     cmd.current_dir(root())
         .args(["build", "--package", "sonde", "--bin", "sonde"]);
-    if args.release {
+    if release {
         cmd.arg("--release");
     }
-    let profile = if args.release { "release" } else { "debug" };
-    let out = match &args.target {
+    let profile = if release { "release" } else { "debug" };
+    let out = match target {
         None => root().join("target").join(profile).join("sonde"),
         Some(target) => {
             cross(&mut cmd, target)?;
@@ -51,20 +90,13 @@ pub fn run_build(args: &BuildArgs) -> anyhow::Result<()> {
         }
     };
     run(&mut cmd)?;
-    eprintln!("xtask: built {}", out.display());
-    Ok(())
+    Ok(out)
 }
 
 /// Sets `cmd` up to build for `target`, installing its Rust standard library and C toolchain first
 /// (idempotently).
 fn cross(cmd: &mut Command, target: &str) -> anyhow::Result<()> {
-    let Some((_, packages, gcc)) = CROSS.iter().find(|(t, _, _)| *t == target) else {
-        let known: Vec<&str> = CROSS.iter().map(|(t, _, _)| *t).collect();
-        bail!(
-            "no cross toolchain known for {target}: use one of {} (or build on a {target} machine)",
-            known.join(", ")
-        );
-    };
+    let Cross { packages, gcc, .. } = cross_target(target)?;
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()?;

@@ -17,13 +17,14 @@ pub struct ImageArgs {
     /// Use this sonde binary instead of building it (e.g. the one `cargo test --release` just built).
     #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
-    /// Where to write the oci-archive.
-    #[arg(
-        long,
-        value_name = "PATH",
-        default_value = "target/sonde-image.oci.tar"
-    )]
-    pub output: PathBuf,
+    /// Where to write the oci-archive (`target/sonde-image.oci.tar`, or
+    /// `target/sonde-image-<arch>.oci.tar` for another architecture).
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// A Rust target triple: the image of another architecture (`aarch64-unknown-linux-gnu`), tagged
+    /// `sonde:<version>-<arch>`, from the cross-built binary and the cross toolchain's libraries.
+    #[arg(long)]
+    pub target: Option<String>,
 }
 
 /// Where the image's bundle of CA certificates comes from (Debian's ca-certificates), for OTLP over https.
@@ -33,18 +34,47 @@ const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 pub fn run_image(args: &ImageArgs) -> anyhow::Result<()> {
     crate::util::require_root("podman builds and stores the image as root here")?;
     ensure_podman()?;
-    let binary = sonde_binary(args.binary.as_deref())?;
-    let version = binary_version(&binary)?;
+    let cross = args
+        .target
+        .as_deref()
+        .map(crate::build::cross_target)
+        .transpose()?;
+    let (binary, version, libraries) = match cross {
+        None => {
+            let binary = sonde_binary(args.binary.as_deref())?;
+            let version = binary_version(&binary)?;
+            let libraries = shared_libraries(&binary)?;
+            (binary, version, libraries)
+        }
+        Some(cross) => {
+            let binary = match args.binary.as_deref() {
+                Some(given) => sonde_binary(Some(given))?,
+                None => {
+                    crate::setup::build_toolchain()?;
+                    crate::build::build(Some(cross.triple), true)?
+                }
+            };
+            // Another architecture's binary does not run here to say its version: the crate's.
+            let version = crate_version()?;
+            let libraries = cross_libraries(&binary, Path::new(cross.libraries))?;
+            (binary, version, libraries)
+        }
+    };
     let revision = git_revision()?;
     let context = root().join("target/image-context");
-    prepare_context(&binary, &context)?;
+    prepare_context(&binary, &libraries, &context)?;
 
-    let tag = format!("localhost/sonde:{version}");
+    let tag = match cross {
+        None => format!("localhost/sonde:{version}"),
+        Some(cross) => format!("localhost/sonde:{version}-{}", cross.debian),
+    };
     // A rebuild under the same tag would leave the previous image dangling in podman's storage.
     let _ = podman().args(["rmi", "--force", &tag]).output();
     run(podman()
         // One layer, no intermediate images: nothing dangling is left in podman's storage by a rebuild.
         .args(["build", "--pull=never", "--network=none", "--layers=false"])
+        // No RUN step: an image of another architecture needs no emulator to build.
+        .args(cross.map(|c| format!("--platform=linux/{}", c.debian)))
         .args(["--build-arg", &format!("VERSION={version}")])
         .args(["--build-arg", &format!("REVISION={revision}")])
         .args(["--tag", &tag, "--file"])
@@ -52,7 +82,10 @@ pub fn run_image(args: &ImageArgs) -> anyhow::Result<()> {
         .arg(&context))
     .context("podman build failed (see its output above)")?;
 
-    let output = root().join(&args.output);
+    let output = root().join(args.output.clone().unwrap_or_else(|| match cross {
+        None => "target/sonde-image.oci.tar".into(),
+        Some(cross) => format!("target/sonde-image-{}.oci.tar", cross.debian).into(),
+    }));
     if let Some(dir) = output.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -142,6 +175,17 @@ fn binary_version(binary: &Path) -> anyhow::Result<String> {
     }
 }
 
+/// The agent crate's version (`version` of agent/Cargo.toml's `[package]`).
+fn crate_version() -> anyhow::Result<String> {
+    let manifest = std::fs::read_to_string(root().join("agent/Cargo.toml"))?;
+    manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .map(str::to_owned)
+        .context("agent/Cargo.toml names no `version = \"...\"`")
+}
+
 /// `git rev-parse HEAD`, with `-dirty` when the work tree has changes the commit does not hold.
 fn git_revision() -> anyhow::Result<String> {
     let git = |args: &[&str]| -> anyhow::Result<String> {
@@ -162,18 +206,22 @@ fn git_revision() -> anyhow::Result<String> {
     Ok(if dirty { format!("{head}-dirty") } else { head })
 }
 
-/// `context/Containerfile` and `context/rootfs/`: the binary as /usr/bin/sonde, every shared library
-/// `ldd` names (and the dynamic loader) at the path the binary asks for, and the CA bundle.
-fn prepare_context(binary: &Path, context: &Path) -> anyhow::Result<()> {
+/// `context/Containerfile` and `context/rootfs/`: the binary as /usr/bin/sonde, its shared libraries
+/// and dynamic loader (`libraries`: where each goes, and its file) and the CA bundle.
+fn prepare_context(
+    binary: &Path,
+    libraries: &[(PathBuf, PathBuf)],
+    context: &Path,
+) -> anyhow::Result<()> {
     if context.exists() {
         std::fs::remove_dir_all(context)
             .with_context(|| format!("emptying {}", context.display()))?;
     }
     let rootfs = context.join("rootfs");
     let mut files = vec![(binary.to_owned(), PathBuf::from("usr/bin/sonde"))];
-    for lib in shared_libraries(binary)? {
-        let inside = lib.strip_prefix("/").unwrap_or(&lib).to_owned();
-        files.push((lib, inside));
+    for (inside, lib) in libraries {
+        let inside = inside.strip_prefix("/").unwrap_or(inside).to_owned();
+        files.push((lib.clone(), inside));
     }
     if Path::new(CA_BUNDLE).exists() {
         files.push((CA_BUNDLE.into(), CA_BUNDLE.trim_start_matches('/').into()));
@@ -197,8 +245,9 @@ fn prepare_context(binary: &Path, context: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The libraries (and loader) `ldd` resolves for `binary`; none for a static binary.
-fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The libraries (and loader) `ldd` resolves for `binary`, each at its own path; none for a static
+/// binary.
+fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
     let out = Command::new("ldd")
         .arg(binary)
         .output()
@@ -214,7 +263,65 @@ fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    parse_ldd(&text)
+    Ok(parse_ldd(&text)?
+        .into_iter()
+        .map(|p| (p.clone(), p))
+        .collect())
+}
+
+/// The loader and libraries of `binary`, built for another architecture (so `ldd` cannot run it),
+/// from `readelf`: the loader at the path its `PT_INTERP` names, each `DT_NEEDED` library
+/// (transitively) in `/lib/<triplet>/` (Debian's multiarch directory, which the loader searches),
+/// their files from `sysroot`.
+fn cross_libraries(binary: &Path, sysroot: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    let triplet = sysroot
+        .parent()
+        .and_then(Path::file_name)
+        .context("the cross libraries' directory is <sysroot>/<triplet>/lib")?;
+    let readelf = |args: &[&str], file: &Path| -> anyhow::Result<String> {
+        let out = Command::new("readelf")
+            .args(args)
+            .arg(file)
+            .output()
+            .context("running readelf (Debian package binutils)")?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let mut found = Vec::new();
+    let headers = readelf(&["-lW"], binary)?;
+    if let Some(interp) = headers
+        .lines()
+        .find_map(|l| l.split_once("[Requesting program interpreter: "))
+        .and_then(|(_, rest)| rest.strip_suffix(']'))
+    {
+        let name = Path::new(interp).file_name().context("a loader path")?;
+        found.push((PathBuf::from(interp), sysroot.join(name)));
+    }
+    let mut queue = vec![binary.to_owned()];
+    while let Some(file) = queue.pop() {
+        for line in readelf(&["-dW"], &file)?.lines() {
+            let Some(name) = line
+                .split_once("Shared library: [")
+                .and_then(|(_, rest)| rest.strip_suffix(']'))
+            else {
+                continue;
+            };
+            let inside = Path::new("/lib").join(triplet).join(name);
+            if found.iter().any(|(i, _)| *i == inside) {
+                continue;
+            }
+            let lib = sysroot.join(name);
+            if !lib.exists() {
+                bail!(
+                    "{} needs {name}, which is not in {} (cargo xtask build --target installs the cross toolchain)",
+                    file.display(),
+                    sysroot.display()
+                );
+            }
+            queue.push(lib.clone());
+            found.push((inside, lib));
+        }
+    }
+    Ok(found)
 }
 
 /// Paths from ldd's lines `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)` and
