@@ -1,10 +1,19 @@
-//! Debian's cloud kernels of three releases, booted under QEMU with sonde and the workloads inside:
-//! what sonde does on each is asserted with the host tests' own helpers. Supported kernels give
-//! real profiles (a CPU split walked by frame pointers and by tables, an off-CPU split, the daemon's
-//! windows, a Go program's named frames); kernels below the agent's floor get one clear refusal.
+//! Debian's cloud kernels of three releases on x86_64 and two on arm64, booted under QEMU with sonde
+//! and the workloads inside: what sonde does on each is asserted with the host tests' own helpers.
+//! Supported kernels give real profiles (a CPU split walked by frame pointers and by tables, an
+//! off-CPU split, the daemon's windows, a Go program's named frames, and on arm64 Debian's Python
+//! split by Python function and a signal handler's stacks); kernels below the agent's floor get one
+//! clear refusal.
+
+use std::path::Path;
 
 use crate::common;
-use common::{go::assert_go_stacks, vm::Guest, *};
+use common::{
+    go::assert_go_stacks,
+    python,
+    vm::{Arch, Guest},
+    *,
+};
 
 /// What sonde must do on a kernel family (`major.minor` of `uname -r`): the README's table of
 /// kernels (its `kernels` block), so the table users read is the one this test checks. Lowering the
@@ -67,24 +76,35 @@ const FLOOR_MESSAGE: &str = "sonde needs Linux 5.10 or later";
 
 #[test]
 fn debian_11_5_10() {
-    check("bullseye", "5.10");
+    check("bullseye", "5.10", Arch::X86_64);
 }
 
 #[test]
 fn debian_12_6_1() {
-    check("bookworm", "6.1");
+    check("bookworm", "6.1", Arch::X86_64);
 }
 
 #[test]
 fn debian_13_6_12() {
-    check("trixie", "6.12");
+    check("trixie", "6.12", Arch::X86_64);
 }
 
-/// Boots `release`'s newest cloud kernel, checks it is of `family`, and asserts what the table says
-/// sonde must do there.
-fn check(release: &str, family: &str) {
+#[test]
+fn debian_12_6_1_arm64() {
+    check("bookworm", "6.1", Arch::Aarch64);
+}
+
+#[test]
+fn debian_13_6_12_arm64() {
+    check("trixie", "6.12", Arch::Aarch64);
+}
+
+/// Boots `release`'s newest cloud kernel for `arch`, checks it is of `family`, and asserts what the
+/// table says sonde must do there. arm64 runs the full programs or none (the legacy ones are
+/// x86_64's), so a `legacy` row means a refusal there.
+fn check(release: &str, family: &str, arch: Arch) {
     require_root();
-    let guest = common::vm::boot_release(release);
+    let guest = common::vm::boot_release(release, arch);
     let running = guest
         .uname
         .splitn(3, '.')
@@ -97,7 +117,10 @@ fn check(release: &str, family: &str) {
         guest.uname
     );
     let row = readme_row(family);
-    let expect = row.expect;
+    let expect = match (row.expect, arch) {
+        (Expect::Profiles("legacy"), Arch::Aarch64) => Expect::Refusal,
+        (expect, _) => expect,
+    };
     eprintln!(
         "vm: {release}: {} {} (uname -r {}): expecting {expect:?}",
         guest.kernel.package, guest.kernel.version, guest.uname
@@ -191,7 +214,7 @@ fn costs(guest: &Guest) {
 /// Below the floor: each `sonde record` (and `sonde run`) exits 1 with one error, naming the floor
 /// and `uname -r`, before it tries a kernel program the kernel cannot load.
 fn refusal(guest: &Guest) {
-    for name in ["cpu_fp", "cpu_tables", "go", "offcpu", "daemon"] {
+    for name in scenarios(guest) {
         let stderr = guest.stderr(name);
         assert_eq!(
             guest.status(name),
@@ -209,10 +232,19 @@ fn refusal(guest: &Guest) {
     }
 }
 
+/// The scenarios `/init` ran in `guest`.
+fn scenarios(guest: &Guest) -> Vec<&'static str> {
+    let mut names = vec!["cpu_fp", "cpu_tables", "go", "offcpu", "daemon"];
+    if !guest.arch.is_host() {
+        names.extend(["python", "signal"]);
+    }
+    names
+}
+
 /// A supported kernel: every scenario gave its profile.
 fn profiles(guest: &Guest) {
     // Every scenario's outcome first, so one failing run shows them all.
-    let failed: Vec<String> = ["cpu_fp", "cpu_tables", "go", "offcpu", "daemon"]
+    let failed: Vec<String> = scenarios(guest)
         .iter()
         .filter(|n| guest.status(n) != 0)
         .map(|n| format!("{n} exited {}:\n{}", guest.status(n), guest.stderr(n)))
@@ -230,6 +262,63 @@ fn profiles(guest: &Guest) {
     offcpu(guest);
     go_named(guest);
     daemon(guest);
+    if !guest.arch.is_host() {
+        python_split(guest);
+        signal_frames(guest);
+    }
+}
+
+/// CPU burnt in a signal handler, walked by tables: through the signal trampoline (the vDSO's on
+/// arm64) into the interrupted function and on to `main`, as `unwind_signal_frame` asserts on the
+/// host.
+fn signal_frames(guest: &Guest) {
+    guest.assert_ok("signal");
+    let pid = guest.pid("signal");
+    let summary = guest.boot.text("signal.json");
+    let samples = resolve(&read_pprof(&guest.dir.join("signal.pb.gz")));
+    let in_handler = inclusive(&samples, pid, "handler_burn", 0);
+    let through = share_reaching(&samples, pid, "handler_burn", "main_work", 0);
+    let to_main = share_reaching(&samples, pid, "handler_burn", "main", 0);
+    eprintln!(
+        "signal on {}: handler samples {in_handler}, through main_work {through:.3}, to main {to_main:.3}",
+        guest.uname
+    );
+    assert!(
+        in_handler > 30,
+        "only {in_handler} samples in the handler on {}\n{summary}",
+        guest.uname
+    );
+    assert!(
+        through >= 0.9 && to_main >= 0.9,
+        "on {}, of the handler's samples {through:.3} continue into main_work and {to_main:.3} to main\n{summary}",
+        guest.uname
+    );
+}
+
+/// Debian's python3 running `py_split.py`: the 50/30/20 split by Python function, each function
+/// under `main` and `<module>`, at the script's lines, and the Python walks' counters.
+fn python_split(guest: &Guest) {
+    guest.assert_ok("python");
+    let pid = guest.pid("python");
+    let summary = guest.boot.text("python.json");
+    let profile = read_pprof(&guest.dir.join("python.pb.gz"));
+    let samples = python::of_pid(python::resolve_frames(&profile), pid);
+    let all = python::weight(&samples);
+    assert!(
+        all >= 100,
+        "only {all} samples of the Python split on {}\n{summary}",
+        guest.uname
+    );
+    let failures = python::split_failures(&samples, &summary, Path::new(common::vm::PY_SPLIT));
+    assert!(
+        failures.is_empty(),
+        "Python on {} ({:?}): {} failures, the first {}:\n{}\n{summary}",
+        guest.uname,
+        guest.arch,
+        failures.len(),
+        failures.len().min(15),
+        failures[..failures.len().min(15)].join("\n")
+    );
 }
 
 /// `cpu_split`'s 50/30/20 within 5 points, ≥90% of its samples under `main`.
@@ -270,7 +359,7 @@ fn offcpu(guest: &Guest) {
 }
 
 /// The stripped Go workload: its burners named from its own `.gopclntab`, its stacks named and
-/// rooted.
+/// rooted (by its SP deltas on both architectures).
 fn go_named(guest: &Guest) {
     guest.assert_ok("go");
     let pid = guest.pid("go");

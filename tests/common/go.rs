@@ -41,9 +41,25 @@ pub fn newest_go() -> PathBuf {
 
 /// As [`build_stripped`], with the toolchain `go`.
 pub fn build_stripped_with(name: &str, go: &Path) -> PathBuf {
+    build(name, go, None)
+}
+
+/// As [`build_stripped`], for Go's architecture `goarch` (`arm64`).
+pub fn build_stripped_for(name: &str, goarch: &str) -> PathBuf {
+    build(name, Path::new("go"), Some(goarch))
+}
+
+fn build(name: &str, go: &Path, goarch: Option<&str>) -> PathBuf {
     let work = temp_dir("go");
-    let out = work.join(format!("{name}_stripped"));
-    let status = Command::new(go)
+    let out = match goarch {
+        Some(arch) => work.join(format!("{name}_stripped_{arch}")),
+        None => work.join(format!("{name}_stripped")),
+    };
+    let mut cmd = Command::new(go);
+    if let Some(arch) = goarch {
+        cmd.env("GOARCH", arch);
+    }
+    let status = cmd
         .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
         .arg(&out)
         .arg(root().join(format!("tests/workloads/{name}/main.go")))

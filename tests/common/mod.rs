@@ -86,17 +86,36 @@ pub fn free_port() -> u16 {
 
 /// Compiles `tests/workloads/<name>.c` with `flags` into the test directory.
 pub fn build_workload(name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
+    build_workload_with("gcc", name, out_name, flags)
+}
+
+/// [`build_workload`] with the C compiler `gcc` (a cross compiler for another architecture's guest).
+pub fn build_workload_with(gcc: &str, name: &str, out_name: &str, flags: &[&str]) -> PathBuf {
     let out = temp_dir("workloads").join(out_name);
-    let status = Command::new("gcc")
+    let status = Command::new(gcc)
         .args(flags)
         .arg("-pthread")
         .arg("-o")
         .arg(&out)
         .arg(root().join(format!("tests/workloads/{name}.c")))
         .status()
-        .expect("gcc must be installed (cargo xtask setup --peers)");
+        .unwrap_or_else(|e| panic!("{gcc} must be installed (cargo xtask setup --peers; cargo xtask build --target for a cross gcc): {e}"));
     assert!(status.success(), "compiling workload {name} failed");
     out
+}
+
+/// `e_machine` of aarch64 ELF files.
+pub const EM_AARCH64: u16 = 183;
+
+/// The ELF machine (`e_machine`) of the file at `path`; panics unless it is a little-endian ELF.
+pub fn elf_machine(path: &Path) -> u16 {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert!(
+        bytes.starts_with(b"\x7fELF") && bytes.get(5) == Some(&1) && bytes.len() > 20,
+        "{} is not a little-endian ELF file",
+        path.display()
+    );
+    u16::from_le_bytes([bytes[18], bytes[19]])
 }
 
 /// Frame pointers, symbols and DWARF: what a profiler-friendly build looks like.

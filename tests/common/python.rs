@@ -267,20 +267,39 @@ pub fn check_function_split(python: &Path, name: &str) {
         all > 400,
         "only {all} samples of the busy script in 8 s at 99 Hz\n{summary}"
     );
+    super::assert_sample_cost(&summary, "python");
+    let failures = split_failures(&samples, &summary, &script("py_split.py"));
+    if !failures.is_empty() {
+        let shown = failures.len().min(15);
+        panic!(
+            "{} under {}: {} failures, the first {shown}:\n{}\n{summary}",
+            "py_split.py",
+            python.display(),
+            failures.len(),
+            failures[..shown].join("\n")
+        );
+    }
+}
+
+/// What is wrong with `py_split.py`'s samples `samples` (one process's) and its summary: the
+/// 50/30/20 split (±5 points), `main` and `<module>` root-ward of every sample of the three, the
+/// frames' file `file` (the script's path where it ran) and lines in the script's bodies, and the
+/// Python walk counters (walks for nearly every sample, failures under 1%).
+pub fn split_failures(samples: &[PySample], summary: &str, file: &Path) -> Vec<String> {
+    let all = weight(samples);
     let path = script("py_split.py");
     let mut failures = Vec::new();
     // Every walk of this one busy thread finds its state and reads its frames: the leaf function,
     // main and <module> (2 frames only in main's loop between two calls).
-    super::assert_sample_cost(&summary, "python");
-    let walks = summary_field(&summary, "python_walks");
+    let walks = summary_field(summary, "python_walks");
     let failed =
-        summary_field(&summary, "python_no_thread") + summary_field(&summary, "python_read_fault");
+        summary_field(summary, "python_no_thread") + summary_field(summary, "python_read_fault");
     if walks < 0.9 * all as f64 || failed > 0.01 * walks {
         failures.push(format!(
             "{walks} Python walks for {all} samples, {failed} of them failed"
         ));
     }
-    let per_stack = summary_field(&summary, "python_frames_per_stack");
+    let per_stack = summary_field(summary, "python_frames_per_stack");
     if per_stack < 2.9 {
         failures.push(format!("python_frames_per_stack {per_stack}, want about 3"));
     }
@@ -307,11 +326,11 @@ pub fn check_function_split(python: &Path, name: &str) {
                     s.describe()
                 ));
             }
-            if Path::new(&frame.file) != path {
+            if Path::new(&frame.file) != file {
                 failures.push(format!(
                     "{function} file {:?}, want {}: {}",
                     frame.file,
-                    path.display(),
+                    file.display(),
                     s.describe()
                 ));
             }
@@ -324,14 +343,5 @@ pub fn check_function_split(python: &Path, name: &str) {
             }
         }
     }
-    if !failures.is_empty() {
-        let shown = failures.len().min(15);
-        panic!(
-            "{} under {}: {} failures, the first {shown}:\n{}\n{summary}",
-            "py_split.py",
-            python.display(),
-            failures.len(),
-            failures[..shown].join("\n")
-        );
-    }
+    failures
 }

@@ -42,6 +42,18 @@ record cpu_fp cpu_split_fp --duration 5 --unwind fp
 record cpu_tables cpu_split_nofp --duration 5 --unwind tables
 record go go_split --duration 5
 
+# What only guests of another architecture than the host's run (the host's tests cover their own):
+# Debian's Python, whose py_split.py rounds take seconds under emulation, so the recording covers
+# several of them; and CPU burnt in a signal handler, walked by tables through the trampoline.
+if [ -e /usr/bin/python3 ]; then
+    printf '#!/bin/sh\nexec /usr/bin/python3 /work/py_split.py "$@"\n' > /work/py_split
+    chmod +x /work/py_split
+    record python py_split --duration 12
+fi
+if [ -e /work/signal_burn_nofp ]; then
+    record signal signal_burn_nofp --duration 5 --unwind tables
+fi
+
 # Off-CPU as tests/offcpu_sleep_split.rs records it: the sleeper and a busy loop beside it.
 /work/cpu_split_fp 120 &
 busy=$!

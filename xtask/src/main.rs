@@ -79,7 +79,7 @@ fn main() -> anyhow::Result<()> {
             setup::peers()?;
             // One test at a time: the BPF tests measure CPU shares and sample counts of real workloads,
             // which other tests running beside them would distort.
-            let mut cmd = test_command()?;
+            let mut cmd = test_command(uses_arm64_sonde(&args))?;
             cmd.args(&args).args(["--", "--test-threads=1"]);
             // The parsers of hostile input replay their fuzz seeds and mutations of them in the unit
             // tests (sonde's `fuzzing::replay`); the coverage-guided search is `cargo xtask fuzz`, whose
@@ -92,7 +92,7 @@ fn main() -> anyhow::Result<()> {
             )?;
             setup::build_toolchain()?;
             setup::peers()?;
-            let mut cmd = test_command()?;
+            let mut cmd = test_command(true)?;
             cmd.args(["--test", "vm", "--", "--test-threads=1"])
                 .args(&args);
             util::run(&mut cmd)
@@ -119,10 +119,52 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The test suites that use the arm64 sonde: the VM tests' arm64 guests, and the agent suite's
+/// arm64 package and image.
+const ARM64_SUITES: [&str; 2] = ["vm", "agent"];
+
+/// Whether `cargo test` with `args` (before any `--`) runs a suite of [`ARM64_SUITES`]: all targets,
+/// or one named with `--test`.
+fn uses_arm64_sonde(args: &[String]) -> bool {
+    let cargo_args = args.iter().take_while(|a| *a != "--");
+    let mut selects = false;
+    let mut prev = "";
+    for arg in cargo_args {
+        let named = if prev == "--test" {
+            Some(arg.as_str())
+        } else {
+            arg.strip_prefix("--test=")
+        };
+        if named.is_some_and(|n| ARM64_SUITES.contains(&n)) {
+            return true;
+        }
+        let target = [
+            "--lib",
+            "--bins",
+            "--bin",
+            "--test",
+            "--tests",
+            "--doc",
+            "--example",
+        ];
+        if target
+            .iter()
+            .any(|t| arg == t || arg.starts_with(&format!("{t}=")))
+        {
+            selects = true;
+        }
+        prev = arg;
+    }
+    !selects
+}
+
 /// `cargo test --release --features sonde/test-hooks` with the environment the tests read (where setup
-/// put the peers).
-fn test_command() -> anyhow::Result<Command> {
+/// put the peers, and with `arm64` the arm64 sonde, cross-built first).
+fn test_command(arm64: bool) -> anyhow::Result<Command> {
     let mut cmd = Command::new(util::cargo());
+    if arm64 {
+        cmd.env("SONDE_TEST_SONDE_ARM64", build::arm64_for_tests()?);
+    }
     cmd.env("SONDE_TEST_PYTHON", setup::peers_python());
     cmd.env(
         "SONDE_TEST_ESBUILD",
@@ -133,4 +175,23 @@ fn test_command() -> anyhow::Result<Command> {
     // kernel program; release builds have none of them.
     cmd.args(["test", "--release", "--features", "sonde/test-hooks"]);
     Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    fn uses(args: &[&str]) -> bool {
+        super::uses_arm64_sonde(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_arm64_sonde_is_built_for_the_suites_that_use_it_only() {
+        assert!(uses(&[]));
+        assert!(uses(&["--no-fail-fast", "--", "--nocapture"]));
+        assert!(uses(&["--test", "vm", "debian_12_6_1_arm64"]));
+        assert!(uses(&["--test=agent"]));
+        assert!(uses(&["--test", "unwind", "--test", "vm"]));
+        assert!(!uses(&["--lib"]));
+        assert!(!uses(&["--test", "unwind", "--", "vm"]));
+        assert!(!uses(&["--test=record"]));
+    }
 }

@@ -70,8 +70,9 @@ pub fn peers_python() -> std::path::PathBuf {
 /// (the unwind table tests compare with it), Debian's xz and libc's debug file (the unwinding tests
 /// profile Debian's own binaries and name libc's internal functions), elfutils' debuginfod server (the
 /// symbol tests fetch debug files from a real one on loopback), podman, strace and cargo-deb (the deploy
-/// tests build the image and the .deb and check the unit's system call filter), QEMU and a static
-/// busybox (the VM tests boot Debian's own kernels with sonde inside).
+/// tests build the image and the .deb and check the unit's system call filter), QEMU for x86_64 and
+/// arm64, the arm64 cross toolchain and a static busybox (the VM tests boot Debian's own kernels with
+/// sonde inside, the arm64 ones with the cross-built sonde and workloads).
 pub fn peers() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
@@ -91,13 +92,18 @@ pub fn peers() -> anyhow::Result<()> {
         ("systemd-analyze", "systemd"),
         // The VM tests: Debian's own kernels under QEMU (software emulation where KVM does not work).
         ("qemu-system-x86_64", "qemu-system-x86"),
+        ("qemu-system-aarch64", "qemu-system-arm"),
+        // The arm64 guests' workloads, and the unit tests of the AArch64 rules (Debian's arm64 libc).
+        ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
     .map(|(_, pkg)| pkg)
     .collect();
-    if !succeeds("dpkg", &["-s", "libc6-dbg"]) {
-        missing.push("libc6-dbg");
+    for package in ["libc6-dbg", "libc6-dev-arm64-cross"] {
+        if !succeeds("dpkg", &["-s", package]) {
+            missing.push(package);
+        }
     }
     // The VM tests' initramfs runs a static busybox (Debian's `busybox` package is linked
     // dynamically); it replaces `busybox` where that is installed.

@@ -7,9 +7,21 @@ use std::{
     process::Command,
 };
 
+use object::{
+    Object as _,
+    read::elf::{ElfFile64, ProgramHeader as _},
+};
+
+use super::{Arch, apt::Index};
+
 /// The files of an initramfs, by their path in the guest.
 #[derive(Default)]
 pub struct Initramfs {
+    /// The guest's architecture: where its programs' shared libraries come from.
+    arch: Arch,
+    /// Directories of the guest's architecture searched for libraries besides the cross toolchain's
+    /// (unpacked Debian packages).
+    library_dirs: Vec<PathBuf>,
     /// Guest path (no leading `/`) -> (contents, mode).
     files: BTreeMap<String, (Vec<u8>, u32)>,
     /// Guest path -> target of a symbolic link.
@@ -17,20 +29,31 @@ pub struct Initramfs {
 }
 
 impl Initramfs {
-    /// An initramfs with busybox-static's busybox as `/bin/busybox` and `/bin/sh`, and `init` (a
-    /// busybox shell script) as `/init`.
-    pub fn new(init: &str) -> Self {
-        let busybox = Path::new("/bin/busybox");
+    /// An initramfs for `arch` with busybox-static's busybox as `/bin/busybox` and `/bin/sh`, and
+    /// `init` (a busybox shell script) as `/init`. The host's busybox for the host's architecture,
+    /// else the package of `userland`'s release for `arch`.
+    pub fn new(init: &str, arch: Arch, userland: Option<&Index>) -> Self {
+        let busybox = match userland {
+            None => PathBuf::from("/bin/busybox"),
+            Some(index) => index
+                .unpack_current("busybox-static", &["./bin/busybox"])
+                .join("bin/busybox"),
+        };
         assert!(
             busybox.exists(),
-            "/bin/busybox is missing: the VM tests need Debian's busybox-static (cargo xtask setup --peers)"
+            "{} is missing: the VM tests need Debian's busybox-static (cargo xtask setup --peers)",
+            busybox.display()
         );
+        let mut fs = Self {
+            arch,
+            ..Self::default()
+        };
         assert!(
-            shared_libraries(busybox).is_empty(),
-            "/bin/busybox is dynamically linked: the VM tests need Debian's busybox-static"
+            fs.shared_libraries(&busybox).is_empty(),
+            "{} is dynamically linked: the VM tests need Debian's busybox-static",
+            busybox.display()
         );
-        let mut fs = Self::default();
-        fs.add_file("bin/busybox", busybox, 0o755);
+        fs.add_file("bin/busybox", &busybox, 0o755);
         fs.links.insert("bin/sh".into(), "busybox".into());
         fs.files
             .insert("init".into(), (init.as_bytes().to_vec(), 0o755));
@@ -45,14 +68,95 @@ impl Initramfs {
             .insert(to.trim_start_matches('/').into(), (bytes, mode));
     }
 
-    /// Adds the program `from` as `to` with every shared library it loads (as `ldd` names them, at
-    /// the same paths, the dynamic loader among them). A static program needs none.
+    /// Adds the program `from` as `to` with every shared library it loads, the dynamic loader among
+    /// them. A static program needs none.
     pub fn add_program(&mut self, to: &str, from: &Path) {
         self.add_file(to, from, 0o755);
-        for lib in shared_libraries(from) {
-            let guest = lib.display().to_string();
-            self.add_file(&guest, &std::fs::canonicalize(&lib).unwrap(), 0o755);
+        for (guest, host) in self.shared_libraries(from) {
+            self.add_file(&guest, &std::fs::canonicalize(&host).unwrap(), 0o755);
         }
+    }
+
+    /// Adds the symbolic link `to` (guest path) pointing at `target`.
+    pub fn add_link(&mut self, to: &str, target: &str) {
+        self.links
+            .insert(to.trim_start_matches('/').into(), target.into());
+    }
+
+    /// Adds every file and symbolic link under the host directory `from` at the same path under the
+    /// guest's `/` (an unpacked Debian package), and searches its library directories for the
+    /// libraries of programs added later.
+    pub fn add_tree(&mut self, from: &Path) {
+        let mut stack = vec![from.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+                let path = entry.path();
+                let guest = path.strip_prefix(from).unwrap().display().to_string();
+                let kind = entry.file_type().unwrap();
+                if kind.is_symlink() {
+                    let target = std::fs::read_link(&path).unwrap();
+                    self.links.insert(guest, target.display().to_string());
+                } else if kind.is_dir() {
+                    stack.push(path);
+                } else {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+                    self.add_file(&guest, &path, mode);
+                }
+            }
+        }
+        let triplet = self.arch.cross_libraries();
+        let triplet = triplet.parent().unwrap().file_name().unwrap();
+        for lib in ["lib", "usr/lib"] {
+            self.library_dirs.push(from.join(lib).join(triplet));
+        }
+    }
+
+    /// The shared libraries `program` loads, as (guest path, host file). For the host's
+    /// architecture, what `ldd` names, at the same paths. For another, the loader at its `PT_INTERP`
+    /// path and every `DT_NEEDED` library, transitively, from the cross toolchain's libraries or an
+    /// added tree, in `/lib` (on every loader's default search path).
+    fn shared_libraries(&self, program: &Path) -> Vec<(String, PathBuf)> {
+        if self.arch.is_host() {
+            return host_libraries(program)
+                .into_iter()
+                .map(|p| (p.display().to_string(), p))
+                .collect();
+        }
+        let mut dirs = vec![self.arch.cross_libraries()];
+        dirs.extend(self.library_dirs.iter().cloned());
+        let find = |name: &str| -> PathBuf {
+            dirs.iter()
+                .map(|d| d.join(name))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{} needs {name}, which is in none of {dirs:?} (the cross toolchain's \
+                         libraries come with cargo xtask build --target)",
+                        program.display()
+                    )
+                })
+        };
+        let (interp, mut queue) = dynamic_needs(program);
+        let mut found: Vec<(String, PathBuf)> = Vec::new();
+        if let Some(interp) = interp {
+            let name = Path::new(&interp)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            found.push((interp.trim_start_matches('/').to_owned(), find(&name)));
+        }
+        while let Some(name) = queue.pop() {
+            let guest = format!("lib/{name}");
+            if found.iter().any(|(g, _)| *g == guest) {
+                continue;
+            }
+            let host = find(&name);
+            queue.extend(dynamic_needs(&host).1);
+            found.push((guest, host));
+        }
+        found
     }
 
     /// Writes the newc cpio archive (what the kernel's initramfs unpacker reads) to `out`.
@@ -123,10 +227,10 @@ fn pad(cpio: &mut Vec<u8>) {
     }
 }
 
-/// The shared libraries `program` loads, from `ldd`: `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6
-/// (0x...)` and the loader's own line `/lib64/ld-linux-x86-64.so.2 (0x...)`. Empty for a static
-/// program.
-fn shared_libraries(program: &Path) -> Vec<PathBuf> {
+/// The shared libraries `program` loads on the host, from `ldd`: `libc.so.6 =>
+/// /lib/x86_64-linux-gnu/libc.so.6 (0x...)` and the loader's own line `/lib64/ld-linux-x86-64.so.2
+/// (0x...)`. Empty for a static program.
+fn host_libraries(program: &Path) -> Vec<PathBuf> {
     let out = Command::new("ldd")
         .arg(program)
         .output()
@@ -153,4 +257,36 @@ fn shared_libraries(program: &Path) -> Vec<PathBuf> {
             )
         })
         .collect()
+}
+
+/// A dynamic ELF program's loader (`PT_INTERP`) and the libraries it names (`DT_NEEDED`); both
+/// empty for a static one.
+fn dynamic_needs(path: &Path) -> (Option<String>, Vec<String>) {
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let elf = ElfFile64::<object::Endianness>::parse(&*data)
+        .unwrap_or_else(|e| panic!("{} is not a 64-bit ELF file: {e}", path.display()));
+    let interp = elf
+        .elf_program_headers()
+        .iter()
+        .find(|ph| ph.p_type.get(elf.endian()) == object::elf::PT_INTERP)
+        .and_then(|ph| ph.data(elf.endian(), &*data).ok())
+        .map(|d| String::from_utf8_lossy(d).trim_end_matches('\0').to_owned());
+    let mut needed = Vec::new();
+    if let Some(section) = elf.section_by_name(".dynamic") {
+        use object::ObjectSection as _;
+        let dynstr = elf
+            .section_by_name(".dynstr")
+            .and_then(|s| s.data().ok())
+            .unwrap_or_default();
+        let entries: &[object::elf::Dyn64<object::Endianness>] =
+            object::pod::slice_from_all_bytes(section.data().unwrap()).unwrap_or_default();
+        for entry in entries {
+            if entry.d_tag.get(elf.endian()) == object::elf::DT_NEEDED {
+                let at = entry.d_val.get(elf.endian()) as usize;
+                let name = dynstr[at..].split(|b| *b == 0).next().unwrap_or_default();
+                needed.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+    }
+    (interp, needed)
 }

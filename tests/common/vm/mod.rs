@@ -3,19 +3,23 @@
 //! scenario and sends the profiles back on the serial console, where the host tests' assertions
 //! check them.
 
+pub mod apt;
+pub mod arch;
 pub mod initramfs;
 pub mod kernel;
 pub mod qemu;
 
-use std::{path::PathBuf, sync::OnceLock, time::Duration};
+use std::{collections::HashMap, path::PathBuf, sync::Mutex, time::Duration};
 
-use super::{FP_FLAGS, NOFP_FLAGS, build_workload, go, root, temp_dir};
+use super::{FP_FLAGS, NOFP_FLAGS, build_workload_with, go, root, temp_dir};
 
+pub use arch::Arch;
 pub use kernel::Kernel;
 pub use qemu::Boot;
 
 /// One kernel's boot: which kernel, what its guest printed and sent.
 pub struct Guest {
+    pub arch: Arch,
     pub kernel: Kernel,
     pub boot: Boot,
     /// `uname -r` in the guest.
@@ -25,50 +29,131 @@ pub struct Guest {
 }
 
 /// The longest a boot with every scenario may take under software emulation: about 10 s of boot and
-/// five recordings of 15-25 s of wall time each.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
+/// five recordings of 15-25 s of wall time each (six on arm64, emulated more slowly).
+const BOOT_TIMEOUT: Duration = Duration::from_secs(420);
 
-/// The initramfs every kernel boots (built once per test run: the same programs run on each).
-fn initrd() -> &'static PathBuf {
-    static INITRD: OnceLock<PathBuf> = OnceLock::new();
-    INITRD.get_or_init(|| {
-        let init = std::fs::read_to_string(root().join("tests/vm/init.sh")).unwrap();
-        let mut fs = initramfs::Initramfs::new(&init);
-        fs.add_program(
-            "bin/sonde",
-            std::path::Path::new(env!("CARGO_BIN_EXE_sonde")),
-        );
-        fs.add_program(
-            "work/cpu_split_fp",
-            &build_workload("cpu_split", "vm_cpu_split_fp", FP_FLAGS),
-        );
-        fs.add_program(
-            "work/cpu_split_nofp",
-            &build_workload("cpu_split", "vm_cpu_split_nofp", NOFP_FLAGS),
-        );
-        fs.add_program(
-            "work/offcpu_sleep",
-            &build_workload("offcpu_sleep", "vm_offcpu_sleep", FP_FLAGS),
-        );
-        fs.add_program("work/go_split", &go::build_stripped("go_split"));
-        let out = temp_dir("vm").join("initrd.cpio");
-        fs.write(&out);
-        out
-    })
+/// Where the guest finds Python's split workload (also its frames' file name).
+pub const PY_SPLIT: &str = "/work/py_split.py";
+
+/// The initramfs every kernel of `arch` boots (built once per test run: the same programs run on
+/// each).
+fn initrd(arch: Arch) -> PathBuf {
+    static INITRDS: Mutex<Option<HashMap<Arch, PathBuf>>> = Mutex::new(None);
+    let mut built = INITRDS.lock().unwrap_or_else(|e| e.into_inner());
+    let built = built.get_or_insert_with(HashMap::new);
+    if let Some(path) = built.get(&arch) {
+        return path.clone();
+    }
+    let path = build_initrd(arch);
+    built.insert(arch, path.clone());
+    path
 }
 
-/// Boots the newest cloud kernel of Debian `release` with every scenario, and writes what the guest
-/// sent under a fresh directory. Panics (never skips) when the kernel, QEMU or busybox cannot be had.
-pub fn boot_release(release: &str) -> Guest {
-    let kernel = kernel::fetch(release);
+fn build_initrd(arch: Arch) -> PathBuf {
+    let init = std::fs::read_to_string(root().join("tests/vm/init.sh")).unwrap();
+    // Busybox and Python of another architecture come from the host's own Debian release (whose
+    // libc the cross toolchain's is).
+    let userland = (!arch.is_host()).then(|| apt::Index::update(&host_release(), arch));
+    let mut fs = initramfs::Initramfs::new(&init, arch, userland.as_ref());
+    let gcc = arch.gcc();
+    let tag = arch.debian();
+    let workload = |name: &str, flags: &[&str], kind: &str| {
+        build_workload_with(gcc, name, &format!("vm_{tag}_{name}_{kind}"), flags)
+    };
+    fs.add_program("bin/sonde", &arch.sonde());
+    fs.add_program("work/cpu_split_fp", &workload("cpu_split", FP_FLAGS, "fp"));
+    fs.add_program(
+        "work/cpu_split_nofp",
+        &workload("cpu_split", NOFP_FLAGS, "nofp"),
+    );
+    fs.add_program(
+        "work/offcpu_sleep",
+        &workload("offcpu_sleep", FP_FLAGS, "fp"),
+    );
+    fs.add_program(
+        "work/go_split",
+        &go::build_stripped_for("go_split", arch.goarch()),
+    );
+    if let Some(userland) = &userland {
+        add_python(&mut fs, userland);
+        fs.add_program(
+            "work/signal_burn_nofp",
+            &workload("signal_burn", NOFP_FLAGS, "nofp"),
+        );
+    }
+    let out = temp_dir("vm").join(format!("initrd-{tag}.cpio"));
+    fs.write(&out);
+    out
+}
+
+/// Debian's `python3` of the guest's architecture (its interpreter package and those it depends on,
+/// libc aside) and `py_split.py` as [`PY_SPLIT`]: `/init` records it when `/usr/bin/python3` is
+/// there. Python runs on the host's own architecture in the host tests; in a guest, only where the
+/// host cannot run it.
+fn add_python(fs: &mut initramfs::Initramfs, index: &apt::Index) {
+    let depends = |package: &str| -> Vec<String> {
+        index
+            .depends(package)
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                l.strip_prefix("Depends: ")
+                    .or_else(|| l.strip_prefix("PreDepends: "))
+            })
+            .map(|p| p.trim_matches(|c| c == '<' || c == '>').to_owned())
+            .collect()
+    };
+    let interpreter = depends("python3-minimal")
+        .into_iter()
+        .find(|p| p.starts_with("python3.") && p.ends_with("-minimal"))
+        .expect("python3-minimal depends on a python3.X-minimal");
+    let version = interpreter.trim_end_matches("-minimal").to_owned();
+    for package in std::iter::once(interpreter.clone()).chain(depends(&interpreter)) {
+        if package.starts_with("libc6") {
+            continue;
+        }
+        let tree = index.unpack_current(&package, &[]);
+        fs.add_tree(&tree);
+    }
+    fs.add_link("usr/bin/python3", &version);
+    fs.add_file(
+        PY_SPLIT.trim_start_matches('/'),
+        &root().join("tests/workloads/python/py_split.py"),
+        0o644,
+    );
+}
+
+/// The codename of the host's Debian release (`VERSION_CODENAME` in `/etc/os-release`).
+fn host_release() -> String {
+    let os = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    os.lines()
+        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
+        .map(|v| v.trim_matches('"').to_owned())
+        .filter(|v| !v.is_empty())
+        .expect("/etc/os-release names no VERSION_CODENAME: the VM tests take another architecture's busybox and Python from the host's Debian release")
+}
+
+/// Boots the newest cloud kernel of Debian `release` for `arch` with every scenario, and writes
+/// what the guest sent under a fresh directory. Panics (never skips) when the kernel, QEMU or busybox
+/// cannot be had.
+pub fn boot_release(release: &str, arch: Arch) -> Guest {
+    let kernel = kernel::fetch(release, arch);
     eprintln!(
-        "vm: {release}: booting {} {} ({})",
+        "vm: {release} ({}): booting {} {} ({})",
+        arch.debian(),
         kernel.package,
         kernel.version,
         kernel.vmlinuz.display()
     );
-    let dir = temp_dir(&format!("vm-{release}"));
-    let boot = qemu::boot(&kernel.vmlinuz, initrd(), "", &dir, BOOT_TIMEOUT);
+    let dir = temp_dir(&format!("vm-{release}-{}", arch.debian()));
+    let initrd = initrd(arch);
+    let machine = qemu::Machine {
+        arch,
+        vmlinuz: &kernel.vmlinuz,
+        initrd: &initrd,
+        append: "",
+    };
+    let boot = qemu::boot(&machine, &dir, BOOT_TIMEOUT);
     eprintln!(
         "vm: {release}: {} {} booted and finished in {:.0} s ({}); console in {}",
         kernel.package,
@@ -98,6 +183,7 @@ pub fn boot_release(release: &str) -> Guest {
         eprintln!("guest {uname}: {line}");
     }
     Guest {
+        arch,
         kernel,
         boot,
         uname,

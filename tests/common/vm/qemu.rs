@@ -12,6 +12,8 @@ use std::{
 
 use base64::Engine as _;
 
+use super::Arch;
+
 /// What the guest's `/init` prints first: the boot reached user space.
 pub const INIT_MARKER: &str = "SONDE-VM: init";
 /// `SONDE-VM-FILE <name> <bytes>` opens a file, base64 lines follow, `SONDE-VM-END` closes it.
@@ -63,20 +65,32 @@ static KVM_BROKEN: AtomicBool = AtomicBool::new(false);
 /// there in about a second.
 const KVM_GRACE: Duration = Duration::from_secs(15);
 
-/// Boots `vmlinuz` with `initrd` (`append` added to the kernel command line), the console into
-/// `dir/console.log`, and waits for the guest to power off within `timeout`. KVM when `/dev/kvm`
-/// works, else software emulation (TCG). Panics with the console's last lines when QEMU is
-/// missing, the guest does not finish in time, or a file it sent is damaged.
-pub fn boot(vmlinuz: &Path, initrd: &Path, append: &str, dir: &Path, timeout: Duration) -> Boot {
-    let which = Command::new("qemu-system-x86_64").arg("--version").output();
+/// What a boot runs: an `arch` kernel `vmlinuz` with `initrd`, `append` added to its command line.
+pub struct Machine<'a> {
+    pub arch: Arch,
+    pub vmlinuz: &'a Path,
+    pub initrd: &'a Path,
+    pub append: &'a str,
+}
+
+/// Boots `machine` with the console into `dir/console.log`, and waits for the guest to power off
+/// within `timeout`. KVM when the guest is of the host's architecture and `/dev/kvm` works, else
+/// software emulation (TCG). Panics with the console's last lines when QEMU is missing, the guest
+/// does not finish in time, or a file it sent is damaged.
+pub fn boot(machine: &Machine, dir: &Path, timeout: Duration) -> Boot {
+    let (qemu_bin, package) = machine.arch.qemu();
+    let which = Command::new(qemu_bin).arg("--version").output();
     assert!(
         which.is_ok_and(|o| o.status.success()),
-        "qemu-system-x86_64 is missing: the VM tests need Debian's qemu-system-x86 (cargo xtask setup --peers)"
+        "{qemu_bin} is missing: the VM tests need Debian's {package} (cargo xtask setup --peers)"
     );
     let start = Instant::now();
-    if Path::new("/dev/kvm").exists() && !KVM_BROKEN.load(Ordering::Relaxed) {
+    if machine.arch.is_host()
+        && Path::new("/dev/kvm").exists()
+        && !KVM_BROKEN.load(Ordering::Relaxed)
+    {
         let log = dir.join("console-kvm.log");
-        let mut child = qemu(vmlinuz, initrd, append, &log, true);
+        let mut child = qemu(machine, &log, true);
         if wait_for(&mut child, &log, INIT_MARKER, KVM_GRACE) {
             let console = finish(child, &log, timeout.saturating_sub(start.elapsed()));
             return parse(console, start.elapsed(), "kvm");
@@ -91,23 +105,22 @@ pub fn boot(vmlinuz: &Path, initrd: &Path, append: &str, dir: &Path, timeout: Du
     }
     let start = Instant::now();
     let log = dir.join("console.log");
-    let child = qemu(vmlinuz, initrd, append, &log, false);
+    let child = qemu(machine, &log, false);
     let console = finish(child, &log, timeout);
     parse(console, start.elapsed(), "tcg")
 }
 
-fn qemu(vmlinuz: &Path, initrd: &Path, append: &str, log: &Path, kvm: bool) -> Child {
-    // Software emulation runs both vCPUs in one thread: with a thread each (QEMU's default), a
-    // vCPU could run kernel text the other was live-patching (`text_poke_bp`'s int3, as the kernel
-    // flips a static key when sonde attaches its tracepoints), and 6.12 was seen to oops on it.
-    let (accel, cpu) = if kvm {
-        ("kvm", "host")
+fn qemu(machine: &Machine, log: &Path, kvm: bool) -> Child {
+    let arch = machine.arch;
+    let accel: &[&str] = if kvm {
+        &["-accel", "kvm", "-cpu", "host"]
     } else {
-        ("tcg,thread=single", "max")
+        arch.tcg_machine()
     };
     let console = std::fs::File::create(log).unwrap();
-    Command::new("qemu-system-x86_64")
-        .args(["-accel", accel, "-cpu", cpu, "-smp", "2", "-m", "2048"])
+    Command::new(arch.qemu().0)
+        .args(accel)
+        .args(["-smp", "2", "-m", "2048"])
         // No display, the serial console on stdout; a reboot (or panic=-1's reset) ends QEMU.
         .args([
             "-nographic",
@@ -117,16 +130,20 @@ fn qemu(vmlinuz: &Path, initrd: &Path, append: &str, log: &Path, kvm: bool) -> C
             "stdio",
         ])
         .arg("-kernel")
-        .arg(vmlinuz)
+        .arg(machine.vmlinuz)
         .arg("-initrd")
-        .arg(initrd)
+        .arg(machine.initrd)
         .arg("-append")
-        .arg(format!("console=ttyS0 panic=-1 quiet loglevel=1 {append}"))
+        .arg(format!(
+            "console={} panic=-1 quiet loglevel=1 {}",
+            arch.console(),
+            machine.append
+        ))
         .stdin(Stdio::null())
         .stdout(console.try_clone().unwrap())
         .stderr(console)
         .spawn()
-        .expect("starting qemu-system-x86_64")
+        .unwrap_or_else(|e| panic!("starting {}: {e}", arch.qemu().0))
 }
 
 /// Waits until the console log holds `marker` (true) or `grace` passes or QEMU exits (false).
@@ -152,7 +169,7 @@ fn finish(mut child: Child, log: &Path, timeout: Duration) -> String {
             let console = read_log(log);
             assert!(
                 status.success(),
-                "qemu-system-x86_64 failed ({status}); console {}:\n{}",
+                "QEMU failed ({status}); console {}:\n{}",
                 log.display(),
                 tail(&console, 50)
             );
