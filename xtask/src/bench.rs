@@ -42,6 +42,10 @@ pub(crate) use usage::{
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args)]
 pub struct BenchArgs {
+    /// Measure this sonde binary instead of building one: the previous commit's, to compare before
+    /// and after a change in the same conditions.
+    #[arg(long, value_name = "PATH")]
+    sonde: Option<PathBuf>,
     /// Target wall time of the CPU-bound workload alone, seconds.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
@@ -71,6 +75,9 @@ pub struct BenchArgs {
     /// without a value) in the middle of the run (`--daemon-minutes`, default 20); see [`outage`].
     #[arg(long, num_args = 0..=1, default_missing_value = "10")]
     outage_minutes: Option<u64>,
+    /// Only the CPU-bound section.
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only"])]
+    cpu_only: bool,
     /// Only the unwinding comparison (skips the CPU-bound and off-CPU sections).
     #[arg(long, conflicts_with = "offcpu_only")]
     unwind_only: bool,
@@ -194,7 +201,10 @@ struct Profiler {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let sonde = build_release_sonde()?;
+    let sonde = match &args.sonde {
+        Some(path) => crate::image::sonde_binary(Some(path))?,
+        None => build_release_sonde()?,
+    };
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     if let Some(outage) = args.outage_minutes {
@@ -277,6 +287,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return offcpu::run(&sonde, &dir, &offcpu, &busy, alone);
     }
     let alone = cpu_bound(&sonde, &dir, &busy, args.cpu_rounds as usize)?;
+    if args.cpu_only {
+        return Ok(());
+    }
     offcpu::run(&sonde, &dir, &offcpu, &busy, alone)?;
     unwind::run(&sonde, &dir, &unwind)?;
     symbols::run(&sonde, &dir, &symbols)?;
