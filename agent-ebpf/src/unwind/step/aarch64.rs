@@ -10,10 +10,10 @@
 use aya_ebpf::helpers::bpf_probe_read_user;
 use sonde_abi::{
     UnwindRule, stat,
-    unwind::{cfa, outcome, rbp, with_exact},
+    unwind::{cfa, outcome, rbp},
 };
 
-use super::{FRAME_INDEX_MASK, Flow, no_info, stop};
+use super::{Flow, mark_trampoline_exact, no_info, stop};
 use crate::unwind::Scratch;
 
 /// AArch64 `struct rt_sigframe` as the trampoline sees it: sp points at it; `siginfo` (128 bytes),
@@ -36,7 +36,7 @@ pub const USER_LIMIT: u64 = 1 << 48;
 /// What is left of a return address once its pointer authentication code (bits 48 to 54, and the
 /// top byte) is stripped, as the kernel's `ptrauth_strip_user_insn_pac` does for perf's callchains.
 #[inline(always)]
-fn strip_pac(address: u64) -> u64 {
+pub(super) fn code_address(address: u64) -> u64 {
     address & (USER_LIMIT - 1)
 }
 
@@ -92,7 +92,7 @@ pub(super) fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
         }
         _ => return stop(s, outcome::UNSUPPORTED),
     };
-    let return_address = strip_pac(return_address);
+    let return_address = code_address(return_address);
     if return_address == 0 {
         return stop(s, outcome::ROOT);
     }
@@ -111,18 +111,13 @@ pub(super) fn apply(s: &mut Scratch, row: UnwindRule) -> Flow {
 /// The frame of a signal trampoline: continue from the interrupted registers the kernel saved.
 #[inline(always)]
 fn signal_frame(s: &mut Scratch) -> Flow {
-    // The handler "returned" to the trampoline's first instruction: its frame is looked up there.
-    // The mask keeps the index provably inside the scratch value (the walk pushed this frame).
-    let last = (s.stack.len.wrapping_sub(1) & FRAME_INDEX_MASK) as usize;
-    if let Some(frame) = s.stack.frames.get_mut(last) {
-        *frame = with_exact(*frame);
-    }
+    mark_trampoline_exact(s);
     // SAFETY: a user address; a fault makes the helper fail, which is handled.
     let Ok(saved) = (unsafe { bpf_probe_read_user((s.regs.sp + SIGFRAME_X29) as *const SigRegs) })
     else {
         return stop(s, outcome::READ_FAULT);
     };
-    let pc = strip_pac(saved.pc);
+    let pc = code_address(saved.pc);
     if pc == 0 {
         return stop(s, outcome::BAD_FRAME);
     }
@@ -133,36 +128,5 @@ fn signal_frame(s: &mut Scratch) -> Flow {
     s.bp_lost = 0;
     // The interrupted instruction itself, whose return address may still be in x30.
     s.exact = 1;
-    Flow::Continue
-}
-
-/// One frame by frame pointer: the frame record `[saved x29, return address]` at x29.
-#[inline(always)]
-pub fn frame_pointer(s: &mut Scratch) -> Flow {
-    let bp = s.regs.bp;
-    if bp == 0 || s.bp_lost != 0 {
-        return stop(s, outcome::FP_END);
-    }
-    // As on x86_64: one crossing to a frame record below sp (Go's `systemstack` runs on g0's stack
-    // with x29 still in the goroutine's), a second is a bad frame.
-    if bp < s.regs.sp {
-        if s.stack_switched != 0 {
-            return stop(s, outcome::BAD_FRAME);
-        }
-        s.stack_switched = 1;
-    }
-    let Some([saved_bp, return_address]) = s.window.pair(bp) else {
-        return stop(s, outcome::READ_FAULT);
-    };
-    let return_address = strip_pac(return_address);
-    if return_address == 0 {
-        return stop(s, outcome::FP_END);
-    }
-    // The record is at the bottom of the caller's callee's frame (GCC and Clang put it below the
-    // locals): the caller's sp is at least past it, which is all the next record's check needs.
-    s.regs.sp = bp + 16;
-    s.regs.bp = saved_bp;
-    s.regs.pc = return_address;
-    s.exact = 0;
     Flow::Continue
 }

@@ -8,18 +8,18 @@ mod aarch64;
 mod x86_64;
 
 #[cfg(bpf_target_arch = "aarch64")]
-use aarch64::apply;
+pub use aarch64::USER_LIMIT;
 #[cfg(bpf_target_arch = "aarch64")]
-pub use aarch64::{USER_LIMIT, frame_pointer};
+use aarch64::{apply, code_address};
 #[cfg(bpf_target_arch = "x86_64")]
-use x86_64::apply;
+pub use x86_64::USER_LIMIT;
 #[cfg(bpf_target_arch = "x86_64")]
-pub use x86_64::{USER_LIMIT, frame_pointer};
+use x86_64::{apply, code_address};
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use sonde_abi::{
     ExecMapping, ProcEvent, ProcMappings, proc_event, stat,
-    unwind::{MAPPING_NO_UNWIND_INFO, mode, outcome},
+    unwind::{MAPPING_NO_UNWIND_INFO, mode, outcome, with_exact},
 };
 
 use super::{Scratch, lookup};
@@ -85,6 +85,56 @@ pub fn no_info(s: &mut Scratch, counter: u32) -> Flow {
     }
     bump(counter);
     frame_pointer(s)
+}
+
+/// One frame by frame pointer: the frame record `[saved frame pointer, return address]` at it (rbp's
+/// on x86_64, x29's on AArch64).
+#[inline(always)]
+pub fn frame_pointer(s: &mut Scratch) -> Flow {
+    let bp = s.regs.bp;
+    if bp == 0 || s.bp_lost != 0 {
+        return stop(s, outcome::FP_END);
+    }
+    // A frame record lies above the stack pointer; below it, the register is not a frame pointer,
+    // except once: Go's `runtime.systemstack` (and `mcall`) run a function on the thread's g0 stack
+    // with the frame pointer still in the goroutine's stack, whose frames go on to
+    // `runtime.goexit` (and Go on arm64 keeps its records 8 bytes below sp). One crossing per walk
+    // keeps that chain whole; a second backward jump is a bad frame.
+    if bp < s.regs.sp {
+        if s.stack_switched != 0 {
+            return stop(s, outcome::BAD_FRAME);
+        }
+        s.stack_switched = 1;
+    }
+    let Some([saved_bp, return_address]) = s.window.pair(bp) else {
+        return stop(s, outcome::READ_FAULT);
+    };
+    let return_address = code_address(return_address);
+    if return_address == 0 {
+        return stop(s, outcome::FP_END);
+    }
+    if return_address >= USER_LIMIT {
+        return stop(s, outcome::BAD_FRAME);
+    }
+    // The caller's sp is past the record: exactly so on x86_64; on AArch64 the record is at the
+    // bottom of the callee's frame, which is all the next record's check needs.
+    s.regs.sp = bp + 16;
+    s.regs.bp = saved_bp;
+    s.regs.pc = return_address;
+    s.exact = 0;
+    Flow::Continue
+}
+
+/// Marks the frame just pushed, a signal trampoline's, as looked up at its pc: the handler
+/// "returned" to the trampoline's first instruction, whose rule (and symbol) is there, not one byte
+/// before. The mask keeps the index provably inside the scratch value for the verifier (the walk
+/// pushed this frame, so the length is at least 1).
+#[inline(always)]
+fn mark_trampoline_exact(s: &mut Scratch) {
+    let last = (s.stack.len.wrapping_sub(1) & FRAME_INDEX_MASK) as usize;
+    if let Some(frame) = s.stack.frames.get_mut(last) {
+        *frame = with_exact(*frame);
+    }
 }
 
 /// Asks userspace to read the process's mappings again, at most once per refresh interval.

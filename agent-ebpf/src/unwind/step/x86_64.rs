@@ -1,15 +1,14 @@
 //! x86_64's frame rules: the return address at CFA - 8, the CFA from rsp or rbp, a saved rbp at
-//! CFA + offset, the frame-pointer record `[saved rbp, return address]` at rbp, and the kernel's
-//! `rt_sigframe` layout for signal trampolines; in the leaf frame only, glibc's two register rules
-//! (a CFA from rbx, a return address in rdi).
+//! CFA + offset, and the kernel's `rt_sigframe` layout for signal trampolines; in the leaf frame
+//! only, glibc's two register rules (a CFA from rbx, a return address in rdi).
 
 use aya_ebpf::helpers::bpf_probe_read_user;
 use sonde_abi::{
     UnwindRule, stat,
-    unwind::{cfa, outcome, rbp, with_exact},
+    unwind::{cfa, outcome, rbp},
 };
 
-use super::{FRAME_INDEX_MASK, Flow, no_info, stop};
+use super::{Flow, mark_trampoline_exact, no_info, stop};
 use crate::unwind::Scratch;
 
 /// x86_64 user addresses are below this (57-bit with 5-level paging); anything above is kernel or
@@ -119,14 +118,7 @@ fn ra_in_rdi(s: &mut Scratch, offset: u64) -> Flow {
 /// The frame of a signal trampoline: continue from the interrupted registers saved by the kernel.
 #[inline(always)]
 fn signal_frame(s: &mut Scratch) -> Flow {
-    // The handler "returned" to the trampoline's first instruction: its frame is looked up there, not
-    // one byte before (which glibc's FDE covers for unwinders, but no symbol does).
-    // The mask keeps the index provably inside the scratch value for the verifier (the walk pushed
-    // this frame, so the length is at least 1).
-    let last = (s.stack.len.wrapping_sub(1) & FRAME_INDEX_MASK) as usize;
-    if let Some(frame) = s.stack.frames.get_mut(last) {
-        *frame = with_exact(*frame);
-    }
+    mark_trampoline_exact(s);
     // SAFETY: a user address; a fault makes the helper fail, which is handled.
     let Ok(saved) = (unsafe { bpf_probe_read_user((s.regs.sp + SIGFRAME_RBP) as *const SigRegs) })
     else {
@@ -144,35 +136,8 @@ fn signal_frame(s: &mut Scratch) -> Flow {
     Flow::Continue
 }
 
-/// One frame by frame pointer: `[saved rbp, return address]` at rbp.
+/// A return address as read from the stack: user addresses are what they are on x86_64.
 #[inline(always)]
-pub fn frame_pointer(s: &mut Scratch) -> Flow {
-    let bp = s.regs.bp;
-    if bp == 0 || s.bp_lost != 0 {
-        return stop(s, outcome::FP_END);
-    }
-    // A frame record lies above the stack pointer; below it, rbp is not a frame pointer, except once:
-    // Go's `runtime.systemstack` (and `mcall`) run a function on the thread's g0 stack with rbp still
-    // in the goroutine's stack, whose frames go on to `runtime.goexit`. One crossing per walk keeps
-    // that chain whole; a second backward jump is a bad frame (x86_64 frame records).
-    if bp < s.regs.sp {
-        if s.stack_switched != 0 {
-            return stop(s, outcome::BAD_FRAME);
-        }
-        s.stack_switched = 1;
-    }
-    let Some([saved_bp, return_address]) = s.window.pair(bp) else {
-        return stop(s, outcome::READ_FAULT);
-    };
-    if return_address == 0 {
-        return stop(s, outcome::FP_END);
-    }
-    if return_address >= USER_LIMIT {
-        return stop(s, outcome::BAD_FRAME);
-    }
-    s.regs.sp = bp + 16;
-    s.regs.bp = saved_bp;
-    s.regs.pc = return_address;
-    s.exact = 0;
-    Flow::Continue
+pub(super) fn code_address(address: u64) -> u64 {
+    address
 }
