@@ -15,10 +15,7 @@ use sonde_abi::{
     unwind::MAX_RULES,
 };
 
-use crate::platform::{
-    arch,
-    kernel::{Feature, KernelFeatures, Programs},
-};
+use crate::platform::kernel::{Feature, KernelFeatures, Programs};
 use crate::runtimes::seam::RuntimeMaps;
 
 use super::unwind_maps::{
@@ -103,9 +100,6 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         None => None,
     };
 
-    if options.unwind != UnwindMode::Fp && !arch::TABLE_UNWINDING {
-        return Err(BpfError::UnwindUnsupported { arch: arch::NAME });
-    }
     let stacks = options.max_stacks / share;
     let stack_maps = stacks / 2;
     let (on_size, off_size) = match (options.frequency_hz, options.off_cpu) {

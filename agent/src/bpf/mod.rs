@@ -110,14 +110,6 @@ pub enum BpfError {
     /// The kernel lacks a feature sonde cannot run without.
     #[error(transparent)]
     BelowFloor(#[from] crate::platform::kernel::BelowFloor),
-    /// Unwind tables are not built for this architecture yet.
-    #[error(
-        "unwinding with tables is not supported on {arch} yet (only x86_64): run with --unwind fp (complete stacks then need frame pointers)"
-    )]
-    UnwindUnsupported {
-        /// The architecture sonde was built for.
-        arch: &'static str,
-    },
     /// A whole-array read or write failed.
     #[error("map {map}: batch operation failed ({source})")]
     Batch {

@@ -116,22 +116,6 @@ impl SamplingArgs {
 }
 
 impl Sampling {
-    /// `--unwind` as this architecture can do it: `auto` is frame pointers where the kernel
-    /// programs have no table rules for it (`platform::arch`); an explicit `tables` stays, and the
-    /// loader says it cannot.
-    fn unwind_here(&self) -> UnwindMode {
-        match self.unwind {
-            UnwindMode::Auto if !crate::platform::arch::TABLE_UNWINDING => {
-                tracing::info!(
-                    arch = crate::platform::arch::NAME,
-                    "no unwind tables for this architecture yet: stacks are walked by frame pointers"
-                );
-                UnwindMode::Fp
-            }
-            mode => mode,
-        }
-    }
-
     /// What the loader is asked for: on-CPU sampling at the frequency, off-CPU off, every process
     /// (the commands add off-CPU, a pid filter, a single window).
     pub(crate) fn load_options(&self) -> LoadOptions {
@@ -141,7 +125,7 @@ impl Sampling {
             pids: Vec::new(),
             max_stacks: MAX_STACKS,
             single_window: false,
-            unwind: self.unwind_here(),
+            unwind: self.unwind,
             max_unwind_table_mib: self.max_unwind_table_mib,
             kernel_log: false,
             runtimes: self.runtimes,

@@ -36,9 +36,6 @@ pub(crate) const VDSO_RULE: Option<sonde_abi::UnwindRow> = Some(sonde_abi::Unwin
 /// unwinders. Its frame continues from the interrupted registers (`cfa::SIGNAL`).
 pub(crate) const VDSO_SIGRETURN: Option<(&str, u32)> = Some(("__kernel_rt_sigreturn", 4));
 
-/// The kernel programs step AArch64 frames by table rules.
-pub(crate) const TABLE_UNWINDING: bool = true;
-
 /// The TLS base (tpidr_el0) is not read from the task yet.
 pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> = None;
 

@@ -22,10 +22,6 @@ pub(crate) const VDSO_RULE: Option<sonde_abi::UnwindRow> = None;
 /// The vDSO's own CFI marks its signal trampoline.
 pub(crate) const VDSO_SIGRETURN: Option<(&str, u32)> = None;
 
-/// The kernel programs walk `.eh_frame` tables with x86_64's rules (CFA from rsp or rbp, return
-/// address at CFA - 8).
-pub(crate) const TABLE_UNWINDING: bool = true;
-
 /// Where a thread's TLS base is in the kernel's task: the saved fs base (`thread.fsbase`), which
 /// CPython 3.9/3.10 thread states hold as `pthread_self()`, and Go's `g` is found from.
 pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> =
