@@ -168,30 +168,24 @@ fn arm64_image_holds_the_arm64_agent_and_what_it_loads() {
         std::fs::read(&binary).unwrap(),
         "the image's /usr/bin/sonde is not the arm64 build"
     );
-    let readelf = |args: &[&str], file: &Path| -> String {
-        let out = Command::new("readelf")
-            .args(args)
-            .arg(file)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let interp = readelf(&["-lW"], &sonde)
-        .lines()
-        .find_map(|l| l.split_once("[Requesting program interpreter: "))
-        .and_then(|(_, rest)| rest.strip_suffix(']').map(str::to_owned))
-        .expect("the arm64 sonde is linked dynamically");
+    // Read with the object crate, not readelf as `cargo xtask image` reads them.
+    let (interp, needed) = common::vm::initramfs::dynamic_needs(&sonde);
+    let interp = interp.expect("the arm64 sonde is linked dynamically");
     let mut files = vec![rootfs.join(interp.trim_start_matches('/'))];
-    for line in readelf(&["-dW"], &sonde).lines() {
-        if let Some((_, rest)) = line.split_once("Shared library: [") {
-            let name = rest.trim_end_matches(']');
-            files.push(rootfs.join("lib/aarch64-linux-gnu").join(name));
-        }
-    }
+    files.extend(
+        needed
+            .iter()
+            .map(|name| rootfs.join("lib/aarch64-linux-gnu").join(name)),
+    );
     assert!(files.len() >= 3, "{files:?}");
     for file in files.iter().chain([&sonde]) {
         assert!(file.is_file(), "the arm64 image lacks {}", file.display());
-        assert_eq!(elf_machine(file), EM_AARCH64, "{}", file.display());
+        assert_eq!(
+            deploy::elf_machine(file),
+            deploy::EM_AARCH64,
+            "{}",
+            file.display()
+        );
     }
 
     // One name for both architectures, as README's "Deploy" publishes them: a manifest list of the

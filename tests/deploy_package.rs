@@ -344,8 +344,8 @@ fn the_arm64_deb_holds_the_same_files_with_the_arm64_binary() {
         "the arm64 package's usr/bin/sonde is not the arm64 build"
     );
     assert_eq!(
-        elf_machine(&packaged),
-        EM_AARCH64,
+        deploy::elf_machine(&packaged),
+        deploy::EM_AARCH64,
         "{} is not an aarch64 ELF",
         packaged.display()
     );

@@ -1,8 +1,9 @@
-//! Helpers of the deploy tests: the systemd unit's settings, capability names and numbers. The measured
-//! capability list itself is read by `caps::canonical` (tests/common/caps.rs).
+//! Helpers of the deploy tests: the systemd unit's settings, capability names and numbers, and the
+//! ELF machine of a packaged binary. The measured capability list itself is read by
+//! `caps::canonical` (tests/common/caps.rs).
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, path::Path};
 
 /// Every value of `key=` in a unit file (later lines add to earlier ones, as systemd reads lists).
 pub fn unit_values(unit: &str, key: &str) -> Vec<String> {
@@ -84,4 +85,18 @@ pub fn capability_number(name: &str) -> u32 {
         .iter()
         .position(|c| *c == name)
         .unwrap_or_else(|| panic!("unknown capability {name}")) as u32
+}
+
+/// `e_machine` of aarch64 ELF files.
+pub const EM_AARCH64: u16 = 183;
+
+/// The ELF machine (`e_machine`) of the file at `path`; panics unless it is a little-endian ELF.
+pub fn elf_machine(path: &Path) -> u16 {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert!(
+        bytes.starts_with(b"\x7fELF") && bytes.get(5) == Some(&1) && bytes.len() > 20,
+        "{} is not a little-endian ELF file",
+        path.display()
+    );
+    u16::from_le_bytes([bytes[18], bytes[19]])
 }

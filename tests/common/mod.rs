@@ -104,20 +104,6 @@ pub fn build_workload_with(gcc: &str, name: &str, out_name: &str, flags: &[&str]
     out
 }
 
-/// `e_machine` of aarch64 ELF files.
-pub const EM_AARCH64: u16 = 183;
-
-/// The ELF machine (`e_machine`) of the file at `path`; panics unless it is a little-endian ELF.
-pub fn elf_machine(path: &Path) -> u16 {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    assert!(
-        bytes.starts_with(b"\x7fELF") && bytes.get(5) == Some(&1) && bytes.len() > 20,
-        "{} is not a little-endian ELF file",
-        path.display()
-    );
-    u16::from_le_bytes([bytes[18], bytes[19]])
-}
-
 /// Frame pointers, symbols and DWARF: what a profiler-friendly build looks like.
 pub const FP_FLAGS: &[&str] = &["-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline"];
 

@@ -261,7 +261,7 @@ fn host_libraries(program: &Path) -> Vec<PathBuf> {
 
 /// A dynamic ELF program's loader (`PT_INTERP`) and the libraries it names (`DT_NEEDED`); both
 /// empty for a static one.
-fn dynamic_needs(path: &Path) -> (Option<String>, Vec<String>) {
+pub fn dynamic_needs(path: &Path) -> (Option<String>, Vec<String>) {
     let data = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let elf = ElfFile64::<object::Endianness>::parse(&*data)
         .unwrap_or_else(|e| panic!("{} is not a 64-bit ELF file: {e}", path.display()));
