@@ -1,6 +1,6 @@
 //! Deep recursion: `py_recursion.py` recurses 400 Python calls deep under Debian's `/usr/bin/python3`
-//! and burns its CPU in `bottom`. A stored stack holds MAX_STACK_DEPTH = 512 frames, native and
-//! Python together (`sonde_abi::MAX_STACK_DEPTH`), so all 401 `recurse` frames are there, with
+//! and burns its CPU in `bottom`. A stored stack holds MAX_STACK_DEPTH = 1,024 words, a word a
+//! native or Python frame (`sonde_abi::MAX_STACK_DEPTH`), so all 401 `recurse` frames are there, with
 //! `main` and `<module>` under them, and no Python walk is cut.
 
 use crate::common;
@@ -14,7 +14,7 @@ fn a_recursion_400_deep_is_whole_to_its_module() {
     require_root();
     assert_eq!(
         sonde_abi::MAX_STACK_DEPTH,
-        512,
+        1024,
         "the documented depth changed: update this test"
     );
     let python = interpreter(DEBIAN_PYTHON);

@@ -9,6 +9,7 @@ mod go_stripped;
 mod java_churn;
 mod java_javac;
 mod java_offcpu;
+mod java_recursion;
 mod java_split;
 mod node_cpuprof;
 mod node_offcpu;

@@ -8,6 +8,8 @@ use std::{
 };
 
 use super::{Resolved, root, temp_dir};
+// The kernel's walk keeps at most this many native frames; Go's own profiler keeps 64.
+use sonde_abi::MAX_STACK_DEPTH;
 
 /// Functions that start every Go thread or goroutine, and the switches to a thread's system stack
 /// (where Go's own tracebacks end): a stack ending in one is complete.
@@ -104,10 +106,6 @@ pub fn esbuilds() -> Vec<PathBuf> {
     }
     paths
 }
-
-/// The kernel's walk keeps at most this many native frames (`sonde_abi::MAX_STACK_DEPTH`); Go's own
-/// profiler keeps 64.
-const MAX_STACK_DEPTH: usize = 512;
 
 /// How the stacks of some samples end.
 struct Ends {

@@ -15,6 +15,7 @@ pub mod node;
 pub mod otlp;
 pub mod pod;
 pub mod python;
+pub mod recursion;
 pub mod sonde_env;
 pub mod vm;
 

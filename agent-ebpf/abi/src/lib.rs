@@ -22,9 +22,12 @@ pub use unwind::{
 
 /// Length of a task's `comm` as the kernel stores it.
 pub const TASK_COMM_LEN: usize = 16;
-/// Frames per user stack, native and runtime frames together: javac's and the TypeScript
-/// compiler's recursions run past perf's default of 127 (`perf_event_max_stack`).
-pub const MAX_STACK_DEPTH: usize = 512;
+/// Words per user stack, native and runtime frames together: javac's and the TypeScript
+/// compiler's recursions run past perf's default of 127 frames (`perf_event_max_stack`). A native,
+/// Go or Python frame takes one word, a Java or JavaScript frame two (`runtime_frame`), so 512 of
+/// those fit. A power of two: the kernel masks indexes with it.
+pub const MAX_STACK_DEPTH: usize = 1024;
+const _: () = assert!(MAX_STACK_DEPTH.is_power_of_two());
 /// Frames of the stacks stored in the user-stack maps ([`ShallowUserStack`]); deeper ones go to
 /// the deep maps (`names::DEEP_USER_STACKS`, ids with [`unwind::DEEP_STACK`] set), so that the
 /// many short stacks do not each take a deep stack's memory.

@@ -13,8 +13,10 @@ use sonde_abi::{ProcEvent, proc_event, runtime_frame};
 use super::mix;
 use crate::maps::send_proc_event;
 
-/// Objects remembered per CPU as announced.
-pub const ANNOUNCED_SLOTS: usize = 128;
+/// Objects remembered per CPU as announced. 64 rather than 128 since stacks hold 1,024 words: the
+/// scratch must stay within a per-CPU value's 32 KiB, and a forgotten object costs one more event
+/// (userspace drops the repeat), while the stack's words are what reaches a deep recursion's root.
+pub const ANNOUNCED_SLOTS: usize = 64;
 
 /// An object announced to userspace: its head's address and its check, in its process.
 #[repr(C)]

@@ -89,6 +89,10 @@ pub struct Scratch {
     announced: [announce::Announced; announce::ANNOUNCED_SLOTS],
 }
 
+// The kernel refuses per-CPU values over 32 KiB (`PCPU_MIN_UNIT_SIZE`): what the walk keeps here
+// besides its stack must shrink when the stack grows.
+const _: () = assert!(core::mem::size_of::<Scratch>() <= 32 * 1024);
+
 /// Recently stored stacks remembered per CPU.
 const STORED_SLOTS: usize = 64;
 

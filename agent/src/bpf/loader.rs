@@ -343,8 +343,9 @@ fn page_size() -> u32 {
     u32::try_from(size).unwrap_or(4096)
 }
 
-/// One deep user stack for this many user stacks of a slot.
-const DEEP_SHARE: u32 = 8;
+/// One deep user stack for this many user stacks of a slot: a deep stack takes 8 KiB, eight shallow
+/// ones' worth, so the deep maps take half the shallow ones' memory when full.
+const DEEP_SHARE: u32 = 16;
 
 /// Map sizes per slot; `single`: the one slot a single-window recording uses (the others get one
 /// entry).
@@ -362,7 +363,7 @@ fn sizes_for(on: u32, off: u32, stacks: u32, single: Option<u64>) -> Vec<(&'stat
                 (names::OFFCPU[s], off),
                 (names::KERNEL_STACKS[s], stacks),
                 (names::USER_STACKS[s], stacks),
-                // Stacks past SHALLOW_STACK_DEPTH frames are a few of a window's (4 KiB each).
+                // Stacks past SHALLOW_STACK_DEPTH frames are a few of a window's (8 KiB each).
                 (names::DEEP_USER_STACKS[s], (stacks / DEEP_SHARE).max(1)),
             ]
         })

@@ -149,7 +149,7 @@ pub(crate) static KERNEL: &[Figure] = &[
     kernel(
         "walk_depth",
         stat::WALK_DEPTH,
-        "User-stack walks cut at the depth limit (512 words, sonde_abi::MAX_STACK_DEPTH).",
+        "User-stack walks cut at the depth limit (1,024 words, sonde_abi::MAX_STACK_DEPTH).",
     )
     .at(walk!("depth")),
     kernel(

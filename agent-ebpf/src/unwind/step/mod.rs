@@ -37,8 +37,8 @@ pub enum Flow {
     Stop,
 }
 
-/// Covers every index of `UserStack::frames` (512 entries).
-pub(super) const FRAME_INDEX_MASK: u32 = 0x1ff;
+/// Covers every index of `UserStack::frames` (`MAX_STACK_DEPTH`, a power of two).
+pub(super) const FRAME_INDEX_MASK: u32 = sonde_abi::MAX_STACK_DEPTH as u32 - 1;
 
 /// Ends the walk at a frame that cannot be a caller (`BAD_FRAME`).
 #[inline(always)]
