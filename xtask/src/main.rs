@@ -80,7 +80,10 @@ fn main() -> anyhow::Result<()> {
             // One test at a time: the BPF tests measure CPU shares and sample counts of real workloads,
             // which other tests running beside them would distort.
             let mut cmd = test_command(uses_arm64_sonde(&args))?;
-            cmd.args(&args).args(["--", "--test-threads=1"]);
+            let (cargo_args, libtest_args) = split_at_dashes(&args);
+            cmd.args(cargo_args)
+                .args(["--", "--test-threads=1"])
+                .args(libtest_args);
             // The parsers of hostile input replay their fuzz seeds and mutations of them in the unit
             // tests (sonde's `fuzzing::replay`); the coverage-guided search is `cargo xtask fuzz`, whose
             // instrumented build of the whole agent would double the time of a test run.
@@ -160,6 +163,16 @@ fn uses_arm64_sonde(args: &[String]) -> bool {
 
 /// `cargo test --release --features sonde/test-hooks` with the environment the tests read (where setup
 /// put the peers, and with `arm64` the arm64 sonde, cross-built first).
+/// `cargo xtask test`'s arguments split at the first `--`: cargo's, and the test binaries' (a
+/// second `--` after ours would make libtest take `--test-threads=1` for a test name filter, and
+/// run the tests side by side).
+fn split_at_dashes(args: &[String]) -> (&[String], &[String]) {
+    match args.iter().position(|a| a == "--") {
+        Some(at) => (&args[..at], &args[at + 1..]),
+        None => (args, &[]),
+    }
+}
+
 fn test_command(arm64: bool) -> anyhow::Result<Command> {
     let mut cmd = Command::new(util::cargo());
     if arm64 {
@@ -193,5 +206,17 @@ mod tests {
         assert!(!uses(&["--lib"]));
         assert!(!uses(&["--test", "unwind", "--", "vm"]));
         assert!(!uses(&["--test=record"]));
+    }
+
+    #[test]
+    fn arguments_after_dashes_go_to_the_test_binaries_after_the_thread_count() {
+        let args: Vec<String> = ["--test", "vm", "--", "--nocapture", "debian"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        let (cargo, libtest) = super::split_at_dashes(&args);
+        assert_eq!((cargo, libtest), (&args[..2], &args[3..]));
+        let (cargo, libtest) = super::split_at_dashes(&args[..2]);
+        assert_eq!((cargo.len(), libtest.len()), (2, 0));
     }
 }

@@ -5,8 +5,10 @@
 
 pub mod apt;
 pub mod arch;
+mod filter;
 pub mod initramfs;
 pub mod kernel;
+pub mod pool;
 pub mod qemu;
 
 use std::{collections::HashMap, path::PathBuf, sync::Mutex, time::Duration};
@@ -136,7 +138,11 @@ fn host_release() -> String {
 /// Boots the newest cloud kernel of Debian `release` for `arch` with every scenario, and writes
 /// what the guest sent under a fresh directory. Panics (never skips) when the kernel, QEMU or busybox
 /// cannot be had.
-pub fn boot_release(release: &str, arch: Arch) -> Guest {
+fn boot_release(release: &str, arch: Arch) -> Guest {
+    // Guests boot in parallel (`pool`), but apt's indexes and the initramfs are shared: one
+    // guest's preparation at a time.
+    static PREPARE: Mutex<()> = Mutex::new(());
+    let prepared = PREPARE.lock().unwrap_or_else(|e| e.into_inner());
     let kernel = kernel::fetch(release, arch);
     eprintln!(
         "vm: {release} ({}): booting {} {} ({})",
@@ -147,6 +153,7 @@ pub fn boot_release(release: &str, arch: Arch) -> Guest {
     );
     let dir = temp_dir(&format!("vm-{release}-{}", arch.debian()));
     let initrd = initrd(arch);
+    drop(prepared);
     let machine = qemu::Machine {
         arch,
         vmlinuz: &kernel.vmlinuz,
@@ -178,10 +185,6 @@ pub fn boot_release(release: &str, arch: Arch) -> Guest {
         "the guest sent no uname\n{}",
         boot.tail(50)
     );
-    // What each scenario did, for the log of every run (the test's output shows it on failure).
-    for line in boot.console.lines().filter(|l| l.starts_with("SONDE-VM: ")) {
-        eprintln!("guest {uname}: {line}");
-    }
     Guest {
         arch,
         kernel,
@@ -192,6 +195,28 @@ pub fn boot_release(release: &str, arch: Arch) -> Guest {
 }
 
 impl Guest {
+    /// Prints how long the boot took and what each scenario did, for the log of every run (the
+    /// test's output shows it on failure). The test's own thread prints it: a guest booted ahead
+    /// (`pool`) printed nothing into its test's output.
+    pub fn print_log(&self) {
+        eprintln!(
+            "vm: {} {} {} finished in {:.0} s ({})",
+            self.kernel.release,
+            self.arch.debian(),
+            self.uname,
+            self.boot.wall.as_secs_f64(),
+            self.boot.accel
+        );
+        for line in self
+            .boot
+            .console
+            .lines()
+            .filter(|l| l.starts_with("SONDE-VM: "))
+        {
+            eprintln!("guest {}: {line}", self.uname);
+        }
+    }
+
     /// The exit status scenario `name` reported.
     pub fn status(&self, name: &str) -> i32 {
         let text = self.boot.text(&format!("{name}.status"));
