@@ -1,7 +1,7 @@
 #!/bin/sh
 # A build that never ends: Debian's gcc compiling 40 small C files two at a time, again and again, so
 # `gcc`, `cc1` and `as` each live 10-50 ms. Used by the test `unwind_short_lived` and the bench's
-# short-lived processes section (cargo xtask bench --build-only).
+# short-lived processes and busy-node sections (cargo xtask bench --build-only, --busy-only).
 # Usage: build_loop.sh DIR   (writes the sources into DIR, then compiles until killed)
 set -eu
 dir=$1

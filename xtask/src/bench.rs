@@ -7,10 +7,12 @@
 //! sonde and py-spy in [`python`]; Go under sonde, perf and runtime/pprof in [`go`]; Java under sonde, perf
 //! with a perf map and JFR in [`java`]; Node.js under sonde, perf with a perf map and V8's own profiler
 //! in [`node`]; a build loop of
-//! short-lived processes under sonde and perf's DWARF mode in [`build`]; this file holds what
+//! short-lived processes under sonde and perf's DWARF mode in [`build`]; six real programs at once
+//! (a busy node) under sonde and perf's DWARF mode in [`busy`]; this file holds what
 //! they share: starting, stopping and measuring a profiler.
 
 mod build;
+mod busy;
 mod daemon;
 mod go;
 mod java;
@@ -149,6 +151,15 @@ pub struct BenchArgs {
     /// Interleaved rounds of the short-lived processes section (its numbers are medians over rounds).
     #[arg(long, default_value_t = 2)]
     build_rounds: usize,
+    /// Only the busy-node section (six real programs at once under sonde and perf's DWARF mode).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only"])]
+    busy_only: bool,
+    /// Recorded seconds of each run of the busy-node section.
+    #[arg(long, default_value_t = 10)]
+    busy_seconds: u64,
+    /// Interleaved rounds of the busy-node section (its numbers are medians over rounds).
+    #[arg(long, default_value_t = 1)]
+    busy_rounds: usize,
     /// Only the targets section (a dropped process's per-sample kernel cost against a filtered one).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only"])]
     targets_only: bool,
@@ -268,6 +279,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.build_only {
         return build::run(&sonde, &dir, &build);
     }
+    let busy_node = Rounds {
+        seconds: args.busy_seconds,
+        rounds: args.busy_rounds,
+    };
+    if args.busy_only {
+        return busy::run(&sonde, &dir, &busy_node);
+    }
     let targets = Rounds {
         seconds: args.targets_seconds,
         rounds: args.targets_rounds,
@@ -299,6 +317,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     java::run(&sonde, &dir, &java)?;
     node::run(&sonde, &dir, &node)?;
     build::run(&sonde, &dir, &build)?;
+    busy::run(&sonde, &dir, &busy_node)?;
     targets::run(&sonde, &dir, &targets)
 }
 

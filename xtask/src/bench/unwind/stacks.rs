@@ -21,7 +21,7 @@ pub(crate) const ROOTS: [&str; 8] = [
 /// exiting (`do_exit` tears the address space down) or loading a new image (`load_elf_binary`,
 /// after the old one is gone). Approximate (the first steps of each still have the stack), and the
 /// same for every profiler.
-const NO_USER_STACK: [&str; 2] = ["do_exit", "load_elf_binary"];
+pub(crate) const NO_USER_STACK: [&str; 2] = ["do_exit", "load_elf_binary"];
 
 /// Samples of one workload and how many of them reached a root.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
