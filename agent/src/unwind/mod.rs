@@ -5,6 +5,8 @@
 //! table and load bias (`mappings`). All of it runs on its own thread (`worker`); the kernel programs
 //! walk the stacks with these tables (agent-ebpf `unwind`).
 
+mod build;
+mod files;
 pub mod inspect;
 mod layout;
 pub(crate) mod mappings;

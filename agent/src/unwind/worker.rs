@@ -10,16 +10,15 @@ use std::{
         mpsc::{Receiver, SyncSender, TrySendError},
     },
     thread::JoinHandle,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
-use sonde_abi::{
-    FileKey, FileTable, PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names,
-};
+use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names};
 
 use super::{
-    UnwindStats,
+    UnwindStats, build,
+    files::Files,
     mappings::{self, Unwinding},
     saved::SavedTables,
     store::{StoreError, TableMaps, TableStore},
@@ -33,10 +32,7 @@ use crate::{
             BLOCK_BYTES, PAGE_BUCKET_BYTES, PAGE_ENTRY_BYTES, PageHash, RowChunks, UnwindMaps,
         },
     },
-    process::{
-        Mapping, ProcessInfo,
-        file_ids::{FileIds, kernel_dev},
-    },
+    process::{Binary, Mapping, ProcessInfo, file_ids::FileIds},
     runtimes::{Runtimes, registry},
 };
 
@@ -156,11 +152,7 @@ impl Unwinder {
                 maps.capacity,
             ),
             procs_map: maps.procs,
-            files: Files {
-                map: maps.files,
-                ids: file_ids,
-                published: HashMap::new(),
-            },
+            files: Files::new(maps.files, file_ids),
             binaries: HashMap::new(),
             procs: HashMap::new(),
             unwritten: HashSet::new(),
@@ -214,63 +206,10 @@ enum BinaryState {
     Unusable,
 }
 
-/// What the kernel knows of binary files (`FILE_TABLES`), for processes it walks before userspace
-/// has captured them.
-struct Files {
-    map: BpfHashMap<MapData, FileKey, FileTable>,
-    ids: FileIds,
-    /// Entries written, by the table they name (removed when it is evicted).
-    published: HashMap<TableKey, Vec<FileKey>>,
-}
-
-impl Files {
-    /// Tells the kernel that the file of `mapping` has table `table_id`, its executable segment
-    /// `delta` (p_vaddr - p_offset).
-    fn publish(&mut self, key: &TableKey, mapping: &Mapping, table_id: u32, delta: u64) {
-        let Some(binary) = &mapping.binary else {
-            return;
-        };
-        let file = FileKey {
-            dev: kernel_dev(binary.id.0),
-            _pad: 0,
-            ino: binary.id.1,
-        };
-        let written = self.published.entry(key.clone()).or_default();
-        if written.contains(&file) {
-            return;
-        }
-        let Some(file_id) = self.ids.assign(binary, delta) else {
-            return; // registry full: frames keep process addresses
-        };
-        let value = FileTable {
-            table_id,
-            file_id,
-            delta,
-        };
-        match self.map.insert(file, value, 0) {
-            Ok(()) => written.push(file),
-            Err(err) => {
-                tracing::debug!(path = %mapping.module.path, %err, "telling the kernel of a binary's table failed; new processes fall back to frame pointers there");
-            }
-        }
-    }
-
-    /// The tables of `key` are gone from the kernel.
-    fn withdraw(&mut self, key: &TableKey) {
-        for file in self.published.remove(key).unwrap_or_default() {
-            if let Err(err) = self.map.remove(&file)
-                && !crate::bpf::maps::key_absent(&err)
-            {
-                tracing::debug!(%err, "removing a binary's table entry failed");
-            }
-        }
-    }
-}
-
 struct Worker {
     store: TableStore<TableKey, AyaTableMaps>,
     procs_map: BpfHashMap<MapData, u32, ProcMappings>,
-    files: Files,
+    files: Files<TableKey>,
     binaries: HashMap<TableKey, BinaryState>,
     procs: HashMap<u32, Arc<ProcessInfo>>,
     /// Processes whose last `PROC_MAPPINGS` write failed: written again when next sampled.
@@ -309,8 +248,48 @@ impl Worker {
         let pid = info.pid;
         self.procs.insert(pid, info.clone());
         let keys: Vec<TableKey> = info.mappings.iter().filter_map(key_of).collect();
+        let mut planned: Vec<Planned> = Vec::new();
         for (mapping, key) in info.mappings.iter().filter_map(|m| Some((m, key_of(m)?))) {
-            self.ensure(&key, mapping, &keys);
+            if planned.iter().all(|p| p.key != key)
+                && let Some(plan) = self.plan(key, mapping)
+            {
+                planned.push(plan);
+            }
+        }
+        let (saved, mut to_build): (Vec<Planned>, Vec<Planned>) = planned
+            .into_iter()
+            .partition(|p| matches!(p.source, Source::Saved(_)));
+        let jobs = to_build
+            .iter_mut()
+            .map(|p| build::Job {
+                binary: p.binary,
+                runtime_rows: match &mut p.source {
+                    Source::Build(rows) => rows.take(),
+                    Source::Saved(_) => None,
+                },
+            })
+            .collect();
+        let built = build::build_all(jobs);
+        for plan in saved {
+            let Source::Saved(rows) = plan.source else {
+                continue;
+            };
+            self.load(
+                &plan.key,
+                plan.mapping,
+                Ok(rows),
+                true,
+                Duration::ZERO,
+                &keys,
+            );
+        }
+        for (plan, built) in to_build.into_iter().zip(built) {
+            let rows = built.table.map(|t| {
+                self.keep_on_disk(&plan.key, plan.binary, &t);
+                t.rows
+            });
+            let rows = rows.map_err(|e| e.to_string());
+            self.load(&plan.key, plan.mapping, rows, false, built.took, &keys);
         }
         self.write_entries(pid);
     }
@@ -352,47 +331,58 @@ impl Worker {
         }
     }
 
-    /// Loads the table of `key` unless it is loaded or known to be unusable.
-    fn ensure(&mut self, key: &TableKey, mapping: &Mapping, keep: &[TableKey]) {
-        if self.store.get(key).is_some()
-            || matches!(self.binaries.get(key), Some(BinaryState::Unusable))
+    /// Where the table of `key` comes from, unless it is loaded or known to be unusable.
+    fn plan<'a>(&mut self, key: TableKey, mapping: &'a Mapping) -> Option<Planned<'a>> {
+        if self.store.get(&key).is_some()
+            || matches!(self.binaries.get(&key), Some(BinaryState::Unusable))
         {
-            return;
+            return None;
         }
-        let started = Instant::now();
-        let Some(binary) = &mapping.binary else {
-            return;
-        };
+        let binary = mapping.binary.as_deref()?;
         // A runtime's own rows depend on which runtimes are on: such tables are built, not saved.
         let runtime_rows =
             registry::unwind_rows(binary, self.runtimes).or_else(|| table::vdso_rows(binary));
-        let saved = match runtime_rows {
-            None => self.saved_rows(key, &mapping.module.path),
-            Some(_) => None,
+        let source = match runtime_rows {
+            None => match self.saved_rows(&key, &mapping.module.path) {
+                Some(rows) => Source::Saved(rows),
+                None => Source::Build(None),
+            },
+            Some(rows) => Source::Build(Some(rows)),
         };
-        let from_disk = saved.is_some();
-        let built = match saved {
-            Some(rows) => Ok(rows),
-            None => table::build_binary(binary, runtime_rows)
-                .map(|t| {
-                    match (key, root_owned(&binary.file), t.stats.runtime_functions) {
-                        (TableKey::BuildId(_), true, 0) => {
-                            self.save_rows(key, &t.rows, &mapping.module.path)
-                        }
-                        _ => {
-                            self.stats
-                                .lock()
-                                .expect("unwind stats lock")
-                                .tables_not_kept += 1
-                        }
-                    }
-                    t.rows
-                })
-                .map_err(|e| e.to_string()),
+        Some(Planned {
+            key,
+            mapping,
+            binary,
+            source,
+        })
+    }
+
+    /// Saves a table just built where it may be kept (see `root_owned`), else counts it as not kept.
+    fn keep_on_disk(&mut self, key: &TableKey, binary: &Binary, built: &table::BuiltTable) {
+        match (key, root_owned(&binary.file), built.stats.runtime_functions) {
+            (TableKey::BuildId(_), true, 0) => self.save_rows(key, &built.rows, &binary.path),
+            _ => {
+                self.stats
+                    .lock()
+                    .expect("unwind stats lock")
+                    .tables_not_kept += 1
+            }
         }
-        .map(|rows| (rows, binary.elf.segments.clone()));
-        let (built, segments) = match built {
-            Ok(ok) => ok,
+    }
+
+    /// Loads the rows of `key` (read from disk, or built in `took`) into the kernel.
+    fn load(
+        &mut self,
+        key: &TableKey,
+        mapping: &Mapping,
+        rows: Result<Vec<sonde_abi::UnwindRow>, String>,
+        from_disk: bool,
+        took: Duration,
+        keep: &[TableKey],
+    ) {
+        let started = Instant::now();
+        let built = match rows {
+            Ok(rows) => rows,
             Err(reason) => {
                 tracing::debug!(path = %mapping.module.path, %reason, "no unwind table; frame pointers are used there");
                 self.stats.lock().expect("unwind stats lock").build_failures += 1;
@@ -400,10 +390,14 @@ impl Worker {
                 return;
             }
         };
+        let Some(binary) = &mapping.binary else {
+            return;
+        };
+        let segments = binary.elf.segments.clone();
         let rows = built.len();
         match self.store.load(key.clone(), &built, keep) {
             Ok(loaded) => {
-                let elapsed = started.elapsed();
+                let elapsed = took + started.elapsed();
                 tracing::debug!(path = %mapping.module.path, id = loaded.id, rows, blocks = loaded.blocks, ms = elapsed.as_millis() as u64, "unwind table loaded");
                 let mut stats = self.stats.lock().expect("unwind stats lock");
                 if from_disk {
@@ -535,6 +529,21 @@ impl Worker {
             }
         }
     }
+}
+
+/// A table a process needs, and where it comes from.
+struct Planned<'a> {
+    key: TableKey,
+    mapping: &'a Mapping,
+    binary: &'a Binary,
+    source: Source,
+}
+
+enum Source {
+    /// Rows saved on disk by an earlier run.
+    Saved(Vec<sonde_abi::UnwindRow>),
+    /// To be built, with the rows its runtime gives, if any.
+    Build(Option<Vec<crate::runtimes::seam::CodeRows>>),
 }
 
 /// Whether a binary is root's and writable by no one else: only such tables are kept on disk. A build

@@ -19,7 +19,7 @@ mod cfi;
 mod elf;
 mod error;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fs::File;
 

@@ -8,6 +8,23 @@ use std::process::Command;
 use object::{Object, ObjectSection};
 use sonde_abi::UnwindRow;
 
+/// `path` opened as the capture opens a binary, with what the runtimes read of it.
+pub(crate) fn binary(path: &Path) -> crate::process::Binary {
+    let file =
+        std::fs::File::open(path).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    let (elf, facts) =
+        crate::process::ElfInfo::read_with(&file, &crate::runtimes::registry::ELF_READERS);
+    crate::process::Binary {
+        id: (0, 0),
+        path: path.display().to_string(),
+        file,
+        elf,
+        facts,
+        root: "/".into(),
+        owner: None,
+    }
+}
+
 /// The test program (see its header comment).
 const FRAMES_C: &str = include_str!("../testdata/frames.c");
 

@@ -6,27 +6,12 @@ use std::{fs::File, path::Path};
 
 use sonde_abi::unwind::{cfa, rbp};
 
-use super::fixture::row_at;
+use super::fixture::{binary, row_at};
 use super::{BuiltTable, FrameSource, build_file};
 use crate::{
-    process::{Binary, ElfInfo},
     runtimes::{Runtimes, go::tests::Workspace, registry},
     unwind::table::build_binary,
 };
-
-fn binary(path: &Path) -> Binary {
-    let file = File::open(path).expect("open the Go binary");
-    let (elf, facts) = ElfInfo::read_with(&file, &registry::ELF_READERS);
-    Binary {
-        id: (0, 0),
-        path: path.display().to_string(),
-        file,
-        elf,
-        facts,
-        root: "/".into(),
-        owner: None,
-    }
-}
 
 fn with_go_rows(path: &Path) -> BuiltTable {
     let binary = binary(path);

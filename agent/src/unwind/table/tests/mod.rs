@@ -6,7 +6,7 @@
 mod aarch64;
 mod compare;
 mod errors;
-mod fixture;
+pub(crate) mod fixture;
 mod go_rows;
 mod landmarks;
 mod readelf;
