@@ -214,6 +214,11 @@ pub struct RunArgs {
     /// MiB; the oldest are dropped beyond it [default: 256].
     #[arg(long, value_name = "MIB")]
     pub spool_max_mib: Option<u64>,
+    /// Test hook: the spool's bound in KiB, below `--spool-max-mib`'s floor of 1 MiB, so a test fills
+    /// it in seconds rather than minutes.
+    #[cfg(feature = "test-hooks")]
+    #[arg(long, hide = true, value_name = "KIB")]
+    pub test_spool_max_kib: Option<u64>,
     /// This node's name; enables Kubernetes metadata (`metadata.node_name`). Default: `$NODE_NAME`
     /// (downward API).
     #[arg(long)]
@@ -377,12 +382,18 @@ impl DaemonConfig {
         )?;
         let queue_capacity =
             ranges::QUEUE_CAPACITY.check(file.queue_capacity.unwrap_or(8))? as usize;
+        let test_spool_kib: Option<u64> = test_hook!(args.test_spool_max_kib);
         let spool = crate::export::spool::SpoolLimits {
-            max_bytes: ranges::SPOOL_MAX_MIB.check(
-                args.spool_max_mib
-                    .or(file.spool_max_mib)
-                    .unwrap_or(crate::export::spool::DEFAULT_SPOOL_MAX_MIB),
-            )? << 20,
+            max_bytes: match test_spool_kib {
+                Some(kib) => kib << 10,
+                None => {
+                    ranges::SPOOL_MAX_MIB.check(
+                        args.spool_max_mib
+                            .or(file.spool_max_mib)
+                            .unwrap_or(crate::export::spool::DEFAULT_SPOOL_MAX_MIB),
+                    )? << 20
+                }
+            },
             max_age: file
                 .spool_max_age_secs
                 .map(|s| ranges::SPOOL_MAX_AGE_SECS.check(s).map(Duration::from_secs))
