@@ -203,6 +203,47 @@ pub(crate) fn interleaved<K: Copy, R>(
     Ok(runs)
 }
 
+/// `sonde record` of the whole host at 99 Hz for `seconds`: its profile at `stem`.pb.gz, its folded
+/// stacks at `stem`.folded, its summary as JSON on stdout.
+pub(crate) fn sonde_host_record(sonde: &Path, stem: &Path, seconds: u64) -> Command {
+    let mut c = Command::new(sonde);
+    c.args([
+        "record",
+        "--summary-json",
+        "-",
+        "--frequency",
+        "99",
+        "--duration",
+    ])
+    .arg(seconds.to_string())
+    .arg("--output")
+    .arg(stem.with_extension("pb.gz"))
+    .arg("--folded")
+    .arg(stem.with_extension("folded"));
+    c
+}
+
+/// `perf record -a --call-graph dwarf` of the whole host at 99 Hz for `seconds`, into `stem`.data.
+pub(crate) fn perf_dwarf_host_record(stem: &Path, seconds: u64) -> Command {
+    let data = stem.with_extension("data");
+    let _ = std::fs::remove_file(&data);
+    let mut c = Command::new("perf");
+    c.args([
+        "record",
+        "-q",
+        "-F",
+        "99",
+        "-a",
+        "--call-graph",
+        "dwarf",
+        "-o",
+    ])
+    .arg(data)
+    .args(["--", "sleep"])
+    .arg(seconds.to_string());
+    c
+}
+
 /// A profiler under test: a command started before the workload and stopped with SIGINT after it.
 struct Profiler {
     name: &'static str,

@@ -323,41 +323,8 @@ fn measure(
     let node = Node::start(setup)?;
     std::thread::sleep(WARM_UP);
     let mut cmd = match kind {
-        Kind::Sonde => {
-            let mut c = Command::new(sonde);
-            c.args([
-                "record",
-                "--summary-json",
-                "-",
-                "--frequency",
-                "99",
-                "--duration",
-            ])
-            .arg(seconds.to_string())
-            .arg("--output")
-            .arg(path("pb.gz"))
-            .arg("--folded")
-            .arg(path("folded"));
-            c
-        }
-        Kind::PerfDwarf => {
-            let _ = std::fs::remove_file(path("data"));
-            let mut c = Command::new("perf");
-            c.args([
-                "record",
-                "-q",
-                "-F",
-                "99",
-                "-a",
-                "--call-graph",
-                "dwarf",
-                "-o",
-            ])
-            .arg(path("data"))
-            .args(["--", "sleep"])
-            .arg(seconds.to_string());
-            c
-        }
+        Kind::Sonde => super::sonde_host_record(sonde, stem, seconds),
+        Kind::PerfDwarf => super::perf_dwarf_host_record(stem, seconds),
     };
     let child = cmd
         .stdout(Stdio::piped())
