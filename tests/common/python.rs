@@ -268,7 +268,7 @@ pub fn check_function_split(python: &Path, name: &str) {
         "only {all} samples of the busy script in 8 s at 99 Hz\n{summary}"
     );
     super::assert_sample_cost(&summary, "python");
-    let failures = split_failures(&samples, &summary, &script("py_split.py"));
+    let failures = split_failures(&samples, &summary, &script("py_split.py"), 5.0);
     if !failures.is_empty() {
         let shown = failures.len().min(15);
         panic!(
@@ -282,10 +282,15 @@ pub fn check_function_split(python: &Path, name: &str) {
 }
 
 /// What is wrong with `py_split.py`'s samples `samples` (one process's) and its summary: the
-/// 50/30/20 split (±5 points), `main` and `<module>` root-ward of every sample of the three, the
+/// 50/30/20 split (within `points`), `main` and `<module>` root-ward of every sample of the three, the
 /// frames' file `file` (the script's path where it ran) and lines in the script's bodies, and the
 /// Python walk counters (walks for nearly every sample, failures under 1%).
-pub fn split_failures(samples: &[PySample], summary: &str, file: &Path) -> Vec<String> {
+pub fn split_failures(
+    samples: &[PySample],
+    summary: &str,
+    file: &Path,
+    points: f64,
+) -> Vec<String> {
     let all = weight(samples);
     let path = script("py_split.py");
     let mut failures = Vec::new();
@@ -307,9 +312,9 @@ pub fn split_failures(samples: &[PySample], summary: &str, file: &Path) -> Vec<S
         let in_function: Vec<&PySample> =
             samples.iter().filter(|s| s.has_python(function)).collect();
         let got = 100.0 * weight(in_function.iter().copied()) as f64 / all as f64;
-        eprintln!("{function}: {got:.1}% (want {want}±5)");
-        if (got - want).abs() > 5.0 {
-            failures.push(format!("{function} share {got:.1}%, want {want}±5"));
+        eprintln!("{function}: {got:.1}% (want {want}±{points})");
+        if (got - want).abs() > points {
+            failures.push(format!("{function} share {got:.1}%, want {want}±{points}"));
         }
         let body = body_lines(&path, function);
         for s in &in_function {

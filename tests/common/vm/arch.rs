@@ -30,19 +30,29 @@ impl Arch {
         }
     }
 
-    /// QEMU's machine for this guest, under software emulation. Both vCPUs run in one host
-    /// thread. On x86_64, with a thread each (QEMU's default), a vCPU could run kernel text the
-    /// other was live-patching (`text_poke_bp`'s int3, as the kernel flips a static key when sonde
-    /// attaches its tracepoints), and 6.12 was seen to oops on it. On both, one thread per guest
-    /// lets two guests boot side by side on two host CPUs (`pool`) without taking a guest's vCPU
-    /// off its host CPU mid-round: with a thread per vCPU, two arm64 guests at once put Debian's
-    /// Python split at 44% for its 50% burner. `-cpu max` on arm64 has pointer authentication,
-    /// which Debian's kernel turns on for user space: return addresses on the stack carry a PAC, as
-    /// on Graviton 3 and later.
+    /// QEMU's machine for this guest, under software emulation. x86_64 runs both vCPUs in one
+    /// thread: with a thread each (QEMU's default), a vCPU could run kernel text the other was
+    /// live-patching (`text_poke_bp`'s int3, as the kernel flips a static key when sonde attaches
+    /// its tracepoints), and 6.12 was seen to oops on it. arm64 patches its text with
+    /// `stop_machine`, so its vCPUs keep a thread each. `-cpu max` on arm64 has pointer
+    /// authentication, which Debian's kernel turns on for user space: return addresses on the stack
+    /// carry a PAC, as on Graviton 3 and later.
     pub fn tcg_machine(self) -> &'static [&'static str] {
         match self {
             Arch::X86_64 => &["-accel", "tcg,thread=single", "-cpu", "max"],
-            Arch::Aarch64 => &["-M", "virt", "-accel", "tcg,thread=single", "-cpu", "max"],
+            Arch::Aarch64 => &["-M", "virt", "-accel", "tcg", "-cpu", "max"],
+        }
+    }
+
+    /// Host threads a guest keeps busy (one per vCPU thread, see `tcg_machine`): the guest pool
+    /// boots guests side by side only while their threads fit the host's CPUs. An arm64 guest's
+    /// two vCPU threads beside another guest's shifted its timed splits (Debian's Python at 44%
+    /// for its 50% burner beside the other arm64 guest; in one host thread, its off-CPU split read
+    /// 1.75 for 2).
+    pub fn host_threads(self) -> usize {
+        match self {
+            Arch::X86_64 => 1,
+            Arch::Aarch64 => 2,
         }
     }
 
