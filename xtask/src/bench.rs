@@ -203,6 +203,32 @@ pub(crate) fn interleaved<K: Copy, R>(
     Ok(runs)
 }
 
+/// The two host-wide profilers the short-lived processes and busy-node sections compare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HostProfiler {
+    Sonde,
+    PerfDwarf,
+}
+
+impl HostProfiler {
+    pub(crate) const ALL: [HostProfiler; 2] = [HostProfiler::Sonde, HostProfiler::PerfDwarf];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            HostProfiler::Sonde => "sonde record -F 99 (host)",
+            HostProfiler::PerfDwarf => "perf record -F 99 -a --call-graph dwarf",
+        }
+    }
+
+    /// The start of its files' names.
+    pub(crate) fn stem(self) -> &'static str {
+        match self {
+            HostProfiler::Sonde => "sonde",
+            HostProfiler::PerfDwarf => "perf",
+        }
+    }
+}
+
 /// `sonde record` of the whole host at 99 Hz for `seconds`: its profile at `stem`.pb.gz, its folded
 /// stacks at `stem`.folded, its summary as JSON on stdout.
 pub(crate) fn sonde_host_record(sonde: &Path, stem: &Path, seconds: u64) -> Command {

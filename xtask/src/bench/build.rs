@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, ensure};
 
 use super::{
-    BpfUsage, bpf_usage, cpu_of, median, sonde_summary,
+    BpfUsage, HostProfiler as Kind, bpf_usage, cpu_of, median, sonde_summary,
     unwind::stacks::{self, Share},
     wait_usage,
 };
@@ -32,23 +32,6 @@ const LOAD: Duration = Duration::from_millis(1500);
 
 /// Settings of the section (from `cargo xtask bench` flags).
 pub(crate) type Options = super::Rounds;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Sonde,
-    PerfDwarf,
-}
-
-impl Kind {
-    const ALL: [Kind; 2] = [Kind::Sonde, Kind::PerfDwarf];
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Sonde => "sonde record -F 99 (host)",
-            Kind::PerfDwarf => "perf record -F 99 -a --call-graph dwarf",
-        }
-    }
-}
 
 struct Run {
     kind: Kind,
@@ -79,20 +62,13 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
         &Kind::ALL,
         Kind::name,
         |round, kind| {
-            let stem = dir.join(format!("{}-r{round}", stem(kind)));
+            let stem = dir.join(format!("{}-r{round}", kind.stem()));
             measure(kind, sonde, &sources, &stem, options.seconds)
         },
     )?;
     print(&runs, options);
     restart::print(&restart::measure(sonde, &sources, &dir)?);
     Ok(())
-}
-
-fn stem(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Sonde => "sonde",
-        Kind::PerfDwarf => "perf",
-    }
 }
 
 /// The build loop, in its own process group (killed as a group).

@@ -22,7 +22,7 @@ use std::{
 use anyhow::{Context as _, ensure};
 use judge::{Frame, Language, Verdict, judge};
 
-use super::{interleaved, median, sonde_summary, wait_usage};
+use super::{HostProfiler as Kind, interleaved, median, sonde_summary, wait_usage};
 use crate::util::root;
 
 /// Settings of the section (from `cargo xtask bench` flags).
@@ -78,23 +78,6 @@ const PROGRAMS: [Program; 6] = [
 const JAVAC: usize = 0;
 const TSC: usize = 1;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Sonde,
-    PerfDwarf,
-}
-
-impl Kind {
-    const ALL: [Kind; 2] = [Kind::Sonde, Kind::PerfDwarf];
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Sonde => "sonde record -F 99 (host)",
-            Kind::PerfDwarf => "perf record -F 99 -a --call-graph dwarf",
-        }
-    }
-}
-
 /// Tallies of one program's samples.
 #[derive(Clone, Copy, Default)]
 struct Tally {
@@ -146,19 +129,12 @@ pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result
         &Kind::ALL,
         Kind::name,
         |round, kind| {
-            let stem = dir.join(format!("{}-{round}", stem(kind)));
+            let stem = dir.join(format!("{}-{round}", kind.stem()));
             measure(kind, sonde, &setup, &stem, options.seconds)
         },
     )?;
     print(&runs, options);
     Ok(())
-}
-
-fn stem(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Sonde => "sonde",
-        Kind::PerfDwarf => "perf",
-    }
 }
 
 /// What the programs need, made once.
