@@ -15,11 +15,13 @@ mod build;
 mod busy;
 mod daemon;
 mod go;
+mod host;
 mod java;
 mod node;
 mod offcpu;
 mod outage;
 mod python;
+mod rounds;
 mod scrape;
 mod summary;
 mod symbols;
@@ -36,6 +38,8 @@ use std::{
 use anyhow::Context as _;
 
 use crate::util::{self, build_release_sonde, root};
+pub(crate) use host::HostProfiler;
+pub(crate) use rounds::{Rounds, interleaved};
 pub(crate) use summary::{sample_cost_p50, sonde_summary, summary_number};
 pub(crate) use usage::{
     BpfUsage, Measured, Span, Usage, bpf_usage, cpu_of, has_exited, stop, wait_usage,
@@ -169,105 +173,6 @@ pub struct BenchArgs {
     /// Interleaved rounds of the targets section (its numbers are medians over rounds).
     #[arg(long, default_value_t = 3)]
     targets_rounds: usize,
-}
-
-/// The settings of a section measured in interleaved rounds of fixed-length runs (the Python, Go and
-/// short-lived processes sections).
-pub(crate) struct Rounds {
-    /// The profiled (or timed) span of each run, seconds.
-    pub(crate) seconds: u64,
-    /// Interleaved rounds over all runs; tables show medians over them.
-    pub(crate) rounds: usize,
-}
-
-/// Runs `measure(round, kind)` for every kind in every round, the order reversed on odd rounds so no
-/// kind is always the first (or last) of a round; returns the runs in the order they were made.
-pub(crate) fn interleaved<K: Copy, R>(
-    section: &str,
-    rounds: usize,
-    kinds: &[K],
-    name: impl Fn(K) -> &'static str,
-    mut measure: impl FnMut(usize, K) -> anyhow::Result<R>,
-) -> anyhow::Result<Vec<R>> {
-    let mut runs = Vec::with_capacity(rounds * kinds.len());
-    for round in 0..rounds {
-        let mut order = kinds.to_vec();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for kind in order {
-            eprintln!("{section} bench: round {round}, {}", name(kind));
-            runs.push(measure(round, kind)?);
-        }
-    }
-    Ok(runs)
-}
-
-/// The two host-wide profilers the short-lived processes and busy-node sections compare.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HostProfiler {
-    Sonde,
-    PerfDwarf,
-}
-
-impl HostProfiler {
-    pub(crate) const ALL: [HostProfiler; 2] = [HostProfiler::Sonde, HostProfiler::PerfDwarf];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            HostProfiler::Sonde => "sonde record -F 99 (host)",
-            HostProfiler::PerfDwarf => "perf record -F 99 -a --call-graph dwarf",
-        }
-    }
-
-    /// The start of its files' names.
-    pub(crate) fn stem(self) -> &'static str {
-        match self {
-            HostProfiler::Sonde => "sonde",
-            HostProfiler::PerfDwarf => "perf",
-        }
-    }
-}
-
-/// `sonde record` of the whole host at 99 Hz for `seconds`: its profile at `stem`.pb.gz, its folded
-/// stacks at `stem`.folded, its summary as JSON on stdout.
-pub(crate) fn sonde_host_record(sonde: &Path, stem: &Path, seconds: u64) -> Command {
-    let mut c = Command::new(sonde);
-    c.args([
-        "record",
-        "--summary-json",
-        "-",
-        "--frequency",
-        "99",
-        "--duration",
-    ])
-    .arg(seconds.to_string())
-    .arg("--output")
-    .arg(stem.with_extension("pb.gz"))
-    .arg("--folded")
-    .arg(stem.with_extension("folded"));
-    c
-}
-
-/// `perf record -a --call-graph dwarf` of the whole host at 99 Hz for `seconds`, into `stem`.data.
-pub(crate) fn perf_dwarf_host_record(stem: &Path, seconds: u64) -> Command {
-    let data = stem.with_extension("data");
-    let _ = std::fs::remove_file(&data);
-    let mut c = Command::new("perf");
-    c.args([
-        "record",
-        "-q",
-        "-F",
-        "99",
-        "-a",
-        "--call-graph",
-        "dwarf",
-        "-o",
-    ])
-    .arg(data)
-    .args(["--", "sleep"])
-    .arg(seconds.to_string());
-    c
 }
 
 /// A profiler under test: a command started before the workload and stopped with SIGINT after it.

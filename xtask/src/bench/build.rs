@@ -105,10 +105,7 @@ fn measure(
     let path = |ext: &str| stem.with_extension(ext);
     let build = Loop::start(sources)?;
     std::thread::sleep(WARM_UP);
-    let mut cmd = match kind {
-        Kind::Sonde => super::sonde_host_record(sonde, stem, seconds),
-        Kind::PerfDwarf => super::perf_dwarf_host_record(stem, seconds),
-    };
+    let mut cmd = kind.command(sonde, stem, seconds);
     std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")?;
     let child = cmd
         .stdout(Stdio::piped())

@@ -298,10 +298,7 @@ fn measure(
     let path = |ext: &str| stem.with_extension(ext);
     let node = Node::start(setup)?;
     std::thread::sleep(WARM_UP);
-    let mut cmd = match kind {
-        Kind::Sonde => super::sonde_host_record(sonde, stem, seconds),
-        Kind::PerfDwarf => super::perf_dwarf_host_record(stem, seconds),
-    };
+    let mut cmd = kind.command(sonde, stem, seconds);
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(path("stderr"))?)
