@@ -19,7 +19,6 @@ use sonde_abi::{PageEntry, PageKey, ProcMappings, RowBlock, UnwindRule, names};
 use super::{
     UnwindStats, build,
     files::Files,
-    mappings::{self, Unwinding},
     saved::SavedTables,
     store::{StoreError, TableMaps, TableStore},
     table,
@@ -35,6 +34,8 @@ use crate::{
     process::{Binary, Mapping, ProcessInfo, file_ids::FileIds},
     runtimes::{Runtimes, registry},
 };
+
+mod entries;
 
 /// Requests queued before new ones are dropped (and counted): the thread may be busy building a large
 /// table while a fork storm arrives.
@@ -54,7 +55,9 @@ enum Request {
     Exited(u32),
     /// These processes had samples in the last window.
     Sampled(Vec<u32>),
-    /// Answer once everything before it is handled.
+    /// A table built (on a building thread).
+    Built(build::Built<TableKey>),
+    /// Answer once everything before it is handled and no table is building.
     Barrier(std::sync::mpsc::Sender<()>),
     Stop,
 }
@@ -142,6 +145,11 @@ impl Unwinder {
             budget_bytes: maps.budget_bytes,
             ..Default::default()
         }));
+        let built = tx.clone();
+        let builders = build::Builders::start(move |table| {
+            // Fails only once the unwinder has stopped: the table is not wanted any more.
+            let _ = built.send(Request::Built(table));
+        });
         let mut worker = Worker {
             store: TableStore::new(
                 AyaTableMaps {
@@ -156,6 +164,9 @@ impl Unwinder {
             binaries: HashMap::new(),
             procs: HashMap::new(),
             unwritten: HashSet::new(),
+            builders,
+            building: HashMap::new(),
+            barriers: Vec::new(),
             saved,
             runtimes,
             stats: stats.clone(),
@@ -180,8 +191,8 @@ impl Unwinder {
         *self.handle.stats.lock().expect("unwind stats lock")
     }
 
-    /// Waits (at most `timeout`) until the requests sent so far are handled: `record --pid` loads the
-    /// tables of the named processes before sampling starts.
+    /// Waits (at most `timeout`) until the requests sent so far are handled and no table is being
+    /// built: `record --pid` loads the tables of the named processes before sampling starts.
     pub(crate) fn settle(&self, timeout: std::time::Duration) -> bool {
         let (tx, rx) = std::sync::mpsc::channel();
         self.handle.send(Request::Barrier(tx));
@@ -214,6 +225,11 @@ struct Worker {
     procs: HashMap<u32, Arc<ProcessInfo>>,
     /// Processes whose last `PROC_MAPPINGS` write failed: written again when next sampled.
     unwritten: HashSet<u32>,
+    builders: build::Builders<TableKey>,
+    /// Tables being built, with the mapping that asked first (loaded and published with it).
+    building: HashMap<TableKey, Mapping>,
+    /// Barriers that wait for the tables being built.
+    barriers: Vec<std::sync::mpsc::Sender<()>>,
     saved: Option<SavedTables>,
     runtimes: Runtimes,
     stats: Arc<Mutex<UnwindStats>>,
@@ -226,10 +242,14 @@ impl Worker {
                 Request::Process(info) => self.process(info),
                 Request::Exited(pid) => self.exited(pid),
                 Request::Sampled(pids) => self.sampled(&pids),
-                Request::Barrier(done) => {
+                Request::Built(built) => self.built(built),
+                Request::Barrier(done) => self.barriers.push(done),
+                Request::Stop => break,
+            }
+            if self.building.is_empty() {
+                for done in self.barriers.drain(..) {
                     let _ = done.send(());
                 }
-                Request::Stop => break,
             }
             let store = self.store.stats();
             let mut stats = self.stats.lock().expect("unwind stats lock");
@@ -256,42 +276,48 @@ impl Worker {
                 planned.push(plan);
             }
         }
-        let (saved, mut to_build): (Vec<Planned>, Vec<Planned>) = planned
-            .into_iter()
-            .partition(|p| matches!(p.source, Source::Saved(_)));
-        let jobs = to_build
-            .iter_mut()
-            .map(|p| build::Job {
-                binary: p.binary,
-                runtime_rows: match &mut p.source {
-                    Source::Build(rows) => rows.take(),
-                    Source::Saved(_) => None,
-                },
-            })
-            .collect();
-        let built = build::build_all(jobs);
-        for plan in saved {
-            let Source::Saved(rows) = plan.source else {
-                continue;
-            };
-            self.load(
-                &plan.key,
-                plan.mapping,
-                Ok(rows),
-                true,
-                Duration::ZERO,
-                &keys,
-            );
-        }
-        for (plan, built) in to_build.into_iter().zip(built) {
-            let rows = built.table.map(|t| {
-                self.keep_on_disk(&plan.key, plan.binary, &t);
-                t.rows
-            });
-            let rows = rows.map_err(|e| e.to_string());
-            self.load(&plan.key, plan.mapping, rows, false, built.took, &keys);
+        for plan in planned {
+            match plan.source {
+                Source::Saved(rows) => {
+                    self.load(&plan.key, plan.mapping, Ok(rows), true, Duration::ZERO, &keys)
+                }
+                Source::Build(runtime_rows) => {
+                    let Some(binary) = plan.mapping.binary.clone() else {
+                        continue;
+                    };
+                    self.building.insert(plan.key.clone(), plan.mapping.clone());
+                    self.builders.submit(build::Job {
+                        key: plan.key,
+                        binary,
+                        runtime_rows,
+                    });
+                }
+            }
         }
         self.write_entries(pid);
+    }
+
+    /// A table built: loaded, and written for every process that maps its binary.
+    fn built(&mut self, built: build::Built<TableKey>) {
+        let Some(mapping) = self.building.remove(&built.key) else {
+            return;
+        };
+        let rows = built.table.map(|t| {
+            if let Some(binary) = &mapping.binary {
+                self.keep_on_disk(&built.key, binary, &t);
+            }
+            t.rows
+        });
+        // The tables its processes use stay while it loads, as when a process's are loaded at once.
+        let keep: Vec<TableKey> = self
+            .procs
+            .values()
+            .filter(|p| p.mappings.iter().filter_map(key_of).any(|k| k == built.key))
+            .flat_map(|p| p.mappings.iter().filter_map(key_of))
+            .collect();
+        let rows = rows.map_err(|e| e.to_string());
+        self.load(&built.key, &mapping, rows, false, built.took, &keep);
+        self.table_loaded(&built.key, &mapping);
     }
 
     fn exited(&mut self, pid: u32) {
@@ -334,6 +360,7 @@ impl Worker {
     /// Where the table of `key` comes from, unless it is loaded or known to be unusable.
     fn plan<'a>(&mut self, key: TableKey, mapping: &'a Mapping) -> Option<Planned<'a>> {
         if self.store.get(&key).is_some()
+            || self.building.contains_key(&key)
             || matches!(self.binaries.get(&key), Some(BinaryState::Unusable))
         {
             return None;
@@ -352,7 +379,6 @@ impl Worker {
         Some(Planned {
             key,
             mapping,
-            binary,
             source,
         })
     }
@@ -451,91 +477,12 @@ impl Worker {
             tracing::warn!(path, %err, "saving an unwind table failed; it is rebuilt at the next start");
         }
     }
-
-    /// Processes that used an evicted table get entries without it (their frames there fall back).
-    fn evicted(&mut self, keys: &[TableKey]) {
-        for key in keys {
-            self.files.withdraw(key);
-        }
-        let gone: HashSet<&TableKey> = keys.iter().collect();
-        let affected: Vec<u32> = self
-            .procs
-            .values()
-            .filter(|p| {
-                p.mappings
-                    .iter()
-                    .filter_map(key_of)
-                    .any(|k| gone.contains(&k))
-            })
-            .map(|p| p.pid)
-            .collect();
-        for pid in affected {
-            self.write_entries(pid);
-        }
-    }
-
-    fn write_entries(&mut self, pid: u32) {
-        let Some(info) = self.procs.get(&pid).cloned() else {
-            return;
-        };
-        let entries: Vec<(u64, u64, Unwinding)> = info
-            .mappings
-            .iter()
-            .map(|m| {
-                let how = match key_of(m) {
-                    None => Unwinding::NoInfo,
-                    Some(key) => match (self.store.get(&key), self.binaries.get(&key)) {
-                        (Some(id), Some(BinaryState::Usable(segments))) => {
-                            let bias = crate::process::load_bias::load_bias(
-                                m.module.start,
-                                m.module.file_offset,
-                                segments,
-                            );
-                            let delta = m
-                                .module
-                                .start
-                                .wrapping_sub(m.module.file_offset)
-                                .wrapping_sub(bias);
-                            self.files.publish(&key, m, id, delta);
-                            Unwinding::Table { id, bias }
-                        }
-                        (_, Some(BinaryState::Unusable)) => Unwinding::NoInfo,
-                        _ => Unwinding::Pending,
-                    },
-                };
-                (m.module.start, m.module.limit, how)
-            })
-            .collect();
-        let (value, dropped) = mappings::proc_mappings(&entries, monotonic_ns());
-        if dropped > 0 {
-            self.stats
-                .lock()
-                .expect("unwind stats lock")
-                .mappings_dropped += dropped as u64;
-        }
-        // A process not written (the map full, the kernel out of memory) is tried again when next
-        // sampled; its samples meanwhile fall back to frame pointers (counted by the kernel).
-        match self.procs_map.insert(pid, *value, 0) {
-            Ok(()) => {
-                self.unwritten.remove(&pid);
-            }
-            Err(err) => {
-                tracing::debug!(pid, %err, "writing a process's mappings for the unwinder failed; retried when next sampled");
-                self.unwritten.insert(pid);
-                self.stats
-                    .lock()
-                    .expect("unwind stats lock")
-                    .processes_dropped += 1;
-            }
-        }
-    }
 }
 
 /// A table a process needs, and where it comes from.
 struct Planned<'a> {
     key: TableKey,
     mapping: &'a Mapping,
-    binary: &'a Binary,
     source: Source,
 }
 

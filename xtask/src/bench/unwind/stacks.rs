@@ -4,12 +4,15 @@
 //! versions stripped).
 //! "Any", not "outermost": a stripped executable's `_start` has no name, but the walk that got to it
 //! passed `__libc_start_call_main` (libc has debug symbols here), and a cut stack never holds a root.
+//! A sample inside `__libc_start_main_impl` itself (glibc 2.34's name of `__libc_start_main`: running
+//! the program's constructors, or exiting) is as complete: its only caller is `_start`.
 
 /// Thread entry points (glibc), as in agent/src/symbolize/roots.rs minus the Go and musl names.
-pub(crate) const ROOTS: [&str; 8] = [
+pub(crate) const ROOTS: [&str; 9] = [
     "_start",
     "__libc_start_call_main",
     "__libc_start_main",
+    "__libc_start_main_impl",
     "start_thread",
     "clone",
     "clone3",
@@ -192,6 +195,7 @@ mod tests {
         let text = "busy_nofp;clone3;start_thread;worker;spin 30\n\
                     busy_nofp;spin 10\n\
                     python3;python3.11+0x1234;__libc_start_call_main;main;PyEval 5\n\
+                    python3;python3.11+0x1234;__libc_start_main_impl 2\n\
                     other;_start;main 100\n";
         let shares = from_folded(text, 2, |c| match c {
             "busy_nofp" => Some(0),
@@ -199,7 +203,7 @@ mod tests {
             _ => None,
         });
         assert_eq!(one(&shares), (40, 30));
-        assert_eq!((shares[1].samples, shares[1].rooted), (5, 5));
+        assert_eq!((shares[1].samples, shares[1].rooted), (7, 7));
     }
 
     #[test]

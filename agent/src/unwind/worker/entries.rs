@@ -1,0 +1,110 @@
+//! Each process's mapping entries (`PROC_MAPPINGS`): which table, and which load bias, each of its
+//! executable mappings uses; and the binaries' own entries (`FILE_TABLES`) for the processes the
+//! kernel walks before userspace has captured them.
+
+use std::collections::HashSet;
+
+use super::{BinaryState, TableKey, Worker, key_of, monotonic_ns};
+use crate::{
+    process::Mapping,
+    unwind::mappings::{self, Unwinding},
+};
+
+impl Worker {
+    /// Processes that used an evicted table get entries without it (their frames there fall back).
+    pub(super) fn evicted(&mut self, keys: &[TableKey]) {
+        for key in keys {
+            self.files.withdraw(key);
+        }
+        let gone: HashSet<&TableKey> = keys.iter().collect();
+        let affected: Vec<u32> = self
+            .procs
+            .values()
+            .filter(|p| {
+                p.mappings
+                    .iter()
+                    .filter_map(key_of)
+                    .any(|k| gone.contains(&k))
+            })
+            .map(|p| p.pid)
+            .collect();
+        for pid in affected {
+            self.write_entries(pid);
+        }
+    }
+
+    /// Rewrites the entries of every process mapping the binary of `key` (its table just loaded).
+    pub(super) fn table_loaded(&mut self, key: &TableKey, mapping: &Mapping) {
+        // The binary's own entry first, from the mapping that asked for it: the processes that
+        // asked may all be gone (a compiler pass), not the next ones to run it.
+        self.unwinding(mapping);
+        let using: Vec<u32> = self
+            .procs
+            .values()
+            .filter(|p| p.mappings.iter().filter_map(key_of).any(|k| &k == key))
+            .map(|p| p.pid)
+            .collect();
+        for pid in using {
+            self.write_entries(pid);
+        }
+    }
+
+    /// How the kernel walks mapping `m`; when by a table, the binary's `FILE_TABLES` entry is written
+    /// too.
+    fn unwinding(&mut self, m: &Mapping) -> Unwinding {
+        let Some(key) = key_of(m) else {
+            return Unwinding::NoInfo;
+        };
+        match (self.store.get(&key), self.binaries.get(&key)) {
+            (Some(id), Some(BinaryState::Usable(segments))) => {
+                let bias = crate::process::load_bias::load_bias(
+                    m.module.start,
+                    m.module.file_offset,
+                    segments,
+                );
+                let delta = m
+                    .module
+                    .start
+                    .wrapping_sub(m.module.file_offset)
+                    .wrapping_sub(bias);
+                self.files.publish(&key, m, id, delta);
+                Unwinding::Table { id, bias }
+            }
+            (_, Some(BinaryState::Unusable)) => Unwinding::NoInfo,
+            _ => Unwinding::Pending,
+        }
+    }
+
+    pub(super) fn write_entries(&mut self, pid: u32) {
+        let Some(info) = self.procs.get(&pid).cloned() else {
+            return;
+        };
+        let entries: Vec<(u64, u64, Unwinding)> = info
+            .mappings
+            .iter()
+            .map(|m| (m.module.start, m.module.limit, self.unwinding(m)))
+            .collect();
+        let (value, dropped) = mappings::proc_mappings(&entries, monotonic_ns());
+        if dropped > 0 {
+            self.stats
+                .lock()
+                .expect("unwind stats lock")
+                .mappings_dropped += dropped as u64;
+        }
+        // A process not written (the map full, the kernel out of memory) is tried again when next
+        // sampled; its samples meanwhile fall back to frame pointers (counted by the kernel).
+        match self.procs_map.insert(pid, *value, 0) {
+            Ok(()) => {
+                self.unwritten.remove(&pid);
+            }
+            Err(err) => {
+                tracing::debug!(pid, %err, "writing a process's mappings for the unwinder failed; retried when next sampled");
+                self.unwritten.insert(pid);
+                self.stats
+                    .lock()
+                    .expect("unwind stats lock")
+                    .processes_dropped += 1;
+            }
+        }
+    }
+}
