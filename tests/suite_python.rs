@@ -11,4 +11,5 @@ mod python_off_switch;
 mod python_offcpu_sleep;
 mod python_other_builds;
 mod python_pyspy_agreement;
+mod python_short_lived;
 mod python_threads;

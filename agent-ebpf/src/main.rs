@@ -7,6 +7,7 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
+mod binaries;
 mod diag;
 mod globals;
 mod go_labels;

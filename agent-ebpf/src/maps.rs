@@ -114,6 +114,10 @@ pub static VMA_MAPPINGS: HashMap<u32, VmaMappings> = HashMap::with_max_entries(1
 /// CPython settings of each Python process, by tgid. Not preallocated (48 bytes per process).
 #[map]
 pub static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(4096, ALLOCATED);
+/// CPython settings by binary file, written by userspace once per interpreter binary it finds (see
+/// `crate::binaries`). Not preallocated (64 bytes per binary).
+#[map]
+pub static PY_FILES: HashMap<FileKey, PyProc> = HashMap::with_max_entries(64, ALLOCATED);
 /// The thread state found for each Python thread, by tid; checked against the thread's id at every use.
 /// Preallocated (LRU): 4096 threads, 0.3 MB; an evicted thread's state is searched for again.
 #[map]

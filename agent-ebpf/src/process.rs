@@ -42,6 +42,7 @@ pub fn exec() -> Result<(), Failed> {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // Absent for processes without tables: nothing to forget.
     let _ = PROC_MAPPINGS.remove(tgid);
+    crate::binaries::exec(tgid);
     let new_binary = crate::vmas::exec(tgid);
     if SEEN.remove(tgid).is_ok() {
         send(proc_event::EXEC, tgid).map_err(Failed::EventLost)?;
@@ -62,6 +63,9 @@ pub fn exit() -> Result<(), Failed> {
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
     crate::vmas::exit(tid);
+    if tid == tgid {
+        crate::binaries::exited(tgid);
+    }
     // The leader's exit is reported; userspace checks whether other threads live on (a process whose
     // main thread exited keeps running) before it forgets the process and its mappings.
     if tid == tgid && SEEN.remove(tgid).is_ok() {

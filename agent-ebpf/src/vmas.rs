@@ -109,7 +109,7 @@ pub fn exec(tgid: u32) -> bool {
             })
     };
     if let Some(start_code) = start_code {
-        add(entry, start_code);
+        add(tgid, entry, start_code);
     }
     let unknown = match entry.mappings.first() {
         Some(program) if entry.count > 0 => FILE_TABLES.get_ptr(program.file).is_none(),
@@ -118,7 +118,7 @@ pub fn exec(tgid: u32) -> bool {
     // The task starts in its interpreter (ld.so) when it has one, in the program itself otherwise.
     if let Some(user) = regs::current_task_user_regs() {
         if !contains(entry, user.pc) {
-            add(entry, user.pc);
+            add(tgid, entry, user.pc);
         }
     }
     unknown
@@ -143,7 +143,7 @@ pub fn mmap(ctx: &TracePointContext) {
     }
     // SAFETY: as in `exec`; threads of one process mmap concurrently, and a lost append only leaves
     // frames to the frame-pointer step.
-    add(unsafe { &mut *entry }, ret);
+    add(tgid, unsafe { &mut *entry }, ret);
 }
 
 /// At `fork` of a recorded process: the child runs the same image until it execs (a `vfork` child
@@ -268,9 +268,10 @@ fn contains(entry: &VmaMappings, addr: u64) -> bool {
     false
 }
 
-/// Appends the VMA containing `addr` when it maps a file executable.
+/// Appends the VMA containing `addr` when it maps a file executable, and tells the runtimes found in
+/// that file before (`crate::binaries`).
 #[inline(always)]
-fn add(entry: &mut VmaMappings, addr: u64) {
+fn add(tgid: u32, entry: &mut VmaMappings, addr: u64) {
     let Some(found) = find(addr) else {
         bump(stat::VMA_RECORD_FAILED);
         return;
@@ -290,13 +291,15 @@ fn add(entry: &mut VmaMappings, addr: u64) {
         bump(stat::VMA_RECORD_FAILED);
         return;
     }
+    let file_base = found.start.wrapping_sub(found.pgoff << 12);
     *slot = VmaMapping {
         start: found.start,
         end: found.end,
-        file_base: found.start.wrapping_sub(found.pgoff << 12),
+        file_base,
         file,
     };
     entry.count = count + 1;
+    crate::binaries::mapped(tgid, &file, file_base);
 }
 
 /// The current task's VMA containing `addr`.

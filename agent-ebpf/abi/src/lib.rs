@@ -431,6 +431,9 @@ pub mod stat {
     pub const TARGET_THINNED: u32 = V8_WALKS + 7;
     /// Off-CPU switch-outs of processes the relabel rules drop, not tracked.
     pub const TARGET_OFFCPU_DROPPED: u32 = V8_WALKS + 8;
+    /// CPython processes given their settings by the kernel as they mapped an interpreter binary
+    /// userspace had found before (`PY_FILES`): walked from their first sample.
+    pub const PY_BY_BINARY: u32 = V8_WALKS + 9;
 
     /// The counter of walks ending in `outcome` (`unwind::outcome`); every outcome has one.
     pub const fn walk_counter(outcome: u32) -> u32 {
@@ -448,7 +451,7 @@ pub mod stat {
         }
     }
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 9;
+    pub const COUNT: u32 = V8_WALKS + 10;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most

@@ -54,6 +54,9 @@ pub const AYA_LOGS: &str = "AYA_LOGS";
 pub const PY_PROCS: &str = "PY_PROCS";
 /// The thread state of each Python thread found so far, by tid (a cache the kernel fills).
 pub const PY_THREADS: &str = "PY_THREADS";
+/// CPython settings per binary file ([`crate::python::PyProc`] relative to the file's mapping), by
+/// [`crate::FileKey`].
+pub const PY_FILES: &str = "PY_FILES";
 
 /// Goroutine-label settings per Go process ([`crate::go::GoProc`]), by tgid.
 pub const GO_PROCS: &str = "GO_PROCS";
@@ -119,7 +122,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 48] = [
+pub const ALL_MAPS: [&str; 49] = [
     CONTROL,
     PIDS,
     TARGETS,
@@ -144,6 +147,7 @@ pub const ALL_MAPS: [&str; 48] = [
     AYA_LOGS,
     PY_PROCS,
     PY_THREADS,
+    PY_FILES,
     GO_PROCS,
     SAMPLE_LABELS,
     GO_LABEL_SCRATCH,

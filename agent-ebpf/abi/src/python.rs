@@ -78,8 +78,22 @@ pub mod layout {
 /// `owner` of the evaluation loop's entry shim frame (`FRAME_OWNED_BY_CSTACK`, 3.12+).
 pub const OWNED_BY_CSTACK: u8 = 3;
 
+/// Who wrote a [`PyProc`] ([`PyProc::origin`]).
+pub mod origin {
+    /// Userspace, having captured the process.
+    pub const CAPTURE: u16 = 0;
+    /// The kernel, when the process mapped a binary userspace had found an interpreter in
+    /// (`PY_FILES`): removed by the kernel at the process's exit, as userspace may never see it.
+    pub const BINARY: u16 = 1;
+}
+
 /// One CPython process's settings, written by userspace when it finds the interpreter
 /// (`PY_PROCS`, by tgid). Offsets are in bytes; [`OFFSET_NONE`] where the field does not exist.
+///
+/// The same settings by binary (`PY_FILES`, by the device and inode of the file exporting
+/// `_PyRuntime`) hold `interp_head` and `gil_tstate` relative to where the file's executable mapping
+/// puts its offset 0 (`start - offset`, as the kernel records a mapping): a process that maps the file
+/// gets its own `PY_PROCS` entry from the kernel at once, before userspace has captured it.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct PyProc {
@@ -117,8 +131,8 @@ pub struct PyProc {
     /// `PyThreadState.thread_id` (`pthread_self()`, which glibc makes the thread's x86_64 fs base),
     /// matched against the task's fs base where there is no native thread id; or [`OFFSET_NONE`].
     pub tstate_pthread: u16,
-    /// Explicit padding.
-    pub _pad: u16,
+    /// [`origin`].
+    pub origin: u16,
 }
 const _: () = assert!(core::mem::size_of::<PyProc>() == 48);
 

@@ -162,7 +162,11 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     loader.map_max_entries(names::VMA_MAPPINGS, vma_processes);
     for (side, on) in options.kernel_sides() {
         if !on {
-            for map in std::iter::once(&side.procs_map).chain(side.other_maps) {
+            for map in [side.procs_map]
+                .iter()
+                .chain(&side.files_map)
+                .chain(side.other_maps)
+            {
                 loader.map_max_entries(map, 1);
             }
         }
@@ -214,13 +218,18 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     let mut runtime_maps = RuntimeMaps::default();
     for (side, on) in options.kernel_sides() {
         if on {
-            let map = ebpf.take_map(side.procs_map).ok_or_else(|| BpfError::Map {
-                map: side.procs_map.into(),
-                source: aya::maps::MapError::InvalidName {
-                    name: side.procs_map.into(),
-                },
-            })?;
-            runtime_maps.0.push((side.runtime, map));
+            let take = |ebpf: &mut aya::Ebpf, name| {
+                ebpf.take_map(name)
+                    .ok_or_else(|| crate::bpf::maps::missing(name))
+            };
+            runtime_maps
+                .procs
+                .push((side.runtime, take(&mut ebpf, side.procs_map)?));
+            if let Some(files) = side.files_map {
+                runtime_maps
+                    .files
+                    .push((side.runtime, take(&mut ebpf, files)?));
+            }
         }
     }
     // The attached programs dispatch to the walking programs through these arrays; the native

@@ -64,7 +64,7 @@ fn read_user_stack(len: u32, outcome: u32, frames: &[u64]) -> UserStackRead {
     }
 }
 
-fn missing(name: &str) -> BpfError {
+pub(crate) fn missing(name: &str) -> BpfError {
     BpfError::Map {
         map: name.to_owned(),
         source: aya::maps::MapError::InvalidName {

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use aya::maps::{HashMap, MapData};
+use sonde_abi::FileKey;
 
 /// A runtime's settings map and the processes written into it.
 pub(crate) struct Publisher<V: aya::Pod> {
@@ -62,6 +63,43 @@ impl<V: aya::Pod> Publisher<V> {
     pub(crate) fn exited(&mut self, pid: u32) {
         if self.published.remove(&pid) {
             let _ = self.map.remove(&pid);
+        }
+    }
+}
+
+/// A runtime's settings by binary file (`PY_FILES`), where they follow from the file alone: written
+/// once per file and kept while sonde runs (a file's settings never change; a replaced file is
+/// another inode). Beyond the map's size, further binaries' processes wait for their capture.
+pub(crate) struct FilePublisher<V: aya::Pod> {
+    map: HashMap<MapData, FileKey, V>,
+    written: HashSet<FileKey>,
+    /// Whether a refused write was logged (once).
+    refused: bool,
+}
+
+impl<V: aya::Pod> FilePublisher<V> {
+    pub(crate) fn new(map: HashMap<MapData, FileKey, V>) -> Self {
+        Self {
+            map,
+            written: HashSet::new(),
+            refused: false,
+        }
+    }
+
+    /// Settings for `file`, found in a process mapping it.
+    pub(crate) fn publish(&mut self, file: FileKey, settings: V) {
+        if self.written.contains(&file) {
+            return;
+        }
+        match self.map.insert(file, settings, 0) {
+            Ok(()) => {
+                self.written.insert(file);
+            }
+            Err(err) if !self.refused => {
+                self.refused = true;
+                tracing::debug!(%err, "a runtime's settings by binary were refused (the map is full?); its new processes wait for their capture");
+            }
+            Err(_) => {}
         }
     }
 }

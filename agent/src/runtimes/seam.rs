@@ -82,28 +82,46 @@ pub(crate) fn cache_of<T: Send + Sync + 'static>(cache: &RuntimeCache) -> Arc<T>
     })
 }
 
-/// The per-process settings maps the loader took for the runtimes whose kernel side is on, by
-/// runtime; each runtime's capture types its own.
+/// The settings maps the loader took for the runtimes whose kernel side is on, by runtime: per
+/// process (`PY_PROCS`, ...) and per binary (`PY_FILES`); each runtime's capture types its own.
 #[derive(Default)]
-pub(crate) struct RuntimeMaps(pub(crate) Vec<(Runtime, Map)>);
+pub(crate) struct RuntimeMaps {
+    pub(crate) procs: Vec<(Runtime, Map)>,
+    pub(crate) files: Vec<(Runtime, Map)>,
+}
 
 impl RuntimeMaps {
-    /// The map of `runtime` as the hash it is, if its kernel side is on.
+    /// The per-process map of `runtime` as the hash it is, if its kernel side is on.
     pub(crate) fn take<V: aya::Pod>(
         &mut self,
         runtime: Runtime,
     ) -> Option<HashMap<MapData, u32, V>> {
-        let at = self.0.iter().position(|(r, _)| *r == runtime)?;
-        let (_, map) = self.0.swap_remove(at);
-        match HashMap::try_from(map) {
-            Ok(map) => Some(map),
-            Err(err) => {
-                tracing::warn!(
-                    runtime = runtime.name(),
-                    "its settings map is not the hash it should be ({err}): the runtime is off"
-                );
-                None
-            }
+        take_hash(&mut self.procs, runtime)
+    }
+
+    /// The per-binary map of `runtime` (`KernelSide::files_map`), if it has one and is on.
+    pub(crate) fn take_files<V: aya::Pod>(
+        &mut self,
+        runtime: Runtime,
+    ) -> Option<HashMap<MapData, sonde_abi::FileKey, V>> {
+        take_hash(&mut self.files, runtime)
+    }
+}
+
+fn take_hash<K: aya::Pod, V: aya::Pod>(
+    maps: &mut Vec<(Runtime, Map)>,
+    runtime: Runtime,
+) -> Option<HashMap<MapData, K, V>> {
+    let at = maps.iter().position(|(r, _)| *r == runtime)?;
+    let (_, map) = maps.swap_remove(at);
+    match HashMap::try_from(map) {
+        Ok(map) => Some(map),
+        Err(err) => {
+            tracing::warn!(
+                runtime = runtime.name(),
+                "its settings map is not the hash it should be ({err}): the runtime is off"
+            );
+            None
         }
     }
 }
@@ -240,6 +258,10 @@ pub(crate) struct KernelSide {
     pub(crate) runtime: super::Runtime,
     /// Its per-process settings map, handed to its capture (`PY_PROCS`, ...).
     pub(crate) procs_map: &'static str,
+    /// Its per-binary settings map, handed to its capture too, where its settings follow from the
+    /// binary alone (`PY_FILES`): the kernel then writes a process's own entry as the process maps
+    /// the binary (agent-ebpf `binaries.rs`).
+    pub(crate) files_map: Option<&'static str>,
     /// Other maps only it uses, shrunk to one entry when it is off.
     pub(crate) other_maps: &'static [&'static str],
     /// The read-only global that turns its kernel code on (pruned by the verifier when 0).

@@ -278,9 +278,14 @@ impl Worker {
         }
         for plan in planned {
             match plan.source {
-                Source::Saved(rows) => {
-                    self.load(&plan.key, plan.mapping, Ok(rows), true, Duration::ZERO, &keys)
-                }
+                Source::Saved(rows) => self.load(
+                    &plan.key,
+                    plan.mapping,
+                    Ok(rows),
+                    true,
+                    Duration::ZERO,
+                    &keys,
+                ),
                 Source::Build(runtime_rows) => {
                     let Some(binary) = plan.mapping.binary.clone() else {
                         continue;

@@ -18,6 +18,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     kernel: KernelSide {
         runtime: Runtime::Go,
         procs_map: names::GO_PROCS,
+        files_map: None,
         other_maps: &[names::SAMPLE_LABELS],
         global: globals::GO,
         needs_tables: false,

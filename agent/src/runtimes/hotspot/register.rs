@@ -18,6 +18,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     kernel: KernelSide {
         runtime: Runtime::Java,
         procs_map: names::HS_PROCS,
+        files_map: None,
         other_maps: &[],
         global: globals::JAVA,
         needs_tables: true,

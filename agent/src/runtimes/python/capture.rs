@@ -1,6 +1,8 @@
 //! CPython's side of process capture: the interpreter of each captured process (`detect`), handed to
 //! the kernel (`PY_PROCS`) for its Python frames to be walked, counted and said once per binary when
-//! it cannot be walked; the code objects the kernel announces read while they live.
+//! it cannot be walked; the code objects the kernel announces read while they live. Each interpreter
+//! binary found is handed over too (`PY_FILES`): the next processes that map it are walked from their
+//! first sample.
 
 use std::{
     collections::HashSet,
@@ -14,7 +16,7 @@ use crate::{
     process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
         ProcessCounts, Runtime,
-        publish::Publisher,
+        publish::{FilePublisher, Publisher},
         seam::{RuntimeCapture, typed},
     },
 };
@@ -23,6 +25,8 @@ use crate::{
 pub(crate) struct PythonCapture {
     /// Where found interpreters are handed to the kernel, when it walks Python frames.
     publisher: Option<Publisher<PyProc>>,
+    /// Where found interpreters' binaries are handed to the kernel, likewise.
+    files: Option<FilePublisher<PyProc>>,
     /// Where announced code objects are read into (the symbolizer's cache).
     names: Arc<Mutex<PythonNames>>,
     /// Processes already counted in `python_unsupported` (until evicted).
@@ -36,10 +40,12 @@ pub(crate) struct PythonCapture {
 impl PythonCapture {
     pub(crate) fn new(
         publisher: Option<Publisher<PyProc>>,
+        files: Option<FilePublisher<PyProc>>,
         names: Arc<Mutex<PythonNames>>,
     ) -> Self {
         Self {
             publisher,
+            files,
             names,
             unsupported: HashSet::new(),
             warned: HashSet::new(),
@@ -113,6 +119,12 @@ impl RuntimeCapture for PythonCapture {
         }
         if let Some(publisher) = &mut self.publisher {
             publisher.captured(process.pid, found.as_ref().map(|i| i.kernel_settings()));
+        }
+        if let (Some(files), Some((file, settings))) = (
+            &mut self.files,
+            found.as_ref().and_then(|i| i.kernel_file_settings()),
+        ) {
+            files.publish(file, settings);
         }
         found.map(|i| i as RuntimeInstance)
     }

@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
-use sonde_abi::python::{OFFSET_NONE, PyProc};
+use sonde_abi::{
+    FileKey,
+    python::{OFFSET_NONE, PyProc, origin},
+};
 
 use super::{
     NAME,
@@ -89,6 +92,9 @@ pub(crate) struct Interpreter {
     pub(crate) offsets: Offsets,
     /// Path of the file exporting `_PyRuntime` (the interpreter or its `libpython`).
     pub(crate) binary: String,
+    /// That file's identity (device, inode) and where its executable mapping puts its offset 0
+    /// (`start - offset`), for the settings by binary.
+    pub(crate) mapped: Option<((u64, u64), u64)>,
 }
 
 impl Interpreter {
@@ -124,15 +130,33 @@ impl Interpreter {
             frame_entry: opt(o.frame_entry),
             code_bytecode: opt(o.code_bytecode),
             tstate_pthread: opt(o.tstate_pthread),
-            _pad: 0,
+            origin: origin::CAPTURE,
         }
+    }
+
+    /// The same settings by binary (`PY_FILES`): the addresses relative to the file's executable
+    /// mapping, as the kernel relocates them for each process mapping the file.
+    pub(crate) fn kernel_file_settings(&self) -> Option<(FileKey, PyProc)> {
+        let ((dev, ino), base) = self.mapped?;
+        let mut settings = self.kernel_settings();
+        settings.interp_head = settings.interp_head.wrapping_sub(base);
+        if settings.gil_tstate != 0 {
+            settings.gil_tstate = settings.gil_tstate.wrapping_sub(base);
+        }
+        settings.origin = origin::BINARY;
+        let file = FileKey {
+            dev: crate::process::file_ids::kernel_dev(dev),
+            _pad: 0,
+            ino,
+        };
+        Some((file, settings))
     }
 }
 
 /// The CPython interpreter of process `pid`, given its executable mappings: Ok(None) when it has
 /// none, an error when it has one sonde cannot walk.
 pub(crate) fn detect(pid: u32, mappings: &[Mapping]) -> Result<Option<Interpreter>, PythonError> {
-    let Some((binary, runtime)) = mappings.iter().find_map(|m| {
+    let Some((binary, runtime, base)) = mappings.iter().find_map(|m| {
         let binary = m.binary.as_ref()?;
         let symbol = binary.fact::<PyElf>(NAME)?.runtime;
         let bias = crate::process::load_bias::load_bias(
@@ -140,11 +164,14 @@ pub(crate) fn detect(pid: u32, mappings: &[Mapping]) -> Result<Option<Interprete
             m.module.file_offset,
             &binary.elf.segments,
         );
-        Some((binary, symbol.wrapping_add(bias)))
+        let base = m.module.start.wrapping_sub(m.module.file_offset);
+        Some((binary, symbol.wrapping_add(bias), base))
     }) else {
         return Ok(None);
     };
-    interpreter(pid, binary, runtime).map(Some)
+    let mut found = interpreter(pid, binary, runtime)?;
+    found.mapped = Some((binary.id, base));
+    Ok(Some(found))
 }
 
 /// The interpreter in `binary`, whose `_PyRuntime` is at `runtime` in process `pid`.
@@ -159,6 +186,7 @@ fn interpreter(pid: u32, binary: &Arc<Binary>, runtime: u64) -> Result<Interpret
         runtime,
         offsets,
         binary: path.clone(),
+        mapped: None,
     };
     if let Some(v) = version {
         if let Some(offsets) = offsets::for_version(v.0, v.1) {
@@ -215,7 +243,43 @@ mod tests {
             runtime: RUNTIME,
             offsets: offsets::for_version(3, minor).unwrap(),
             binary: format!("/usr/bin/python3.{minor}"),
+            mapped: None,
         }
+    }
+
+    #[test]
+    fn settings_by_binary_relocate_to_the_settings_of_the_process() {
+        // A PIE interpreter's text mapped at 0x5600_0000_1000 from file offset 0x1000: the kernel
+        // adds `start - offset` to the relative addresses.
+        let base = 0x5600_0000_0000;
+        for minor in [9, 11, 12] {
+            let i = Interpreter {
+                runtime: base + 0x55_8000,
+                mapped: Some(((0x801, 42), base)),
+                ..tabled(minor)
+            };
+            let (file, relative) = i.kernel_file_settings().unwrap();
+            assert_eq!((file.dev, file.ino), (8 << 20 | 1, 42));
+            assert_eq!(relative.origin, origin::BINARY);
+            let own = i.kernel_settings();
+            assert_eq!(relative.interp_head + base, own.interp_head, "3.{minor}");
+            let gil = relative.gil_tstate;
+            assert_eq!(
+                if gil == 0 { 0 } else { gil + base },
+                own.gil_tstate,
+                "3.{minor}"
+            );
+            assert_eq!(
+                PyProc {
+                    interp_head: own.interp_head,
+                    gil_tstate: own.gil_tstate,
+                    origin: origin::CAPTURE,
+                    ..relative
+                },
+                own
+            );
+        }
+        assert!(tabled(11).kernel_file_settings().is_none());
     }
 
     #[test]

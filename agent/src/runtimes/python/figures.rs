@@ -81,4 +81,9 @@ pub(crate) const FIGURES: &[F] = &[
         stat::PY_TRUNCATED,
         "Python walks cut because the stack was full.",
     ),
+    F::kernel(
+        "python_processes_by_binary",
+        stat::PY_BY_BINARY,
+        "Processes given their interpreter by the kernel as they mapped a known one (walked from their first sample).",
+    ),
 ];

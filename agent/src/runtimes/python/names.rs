@@ -260,6 +260,7 @@ sys.stdin.read()
             runtime: 0,
             offsets: offsets::for_version(3, 11).unwrap(),
             binary: "/usr/bin/python3".into(),
+            mapped: None,
         })
     }
 

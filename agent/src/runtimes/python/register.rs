@@ -7,7 +7,7 @@ use sonde_abi::names::{self, globals};
 use super::{PythonNames, capture::PythonCapture, elf, figures, linetable, naming::PythonNaming};
 use crate::runtimes::{
     Runtime,
-    publish::Publisher,
+    publish::{FilePublisher, Publisher},
     seam::{KernelSide, Registration, RuntimeCapture, cache_of},
 };
 
@@ -18,6 +18,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     kernel: KernelSide {
         runtime: Runtime::Python,
         procs_map: names::PY_PROCS,
+        files_map: Some(names::PY_FILES),
         other_maps: &[names::PY_THREADS],
         global: globals::PYTHON,
         needs_tables: false,
@@ -33,11 +34,12 @@ pub(crate) const REGISTRATION: Registration = Registration {
     namer: |cache| Box::new(PythonNaming::new(cache_of(cache))),
     capture: |maps, cache| {
         let publisher = Publisher::new(maps.take(Runtime::Python)?, names::PY_PROCS, "Python");
+        let files = maps.take_files(Runtime::Python).map(FilePublisher::new);
         Some(
-            Box::new(PythonCapture::new(Some(publisher), cache_of(cache)))
+            Box::new(PythonCapture::new(Some(publisher), files, cache_of(cache)))
                 as Box<dyn RuntimeCapture>,
         )
     },
     #[cfg(test)]
-    capture_without_kernel: Some(|cache| Box::new(PythonCapture::new(None, cache_of(cache)))),
+    capture_without_kernel: Some(|cache| Box::new(PythonCapture::new(None, None, cache_of(cache)))),
 };

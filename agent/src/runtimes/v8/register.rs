@@ -18,6 +18,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     kernel: KernelSide {
         runtime: Runtime::Node,
         procs_map: names::V8_PROCS,
+        files_map: None,
         other_maps: &[],
         global: globals::V8,
         needs_tables: true,
