@@ -86,21 +86,27 @@ const PLAN: &[Planned] = &[
         test: "debian_12_6_1_arm64",
         release: "bookworm",
         arch: Arch::Aarch64,
+        python: true,
     },
     Planned {
         test: "debian_13_6_12_arm64",
         release: "trixie",
         arch: Arch::Aarch64,
+        // The Python walker on arm64 is checked on Debian 12's kernel, the fleet's; here it would
+        // cost 25 s of emulation for the same program.
+        python: false,
     },
     Planned {
         test: "debian_11_5_10",
         release: "bullseye",
         arch: Arch::X86_64,
+        python: false,
     },
     Planned {
         test: "debian_12_6_1",
         release: "bookworm",
         arch: Arch::X86_64,
+        python: false,
     },
 ];
 
@@ -262,7 +268,10 @@ fn refusal(guest: &Guest) {
 fn scenarios(guest: &Guest) -> Vec<&'static str> {
     let mut names = vec!["cpu_fp", "cpu_tables", "go", "offcpu", "daemon"];
     if !guest.arch.is_host() {
-        names.extend(["python", "signal"]);
+        names.push("signal");
+    }
+    if guest.python {
+        names.push("python");
     }
     names
 }
@@ -289,8 +298,10 @@ fn profiles(guest: &Guest) {
     go_named(guest);
     daemon(guest);
     if !guest.arch.is_host() {
-        python_split(guest);
         signal_frames(guest);
+    }
+    if guest.python {
+        python_split(guest);
     }
 }
 

@@ -22,6 +22,8 @@ pub use qemu::Boot;
 /// One kernel's boot: which kernel, what its guest printed and sent.
 pub struct Guest {
     pub arch: Arch,
+    /// Whether `/init` ran the Python scenario.
+    pub python: bool,
     pub kernel: Kernel,
     pub boot: Boot,
     /// `uname -r` in the guest.
@@ -135,10 +137,12 @@ fn host_release() -> String {
         .expect("/etc/os-release names no VERSION_CODENAME: the VM tests take another architecture's busybox and Python from the host's Debian release")
 }
 
-/// Boots the newest cloud kernel of Debian `release` for `arch` with every scenario, and writes
-/// what the guest sent under a fresh directory. Panics (never skips) when the kernel, QEMU or busybox
-/// cannot be had.
-fn boot_release(release: &str, arch: Arch) -> Guest {
+/// Boots the newest cloud kernel of Debian `release` for `arch` with every scenario (Python where
+/// planned), and writes what the guest sent under a fresh directory. Panics (never skips) when the
+/// kernel, QEMU or busybox cannot be had.
+fn boot_release(planned: &pool::Planned) -> Guest {
+    let (release, arch) = (planned.release, planned.arch);
+    let python = planned.python && !arch.is_host();
     // Guests boot in parallel (`pool`), but apt's indexes and the initramfs are shared: one
     // guest's preparation at a time.
     static PREPARE: Mutex<()> = Mutex::new(());
@@ -158,7 +162,8 @@ fn boot_release(release: &str, arch: Arch) -> Guest {
         arch,
         vmlinuz: &kernel.vmlinuz,
         initrd: &initrd,
-        append: "",
+        // Read by `/init`.
+        append: if python { "" } else { "sonde.no_python" },
     };
     let boot = qemu::boot(&machine, &dir, BOOT_TIMEOUT);
     eprintln!(
@@ -187,6 +192,7 @@ fn boot_release(release: &str, arch: Arch) -> Guest {
     );
     Guest {
         arch,
+        python,
         kernel,
         boot,
         uname,

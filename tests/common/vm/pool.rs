@@ -19,6 +19,8 @@ pub struct Planned {
     pub test: &'static str,
     pub release: &'static str,
     pub arch: Arch,
+    /// Whether the guest runs the Python scenario (another architecture than the host's only).
+    pub python: bool,
 }
 
 /// What the pool's threads booted, by test; a failed boot is its panic's message.
@@ -40,7 +42,7 @@ pub fn guest(plan: &'static [Planned], test: &str) -> Guest {
             .iter()
             .find(|p| p.test == test)
             .unwrap_or_else(|| panic!("{test} is not among the planned guests"));
-        let guest = boot_release(own.release, own.arch);
+        let guest = boot_release(own);
         guest.print_log();
         return guest;
     };
@@ -99,7 +101,7 @@ fn start(planned: Vec<&'static Planned>) {
                     }
                 };
                 let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    boot_release(next.release, next.arch)
+                    boot_release(next)
                 }))
                 .map_err(|payload| {
                     payload
