@@ -9,7 +9,7 @@
 //! A constraint this puts on the rest of the agent: aya writes the maps' descriptor numbers into
 //! every program's instructions when the object is loaded, so every map taken out of the object
 //! must stay open (its number valid, naming that map) for as long as a program may still be
-//! loaded: until the event thread, which loads them, has stopped.
+//! loaded: until the event thread, and the loader thread it asks (`capture::events`), have stopped.
 
 use std::sync::{Arc, Mutex};
 

@@ -3,7 +3,10 @@
 //! exited when it exits. Every capture and exit is passed on to the unwinder (which builds tables on
 //! its own thread, so this one never waits for it). What the kernel announces in a runtime's
 //! processes (code objects, the objects of runtime frames) is handed to the runtime at once, to read
-//! while it lives, and processes a runtime waits for (a starting JVM) are looked at again here.
+//! while it lives, and processes a runtime waits for (a starting JVM) are looked at again here. A
+//! runtime's kernel program, needed once its first process is published, is verified on a thread of
+//! its own (a quarter of a second each): captures and announcements go on meanwhile, where a Python
+//! script starting then would otherwise exit before it was read.
 
 use std::{
     os::fd::AsRawFd as _,
@@ -24,10 +27,11 @@ use crate::{
     unwind::UnwindHandle,
 };
 
-/// The running event thread.
+/// The running event thread, and the thread loading the runtimes' programs.
 pub(crate) struct EventThread {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
+    loader: Option<JoinHandle<()>>,
 }
 
 impl EventThread {
@@ -42,9 +46,21 @@ impl EventThread {
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (load, to_load) = std::sync::mpsc::channel::<u32>();
+        // Ends when the event thread drops its sender: the maps the programs name stay open until
+        // then (see `RuntimePrograms`).
+        let loader = std::thread::Builder::new()
+            .name("sonde-programs".into())
+            .spawn(move || {
+                for index in to_load {
+                    programs.ensure(index);
+                }
+            })
+            .expect("spawning a thread");
         let handle = std::thread::Builder::new()
             .name("sonde-procs".into())
             .spawn(move || {
+                let mut asked = std::collections::HashSet::new();
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
                     drain(&mut ring, &table, unwinder.as_ref(), targets.as_deref());
@@ -59,9 +75,11 @@ impl EventThread {
                         wanted.extend(table.programs_needed());
                     }
                     // A runtime's kernel program, the first time one of its processes is
-                    // published: loaded here, outside the table's lock (verifying takes ~0.1 s).
+                    // published: loaded by the loader thread, outside the table's lock.
                     for index in wanted {
-                        programs.ensure(index);
+                        if asked.insert(index) {
+                            let _ = load.send(index);
+                        }
                     }
                 }
                 drain(&mut ring, &table, unwinder.as_ref(), targets.as_deref());
@@ -70,6 +88,7 @@ impl EventThread {
         Self {
             stop,
             handle: Some(handle),
+            loader: Some(loader),
         }
     }
 
@@ -77,6 +96,9 @@ impl EventThread {
     pub(crate) fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.loader.take() {
             let _ = h.join();
         }
     }

@@ -100,16 +100,14 @@ fn start(planned: Vec<&'static Planned>) {
                         s = freed.wait(s).unwrap_or_else(|e| e.into_inner());
                     }
                 };
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    boot_release(next)
-                }))
-                .map_err(|payload| {
-                    payload
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                        .unwrap_or_else(|| "the boot panicked".to_owned())
-                });
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| boot_release(next)))
+                    .map_err(|payload| {
+                        payload
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                            .unwrap_or_else(|| "the boot panicked".to_owned())
+                    });
                 state.lock().unwrap_or_else(|e| e.into_inner()).busy -= next.arch.host_threads();
                 freed.notify_all();
                 DONE.lock()
