@@ -3,13 +3,14 @@
 //! the newest Go release, Debian's stripped `gofmt`, and esbuild as the npm registry ships it (Go
 //! 1.23 and 1.26 builds).
 
-use std::{
-    path::PathBuf,
-    process::{Child, Command, Stdio},
-};
+use std::path::PathBuf;
 
 use crate::common;
-use common::{go::*, *};
+use common::{
+    go::*,
+    host::{ShellLoop, record_host},
+    *,
+};
 
 #[test]
 fn a_stripped_go_split_is_named_inlined_and_rooted() {
@@ -205,45 +206,13 @@ fn assert_split_named_labelled_and_rooted(bin: &std::path::Path, inlined_share: 
     );
 }
 
-/// `sh -c SCRIPT` in the background, killed with its children when dropped.
-struct Loop(Child);
-
-impl Loop {
-    fn start(script: &str) -> Self {
-        let child = Command::new("setsid")
-            .args(["sh", "-c", script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sh");
-        Self(child)
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        // setsid made the shell a process group leader: end the loop and what it runs.
-        // SAFETY: signalling a process group of our own.
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.wait();
-    }
-}
-
 /// Records the whole host for 4 s while `script` runs; the samples of processes named `comm` must
 /// reach a Go root, have named frames, and some of them a function whose name contains `named`.
 fn record_loop(name: &str, script: &str, comm: &str, named: &str) {
-    let running = Loop::start(script);
+    let running = ShellLoop::start(script);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let out = temp_dir(name).join("profile.pb.gz");
-    let summary = sonde_ok(&[
-        "record",
-        "--duration",
-        "4",
-        "--output",
-        out.to_str().unwrap(),
-        "--summary-json",
-        "-",
-    ]);
+    let summary = record_host("4", &out);
     drop(running);
     let samples: Vec<Resolved> = resolve(&read_pprof(&out))
         .into_iter()

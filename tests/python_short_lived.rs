@@ -10,41 +10,31 @@
 //! interpreter (no `_PyEval_EvalFrameDefault` left unmerged), and their time in the three functions
 //! is named.
 
-use std::{collections::BTreeSet, os::unix::process::CommandExt as _, process::Command};
+use std::collections::BTreeSet;
 
 use crate::common;
 use crate::common::python;
 
-use common::{require_root, sonde_ok, summary_field, temp_dir};
+use common::{
+    host::{ShellLoop, record_host},
+    require_root, summary_field, temp_dir,
+};
 use python::*;
 
 #[test]
 fn python_processes_living_a_third_of_a_second_are_walked_from_their_first_sample() {
     require_root();
     let python = interpreter(DEBIAN_PYTHON);
-    let mut runs = Command::new("sh")
-        .arg("-c")
-        .arg("while :; do \"$0\" \"$1\" 0.3 >/dev/null || exit 1; done")
-        .arg(&python)
-        .arg(script("py_split.py"))
-        .process_group(0)
-        .spawn()
-        .expect("starting the python loop");
+    let runs = ShellLoop::start(&format!(
+        "while :; do {} {} 0.3 || exit 1; done",
+        python.display(),
+        script("py_split.py").display()
+    ));
     // The first run is the one userspace captures and finds CPython in.
     std::thread::sleep(std::time::Duration::from_millis(700));
     let out = temp_dir("python_short_lived").join("profile.pb.gz");
-    let summary = sonde_ok(&[
-        "record",
-        "--duration",
-        "4",
-        "--output",
-        out.to_str().unwrap(),
-        "--summary-json",
-        "-",
-    ]);
-    // SAFETY: signals the process group this test created.
-    unsafe { libc::kill(-(runs.id() as i32), libc::SIGKILL) };
-    let _ = runs.wait();
+    let summary = record_host("4", &out);
+    drop(runs);
 
     let samples: Vec<PySample> = resolve_frames(&common::read_pprof(&out))
         .into_iter()

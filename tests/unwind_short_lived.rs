@@ -13,36 +13,12 @@
 //!   is the dynamic loader starting the process, a large part of 5 ms).
 
 use crate::common;
-use std::{
-    collections::BTreeMap,
-    os::unix::process::CommandExt,
-    path::Path,
-    process::{Child, Command},
+use std::collections::BTreeMap;
+
+use common::{
+    host::{ShellLoop, record_host},
+    *,
 };
-
-use common::*;
-
-/// A shell loop in its own process group, killed as a group when dropped (its children too).
-struct Loop(Child);
-
-impl Loop {
-    fn start(script: &str) -> Self {
-        let child = Command::new("sh")
-            .args(["-c", script])
-            .process_group(0)
-            .spawn()
-            .expect("starting the shell loop");
-        Self(child)
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        // SAFETY: signals a process group this test created.
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.wait();
-    }
-}
 
 /// Samples (by count) per comm among `comms`, and how many of them are complete (not truncated) and
 /// contain `named` (when given).
@@ -81,18 +57,6 @@ fn top_stacks(samples: &[Resolved], comm: &str, keep: impl Fn(&Resolved) -> bool
         .join("\n")
 }
 
-fn record_host(seconds: &str, out: &Path) -> String {
-    sonde_ok(&[
-        "record",
-        "--duration",
-        seconds,
-        "--output",
-        out.to_str().unwrap(),
-        "--summary-json",
-        "-",
-    ])
-}
-
 #[test]
 fn a_compile_loop_reaches_the_thread_root_in_gcc_cc1_and_as() {
     require_root();
@@ -102,7 +66,7 @@ fn a_compile_loop_reaches_the_thread_root_in_gcc_cc1_and_as() {
         root().join("tests/workloads/build_loop.sh").display(),
         dir.join("sources").display()
     );
-    let build = Loop::start(&script);
+    let build = ShellLoop::start(&script);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let out = dir.join("profile.pb.gz");
     let summary = record_host("8", &out);
@@ -164,7 +128,7 @@ fn a_binary_living_five_milliseconds_is_unwound_and_named() {
     let bin = build_workload("short_lived", "short_lived_nofp", NOFP_FLAGS);
     let dir = temp_dir("short_lived_5ms");
     let script = format!("while :; do {} 0.005 || exit 1; done", bin.display());
-    let runs = Loop::start(&script);
+    let runs = ShellLoop::start(&script);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = dir.join("profile.pb.gz");
     let summary = record_host("6", &out);

@@ -10,6 +10,7 @@ pub mod deploy;
 pub mod diff_fixtures;
 pub mod fake_proc;
 pub mod go;
+pub mod host;
 pub mod java;
 pub mod node;
 pub mod otlp;
