@@ -313,16 +313,15 @@ impl Worker {
             }
             t.rows
         });
+        let users = self.users(std::slice::from_ref(&built.key));
         // The tables its processes use stay while it loads, as when a process's are loaded at once.
-        let keep: Vec<TableKey> = self
-            .procs
-            .values()
-            .filter(|p| p.mappings.iter().filter_map(key_of).any(|k| k == built.key))
+        let keep: Vec<TableKey> = users
+            .iter()
             .flat_map(|p| p.mappings.iter().filter_map(key_of))
             .collect();
         let rows = rows.map_err(|e| e.to_string());
         self.load(&built.key, &mapping, rows, false, built.took, &keep);
-        self.table_loaded(&built.key, &mapping);
+        self.table_loaded(&mapping, &users);
     }
 
     fn exited(&mut self, pid: u32) {

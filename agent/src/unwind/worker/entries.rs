@@ -2,11 +2,11 @@
 //! executable mappings uses; and the binaries' own entries (`FILE_TABLES`) for the processes the
 //! kernel walks before userspace has captured them.
 
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::{BinaryState, TableKey, Worker, key_of, monotonic_ns};
 use crate::{
-    process::Mapping,
+    process::{Mapping, ProcessInfo},
     unwind::mappings::{self, Unwinding},
 };
 
@@ -16,36 +16,33 @@ impl Worker {
         for key in keys {
             self.files.withdraw(key);
         }
-        let gone: HashSet<&TableKey> = keys.iter().collect();
-        let affected: Vec<u32> = self
-            .procs
+        for process in self.users(keys) {
+            self.write_entries(process.pid);
+        }
+    }
+
+    /// The processes that map a binary of one of `keys`.
+    pub(super) fn users(&self, keys: &[TableKey]) -> Vec<Arc<ProcessInfo>> {
+        self.procs
             .values()
             .filter(|p| {
                 p.mappings
                     .iter()
                     .filter_map(key_of)
-                    .any(|k| gone.contains(&k))
+                    .any(|k| keys.contains(&k))
             })
-            .map(|p| p.pid)
-            .collect();
-        for pid in affected {
-            self.write_entries(pid);
-        }
+            .cloned()
+            .collect()
     }
 
-    /// Rewrites the entries of every process mapping the binary of `key` (its table just loaded).
-    pub(super) fn table_loaded(&mut self, key: &TableKey, mapping: &Mapping) {
+    /// A table just loaded for `mapping`: its binary's own entry, and the entries of `users`, the
+    /// processes that map it.
+    pub(super) fn table_loaded(&mut self, mapping: &Mapping, users: &[Arc<ProcessInfo>]) {
         // The binary's own entry first, from the mapping that asked for it: the processes that
         // asked may all be gone (a compiler pass), not the next ones to run it.
         self.unwinding(mapping);
-        let using: Vec<u32> = self
-            .procs
-            .values()
-            .filter(|p| p.mappings.iter().filter_map(key_of).any(|k| &k == key))
-            .map(|p| p.pid)
-            .collect();
-        for pid in using {
-            self.write_entries(pid);
+        for process in users {
+            self.write_entries(process.pid);
         }
     }
 
