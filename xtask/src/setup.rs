@@ -95,6 +95,8 @@ pub fn peers() -> anyhow::Result<()> {
         ("qemu-system-aarch64", "qemu-system-arm"),
         // The arm64 guests' workloads, and the unit tests of the AArch64 rules (Debian's arm64 libc).
         ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
+        // The thread-context test's musl build (musl's TLS and DTV layouts beside glibc's).
+        ("musl-gcc", "musl-tools"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
@@ -319,10 +321,45 @@ pub(crate) fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
     }
     eprintln!("xtask: installing {packages:?} ({why})");
     run(Command::new("apt-get").arg("update").arg("-qq"))?;
-    run(Command::new("apt-get")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(["install", "-y", "-qq"])
-        .args(packages))
+    let install = |extra: &[String]| {
+        run(Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .args(extra))
+    };
+    let first = install(&[]);
+    match (first, qemu_utils_pin(packages)) {
+        (Ok(()), _) => Ok(()),
+        // Some images carry a backported qemu-utils that Debian 12's qemu-system packages break:
+        // the QEMU of one release for both.
+        (Err(_), Some(pin)) => {
+            eprintln!(
+                "xtask: retrying with {pin} (the installed qemu-utils is from another release)"
+            );
+            install(&["--allow-downgrades".into(), pin])
+        }
+        (Err(err), None) => Err(err),
+    }
+}
+
+/// `qemu-utils=VERSION` of the qemu-system packages about to be installed, when the qemu-utils
+/// installed is another version.
+fn qemu_utils_pin(packages: &[&str]) -> Option<String> {
+    let system = packages.iter().find(|p| p.starts_with("qemu-system-"))?;
+    let version = |args: &[&str]| {
+        let out = Command::new("apt-cache").args(args).output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Candidate: ").map(str::to_owned))
+    };
+    let wanted = version(&["policy", system])?;
+    let installed = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "qemu-utils"])
+        .output()
+        .ok()?;
+    let installed = String::from_utf8_lossy(&installed.stdout).into_owned();
+    (!installed.is_empty() && installed != wanted).then(|| format!("qemu-utils={wanted}"))
 }
 
 /// The cargo-deb release `setup` installs (`cargo install --locked`).
