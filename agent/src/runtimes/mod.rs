@@ -44,6 +44,7 @@ pub(crate) mod memory;
 pub(crate) mod publish;
 pub(crate) mod python;
 pub(crate) mod registry;
+pub(crate) mod retry;
 pub(crate) mod seam;
 pub(crate) mod stack_words;
 pub(crate) mod v8;
