@@ -38,6 +38,8 @@ static GO: u32 = 0;
 #[unsafe(no_mangle)]
 static JAVA: u32 = 0;
 #[unsafe(no_mangle)]
+static THREAD_CTX: u32 = 0;
+#[unsafe(no_mangle)]
 static V8: u32 = 0;
 #[unsafe(no_mangle)]
 static TEST_FAIL_EXEC: u32 = 0;
@@ -127,6 +129,10 @@ getter!(
 getter!(
     /// Non-zero when the labels of goroutines of processes in `GO_PROCS` are read.
     go_labels, GO, u32
+);
+getter!(
+    /// Non-zero when the thread contexts of processes in `TC_PROCS` are read.
+    thread_ctx, THREAD_CTX, u32
 );
 getter!(
     /// Non-zero when the Java frames of processes in `HS_PROCS` are walked.

@@ -7,26 +7,19 @@
 //! Labels are copied in a `bpf_loop` (`crate::repeat`), one label per callback, so the verifier's
 //! work does not grow with the number of labels.
 
-use aya_ebpf::{
-    bindings::BPF_NOEXIST,
-    helpers::{
-        bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_buf,
-    },
-    macros::map,
-    maps::PerCpuArray,
-};
+use aya_ebpf::helpers::bpf_probe_read_user;
 use sonde_abi::{
     go::{
-        GoProc, HMAP_BUCKETS, HMAP_LOG2_BUCKETS, KEY_BYTES, LABELS_MAP, LABELS_NONE, LABELS_SLICE,
-        LabelSet, MAP_BUCKET_BYTES, MAP_BUCKETS_READ, MAX_LABELS, MIN_TOP_HASH, VALUE_BYTES,
+        GoProc, HMAP_BUCKETS, HMAP_LOG2_BUCKETS, LABELS_MAP, LABELS_NONE, LABELS_SLICE,
+        MAP_BUCKET_BYTES, MAP_BUCKETS_READ, MAX_LABELS, MIN_TOP_HASH,
     },
     stat,
 };
 
 use crate::{
     globals,
-    maps::{GO_PROCS, SAMPLE_LABELS, bump},
-    unwind::mix,
+    labels::{self, Copying, user_u64},
+    maps::{GO_PROCS, bump},
 };
 
 /// The most entries a copy visits: a slice's labels, or the slots of the map buckets read.
@@ -35,28 +28,6 @@ const MAX_COPY_LOOPS: u64 = if MAX_LABELS as u64 > MAP_BUCKETS_READ * 8 {
 } else {
     MAP_BUCKETS_READ * 8
 };
-
-/// Per-CPU label set being copied (1 KiB: too large for the BPF stack).
-#[map]
-static GO_LABEL_SCRATCH: PerCpuArray<Copying> = PerCpuArray::with_max_entries(1, 0);
-
-/// A label set being copied, with where its entries are.
-#[repr(C)]
-pub struct Copying {
-    set: LabelSet,
-    /// Running hash of the copied content.
-    hash: u64,
-    /// Slice layout: the array of `{key, value}` string pairs. Map layout: the bucket array.
-    base: u64,
-    /// Slice layout: entries. Map layout: buckets to read, 8 slots each.
-    entries: u64,
-    /// Map layout: the tophash bytes of the bucket being read.
-    tophash: [u8; 8],
-    layout: u32,
-    fault: u32,
-    /// Where the step's result passes to be forgotten by the verifier (`crate::verifier::forget`).
-    opaque: u64,
-}
 
 /// The labels of a sample of `tgid` walked by `WALKER`'s program: read by the native program only
 /// (a JVM or Node.js process runs no Go, so their programs hold no label copy to verify).
@@ -93,18 +64,9 @@ fn current(tgid: u32) -> u64 {
     }
 }
 
-/// x86_64: the thread's fs base is in `task_struct.thread.fsbase` (offset from the kernel's BTF).
 #[inline(always)]
 fn labels_of(p: &GoProc) -> Result<u64, ()> {
-    let tp_offset = globals::task_tp_offset();
-    if tp_offset == 0 {
-        return Err(());
-    }
-    // SAFETY: the current task is valid for the program's run; a failed read is handled.
-    let fsbase: u64 = unsafe {
-        bpf_probe_read_kernel((bpf_get_current_task() + u64::from(tp_offset)) as *const u64)
-    }
-    .map_err(|_| ())?;
+    let fsbase = crate::regs::thread_pointer()?;
     if fsbase == 0 {
         // A thread that never set its fs base runs no Go code.
         return Ok(0);
@@ -127,13 +89,9 @@ fn labels_of(p: &GoProc) -> Result<u64, ()> {
     if labels == 0 {
         return Ok(0);
     }
-    let scratch = GO_LABEL_SCRATCH.get_ptr_mut(0).ok_or(())?;
+    let scratch = labels::scratch().ok_or(())?;
     // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
     let c = unsafe { &mut *scratch };
-    c.set.count = 0;
-    c.set.cut = 0;
-    c.hash = 0x9e37_79b9_7f4a_7c15;
-    c.fault = 0;
     c.layout = p.layout;
     let loops = match p.layout {
         LABELS_SLICE => {
@@ -183,13 +141,7 @@ fn labels_of(p: &GoProc) -> Result<u64, ()> {
     if c.set.cut != 0 {
         bump(stat::GO_LABELS_CUT);
     }
-    let id = match mix(c.hash ^ u64::from(c.set.count), 0xff51_afd7_ed55_8ccd) {
-        0 => 1,
-        id => id,
-    };
-    // An existing entry is the same content (its hash); a full map evicts the least recently used.
-    let _ = SAMPLE_LABELS.insert(&id, &c.set, BPF_NOEXIST as u64);
-    Ok(id)
+    Ok(labels::store(c))
 }
 
 /// `bpf_loop` callback: one slice entry, or one map slot (bucket `index / 8`, slot `index % 8`).
@@ -212,9 +164,7 @@ extern "C" fn copy_entry(index: u64, ctx: *mut core::ffi::c_void) -> i64 {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn sonde_legacy_copy_label(index: u64) -> i64 {
-    let copying = GO_LABEL_SCRATCH
-        .get_ptr_mut(0)
-        .unwrap_or(core::ptr::null_mut());
+    let copying = labels::current();
     sonde_copy_label(copying, index)
 }
 
@@ -257,7 +207,7 @@ pub extern "C" fn sonde_copy_label(copying: *mut Copying, index: u64) -> i64 {
         // tophash [8]u8, keys [8]string, values [8]string.
         (at + 8 + slot * 16, at + 136 + slot * 16)
     };
-    let Some(label) = c.set.labels.get_mut(c.set.count as usize) else {
+    let Some(label) = labels::next(c) else {
         return 1;
     };
     let (Ok(key_len), Ok(value_len)) = (
@@ -270,12 +220,7 @@ pub extern "C" fn sonde_copy_label(copying: *mut Copying, index: u64) -> i64 {
     if key_len.1 || value_len.1 {
         c.set.cut = 1;
     }
-    label.key_len = key_len.0;
-    label.value_len = value_len.0;
-    let h = hash_words(hash_words(c.hash, &label.key), &label.value);
-    let lens = u64::from(key_len.0) << 32 | u64::from(value_len.0);
-    c.hash = mix(h ^ lens, 0xc2b2_ae3d_27d4_eb4f);
-    c.set.count += 1;
+    labels::add(c, key_len.0, value_len.0);
     0
 }
 
@@ -285,39 +230,5 @@ pub extern "C" fn sonde_copy_label(copying: *mut Copying, index: u64) -> i64 {
 fn copy_string<const N: usize>(header: u64, out: &mut [u8; N]) -> Result<(u32, bool), ()> {
     let ptr = user_u64(header)?;
     let len = user_u64(header + 8)?;
-    // A word at a time: as bytes, the stores (and the verifier's walk of them) were 8 times as many.
-    let words = out.as_mut_ptr().cast::<u64>();
-    for i in 0..N / 8 {
-        // SAFETY: `out` is a `Label`'s key or value: 8-aligned (see `sonde_abi::go::Label`), N / 8
-        // words long.
-        unsafe { words.add(i).write(0) };
-    }
-    let kept = if len > N as u64 { N } else { len as usize };
-    if kept > 0 {
-        let Some(dst) = out.get_mut(..kept) else {
-            return Err(());
-        };
-        // SAFETY: a user address; a fault makes the helper fail, which is handled.
-        unsafe { bpf_probe_read_user_buf(ptr as *const u8, dst) }.map_err(|_| ())?;
-    }
-    Ok((kept as u32, len > N as u64))
+    labels::copy_user(ptr, len, out)
 }
-
-/// `h` with the 8-byte words of `bytes`, a `Label`'s key or value, mixed in.
-#[inline(always)]
-fn hash_words<const N: usize>(mut h: u64, bytes: &[u8; N]) -> u64 {
-    let words = bytes.as_ptr().cast::<u64>();
-    for i in 0..N / 8 {
-        // SAFETY: as in `copy_string`: 8-aligned, N / 8 words long.
-        h = mix(h ^ unsafe { words.add(i).read() }, 0x9e37_79b9_7f4a_7c15);
-    }
-    h
-}
-
-#[inline(always)]
-fn user_u64(addr: u64) -> Result<u64, ()> {
-    // SAFETY: a user address; a fault makes the helper fail, which is handled.
-    unsafe { bpf_probe_read_user(addr as *const u64) }.map_err(|_| ())
-}
-
-const _: () = assert!(KEY_BYTES % 8 == 0 && VALUE_BYTES % 8 == 0);

@@ -22,6 +22,7 @@ use sonde_abi::{
     names::runtime_programs,
     python::PyProc,
     stat,
+    thread_ctx::ThreadCtxProc,
     unwind::{ROW_CHUNK_BLOCKS, SCRATCH_SLOTS},
     v8::V8Proc,
 };
@@ -125,6 +126,10 @@ pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(4096,
 /// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
 #[map]
 pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, ALLOCATED);
+/// Thread-context settings of each process publishing one, by tgid. Not preallocated (296 bytes per
+/// process).
+#[map]
+pub static TC_PROCS: HashMap<u32, ThreadCtxProc> = HashMap::with_max_entries(4096, ALLOCATED);
 /// HotSpot settings of each JVM process, by tgid. Not preallocated (144 bytes per process).
 #[map]
 pub static HS_PROCS: HashMap<u32, HsProc> = HashMap::with_max_entries(1024, ALLOCATED);

@@ -12,6 +12,7 @@ pub mod labels;
 pub mod names;
 pub mod python;
 pub mod runtime_frame;
+pub mod thread_ctx;
 pub mod unwind;
 pub mod v8;
 
@@ -434,6 +435,20 @@ pub mod stat {
     /// CPython processes given their settings by the kernel as they mapped an interpreter binary
     /// userspace had found before (`PY_FILES`): walked from their first sample.
     pub const PY_BY_BINARY: u32 = V8_WALKS + 9;
+    /// Samples of processes publishing a thread context (`TC_PROCS`) whose thread was in a span:
+    /// labelled with its trace and span (see [`crate::thread_ctx`]).
+    pub const TC_LABELED: u32 = V8_WALKS + 10;
+    /// Samples of those processes whose thread published no context (a null pointer, no trace id,
+    /// or a DTV the thread never filled for the module): outside any span.
+    pub const TC_NONE: u32 = V8_WALKS + 11;
+    /// Samples whose record was being written (`valid` 0) or replaced while it was read: kept
+    /// without the context rather than with a torn one.
+    pub const TC_TORN: u32 = V8_WALKS + 12;
+    /// Samples whose thread pointer, DTV, variable or record could not be read.
+    pub const TC_FAULT: u32 = V8_WALKS + 13;
+    /// Labelled samples that lost attributes: more than `MAX_ATTRS`, a key the process's key map
+    /// does not name, or a value longer than kept.
+    pub const TC_CUT: u32 = V8_WALKS + 14;
 
     /// The counter of walks ending in `outcome` (`unwind::outcome`); every outcome has one.
     pub const fn walk_counter(outcome: u32) -> u32 {
@@ -451,7 +466,7 @@ pub mod stat {
         }
     }
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 10;
+    pub const COUNT: u32 = V8_WALKS + 15;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most
@@ -503,6 +518,7 @@ mod pod {
     unsafe impl aya::Pod for super::VmaLayout {}
     unsafe impl aya::Pod for super::VmaMapping {}
     unsafe impl aya::Pod for super::VmaMappings {}
+    unsafe impl aya::Pod for super::thread_ctx::ThreadCtxProc {}
     unsafe impl aya::Pod for super::ProcMappings {}
     unsafe impl aya::Pod for super::UserStack {}
     unsafe impl aya::Pod for super::ShallowUserStack {}

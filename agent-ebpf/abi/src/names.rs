@@ -62,8 +62,11 @@ pub const PY_FILES: &str = "PY_FILES";
 pub const GO_PROCS: &str = "GO_PROCS";
 /// Goroutine label sets copied by the kernel ([`crate::go::LabelSet`]), by a hash of their content.
 pub const SAMPLE_LABELS: &str = "SAMPLE_LABELS";
-/// Per-CPU scratch space of the label copy.
-pub const GO_LABEL_SCRATCH: &str = "GO_LABEL_SCRATCH";
+/// Per-CPU scratch space of a label copy (Go's labels, a thread context).
+pub const LABEL_SCRATCH: &str = "LABEL_SCRATCH";
+/// Thread-context settings per process publishing one ([`crate::thread_ctx::ThreadCtxProc`]), by
+/// tgid.
+pub const TC_PROCS: &str = "TC_PROCS";
 
 /// HotSpot settings per JVM process ([`crate::hotspot::HsProc`]), by tgid.
 pub const HS_PROCS: &str = "HS_PROCS";
@@ -122,7 +125,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 49] = [
+pub const ALL_MAPS: [&str; 50] = [
     CONTROL,
     PIDS,
     TARGETS,
@@ -150,7 +153,8 @@ pub const ALL_MAPS: [&str; 49] = [
     PY_FILES,
     GO_PROCS,
     SAMPLE_LABELS,
-    GO_LABEL_SCRATCH,
+    LABEL_SCRATCH,
+    TC_PROCS,
     HS_PROCS,
     V8_PROCS,
     SAMPLE_COST,
@@ -212,6 +216,9 @@ pub mod globals {
     /// `u32`: non-zero when Java frames of processes in `HS_PROCS` are walked (`--runtimes` with
     /// `java`).
     pub const JAVA: &str = "JAVA";
+    /// `u32`: non-zero when the thread contexts of processes in `TC_PROCS` are read (`--runtimes`
+    /// with `trace-context`).
+    pub const THREAD_CTX: &str = "THREAD_CTX";
     /// `u32`: non-zero when JavaScript frames of processes in `V8_PROCS` are walked (`--runtimes`
     /// with `node`).
     pub const V8: &str = "V8";
@@ -226,7 +233,7 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
@@ -242,6 +249,7 @@ pub mod globals {
         TASK_STACK_OFFSET,
         GO,
         JAVA,
+        THREAD_CTX,
         V8,
         KERNEL_LOG,
         TEST_FAIL_EXEC,

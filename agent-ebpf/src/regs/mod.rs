@@ -38,3 +38,21 @@ pub struct UserRegs {
     #[cfg(bpf_target_arch = "aarch64")]
     pub lr: u64,
 }
+
+/// The current thread's thread pointer (x86_64: the fs base, `thread.fsbase`; AArch64: `tpidr_el0`,
+/// `thread.uw.tp_value`), from where the kernel saved it in the task (the offset from the kernel's
+/// BTF): Err when the offset is unknown or the read fails; 0 when the thread never set one.
+#[inline(always)]
+pub fn thread_pointer() -> Result<u64, ()> {
+    let tp_offset = crate::globals::task_tp_offset();
+    if tp_offset == 0 {
+        return Err(());
+    }
+    // SAFETY: the current task is valid for the program's run; a failed read is handled.
+    unsafe {
+        aya_ebpf::helpers::bpf_probe_read_kernel(
+            (aya_ebpf::helpers::bpf_get_current_task() + u64::from(tp_offset)) as *const u64,
+        )
+    }
+    .map_err(|_| ())
+}

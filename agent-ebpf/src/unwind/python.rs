@@ -8,10 +8,7 @@
 
 use core::ffi::c_void;
 
-use aya_ebpf::helpers::{
-    bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_user, generated,
-    generated::bpf_get_current_task,
-};
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, generated};
 use sonde_abi::{
     ProcEvent, proc_event,
     python::{
@@ -23,7 +20,6 @@ use sonde_abi::{
 
 use super::{Scratch, mix};
 use crate::{
-    globals,
     maps::{PY_PROCS, PY_THREADS, bump, send_proc_event},
     repeat::repeat,
 };
@@ -139,16 +135,11 @@ fn thread_key(p: &PyProc, tid: u32) -> Option<(u16, u64)> {
     if p.tstate_native_tid != OFFSET_NONE {
         return Some((p.tstate_native_tid, u64::from(tid)));
     }
-    let tp_offset = globals::task_tp_offset();
-    if p.tstate_pthread == OFFSET_NONE || tp_offset == 0 {
+    if p.tstate_pthread == OFFSET_NONE {
         return None;
     }
-    // x86_64: glibc's pthread_self() is the thread's fs base, which the kernel keeps in
-    // task_struct.thread.fsbase (offset from the kernel's BTF).
-    // SAFETY: the current task is valid for the program's run; a failed read is handled.
-    let task = unsafe { bpf_get_current_task() };
-    let fsbase =
-        unsafe { bpf_probe_read_kernel((task + u64::from(tp_offset)) as *const u64) }.ok()?;
+    // x86_64: glibc's pthread_self() is the thread's fs base.
+    let fsbase = crate::regs::thread_pointer().ok()?;
     (fsbase != 0).then_some((p.tstate_pthread, fsbase))
 }
 

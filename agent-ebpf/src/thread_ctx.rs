@@ -1,0 +1,210 @@
+//! The OpenTelemetry thread context (OTEP 4947): for a sample of a process userspace described
+//! (`TC_PROCS`), the span the sampled thread runs in, read from the thread's `otel_thread_ctx_v1`
+//! and stored as the sample's label set (`trace_id`, `span_id` in lowercase hex, then the record's
+//! attributes under the names the process's key map gives them). Layout in `sonde_abi::thread_ctx`.
+//!
+//! The reader runs while the thread is stopped (interrupted, or switching out), as the OTEP's
+//! readers do: a record is taken only if it is marked valid, and only if the thread's pointer still
+//! points at it after it was read; otherwise the sample is kept without a context and counted.
+
+use aya_ebpf::helpers::{bpf_probe_read_user, bpf_probe_read_user_buf};
+use sonde_abi::{
+    labels::{KEY_BYTES, MAX_LABELS, VALUE_BYTES},
+    stat,
+    thread_ctx::{
+        MAX_ATTRS, MAX_ATTRS_BYTES, MAX_KEYS, RECORD_HEADER_BYTES, SPAN_ID_KEY, TLS_DTV,
+        TLS_STATIC, TRACE_ID_KEY, ThreadCtxProc,
+    },
+};
+
+use crate::{
+    globals,
+    labels::{self, Copying, user_u64},
+    maps::{TC_PROCS, bump},
+};
+
+/// A record's fixed part (`sonde_abi::thread_ctx::RECORD_HEADER_BYTES`).
+#[repr(C)]
+struct Header {
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    valid: u8,
+    trace_flags: u8,
+    attrs_size: u16,
+}
+const _: () = assert!(core::mem::size_of::<Header>() == RECORD_HEADER_BYTES as usize);
+
+/// What a read found.
+enum Found {
+    /// The label set's key.
+    Span(u64),
+    /// No span: nothing published, or an all-zero trace id.
+    Outside,
+    /// A record mid-update, or replaced while read.
+    Torn,
+}
+
+/// The `SAMPLE_LABELS` key of the sampled thread's span; 0 when the process is not described in
+/// `TC_PROCS`, or its thread is outside any span.
+#[inline(always)]
+pub fn of_sample(tgid: u32) -> u64 {
+    if globals::thread_ctx() == 0 {
+        return 0;
+    }
+    let Some(settings) = TC_PROCS.get_ptr(tgid) else {
+        return 0;
+    };
+    // SAFETY: a pointer from a successful lookup, valid for this program run.
+    let p = unsafe { &*settings };
+    match read(p) {
+        Ok(Found::Span(id)) => {
+            bump(stat::TC_LABELED);
+            id
+        }
+        Ok(Found::Outside) => {
+            bump(stat::TC_NONE);
+            0
+        }
+        Ok(Found::Torn) => {
+            bump(stat::TC_TORN);
+            0
+        }
+        Err(()) => {
+            bump(stat::TC_FAULT);
+            0
+        }
+    }
+}
+
+/// The address of this thread's `otel_thread_ctx_v1`; 0 when the thread has none (no thread
+/// pointer, or a DTV that does not reach the module: the thread never touched it).
+#[inline(always)]
+fn variable(p: &ThreadCtxProc) -> Result<u64, ()> {
+    let tp = crate::regs::thread_pointer()?;
+    if tp == 0 {
+        return Ok(0);
+    }
+    match p.mode {
+        TLS_STATIC => Ok(tp.wrapping_add(p.offset as u64)),
+        TLS_DTV => {
+            let dtv = user_u64(tp.wrapping_add(p.dtv_at as i64 as u64))?;
+            if dtv == 0 {
+                return Ok(0);
+            }
+            let len = user_u64(dtv.wrapping_add(p.dtv_len_at as i64 as u64))?;
+            if u64::from(p.module) > len {
+                return Ok(0);
+            }
+            let block = user_u64(dtv + u64::from(p.module) * u64::from(p.dtv_stride))?;
+            // glibc marks a block not allocated yet with -1.
+            if block == 0 || block == u64::MAX {
+                return Ok(0);
+            }
+            Ok(block.wrapping_add(p.offset as u64))
+        }
+        _ => Err(()),
+    }
+}
+
+#[inline(always)]
+fn read(p: &ThreadCtxProc) -> Result<Found, ()> {
+    let at = variable(p)?;
+    if at == 0 {
+        return Ok(Found::Outside);
+    }
+    let record = user_u64(at)?;
+    if record == 0 {
+        return Ok(Found::Outside);
+    }
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    let header: Header = unsafe { bpf_probe_read_user(record as *const Header) }.map_err(|_| ())?;
+    if header.valid == 0 {
+        return Ok(Found::Torn);
+    }
+    if header.trace_id == [0; 16] {
+        return Ok(Found::Outside);
+    }
+    let scratch = labels::scratch().ok_or(())?;
+    // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
+    let c = unsafe { &mut *scratch };
+    hex_label(c, TRACE_ID_KEY, &header.trace_id);
+    hex_label(c, SPAN_ID_KEY, &header.span_id);
+    attributes(c, p, record, u64::from(header.attrs_size))?;
+    // The writer replaces the pointer to switch records, or clears `valid` to update one in place:
+    // either seen after the copy means the copy may mix two spans.
+    if user_u64(at)? != record {
+        return Ok(Found::Torn);
+    }
+    // SAFETY: as above.
+    let valid: u8 = unsafe { bpf_probe_read_user((record + 24) as *const u8) }.map_err(|_| ())?;
+    if valid == 0 {
+        return Ok(Found::Torn);
+    }
+    if c.set.cut != 0 {
+        bump(stat::TC_CUT);
+    }
+    Ok(Found::Span(labels::store(c)))
+}
+
+/// Adds the label `key` = `bytes` in lowercase hex.
+#[inline(always)]
+fn hex_label<const K: usize, const N: usize>(c: &mut Copying, key: &[u8; K], bytes: &[u8; N]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let Some(label) = labels::next(c) else {
+        return;
+    };
+    label.key[..K].copy_from_slice(key);
+    for (i, b) in bytes.iter().enumerate() {
+        if let Some(pair) = label.value.get_mut(2 * i..2 * i + 2) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 15)];
+        }
+    }
+    labels::add(c, K as u32, (2 * N) as u32);
+}
+
+/// Copies the record's attributes (`key_index` u8, `len` u8, `len` bytes each), at most
+/// `MAX_ATTRS`, each under its key's name; an attribute past them, or whose key the process's
+/// key map does not name, is cut.
+#[inline(always)]
+fn attributes(c: &mut Copying, p: &ThreadCtxProc, record: u64, size: u64) -> Result<(), ()> {
+    let size = size.min(MAX_ATTRS_BYTES);
+    let mut off = 0u64;
+    for _ in 0..MAX_ATTRS {
+        if off + 2 > size {
+            return Ok(());
+        }
+        let at = record + RECORD_HEADER_BYTES + off;
+        // SAFETY: a user address; a fault makes the helper fail, which is handled.
+        let [key, len]: [u8; 2] =
+            unsafe { bpf_probe_read_user(at as *const [u8; 2]) }.map_err(|_| ())?;
+        off += 2 + u64::from(len);
+        let k = usize::from(key);
+        if k >= MAX_KEYS || k as u32 >= p.key_count || c.set.count as usize >= MAX_LABELS {
+            c.set.cut = 1;
+            continue;
+        }
+        let Some(label) = labels::next(c) else {
+            return Ok(());
+        };
+        let key_len = usize::from(p.key_lens[k]).min(KEY_BYTES);
+        label.key = p.keys[k];
+        let kept = usize::from(len).min(VALUE_BYTES);
+        if kept > 0 {
+            let Some(dst) = label.value.get_mut(..kept) else {
+                return Err(());
+            };
+            // SAFETY: as above.
+            unsafe { bpf_probe_read_user_buf((at + 2) as *const u8, dst) }.map_err(|_| ())?;
+        }
+        if kept < usize::from(len) {
+            c.set.cut = 1;
+        }
+        labels::add(c, key_len as u32, kept as u32);
+    }
+    if off + 2 <= size {
+        // More attributes than copied.
+        c.set.cut = 1;
+    }
+    Ok(())
+}
