@@ -160,12 +160,19 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     };
     loader.map_max_entries(names::FILE_TABLES, file_tables);
     loader.map_max_entries(names::VMA_MAPPINGS, vma_processes);
+    // A map shared by several sides (`SAMPLE_LABELS`: Go's labels, the thread context) keeps its
+    // size while any of them is on.
+    let used: Vec<&str> = options
+        .kernel_sides()
+        .filter(|(_, on)| *on)
+        .flat_map(|(side, _)| side.other_maps.iter().copied())
+        .collect();
     for (side, on) in options.kernel_sides() {
         if !on {
             for map in [side.procs_map]
                 .iter()
                 .chain(&side.files_map)
-                .chain(side.other_maps)
+                .chain(side.other_maps.iter().filter(|m| !used.contains(m)))
             {
                 loader.map_max_entries(map, 1);
             }

@@ -240,6 +240,11 @@ impl MetadataResolver {
         } else if let Some(uid) = &cgroup.pod_uid {
             tags.insert(keys::K8S_POD_UID, uid.clone());
         }
+        // What a tracer in the process says of it (its OpenTelemetry process context:
+        // `service.name`, `service.instance.id`, ...) names it before its unit or executable do.
+        for (key, value) in crate::runtimes::registry::published_resource(pid) {
+            tags.insert_default(&key, value);
+        }
         if let Some(unit) = &cgroup.systemd_unit {
             tags.insert(keys::SYSTEMD_UNIT, unit.clone());
             tags.insert_default(keys::SERVICE_NAME, unit.trim_end_matches(".service"));

@@ -47,6 +47,7 @@ pub(crate) mod registry;
 pub(crate) mod retry;
 pub(crate) mod seam;
 pub(crate) mod stack_words;
+pub(crate) mod trace_context;
 pub(crate) mod v8;
 
 /// A runtime sonde knows.
@@ -62,11 +63,20 @@ pub enum Runtime {
     /// Node.js (V8 10 to 12: Node 18, 20, 22): JavaScript frames walked in the kernel from V8's
     /// postmortem constants (`v8dbg_*`).
     Node,
+    /// Not a language: the OpenTelemetry thread context (OTEP 4947) a tracer publishes, read at each
+    /// sample as the trace and span the thread runs in (`trace_id`, `span_id` labels).
+    TraceContext,
 }
 
 impl Runtime {
     /// Every runtime, in the order `--runtimes` lists them.
-    pub const ALL: [Runtime; 4] = [Runtime::Python, Runtime::Go, Runtime::Java, Runtime::Node];
+    pub const ALL: [Runtime; 5] = [
+        Runtime::Python,
+        Runtime::Go,
+        Runtime::Java,
+        Runtime::Node,
+        Runtime::TraceContext,
+    ];
 
     /// The name used by `--runtimes`.
     pub const fn name(self) -> &'static str {
@@ -75,6 +85,7 @@ impl Runtime {
             Runtime::Go => "go",
             Runtime::Java => "java",
             Runtime::Node => "node",
+            Runtime::TraceContext => trace_context::NAME,
         }
     }
 
@@ -171,15 +182,18 @@ mod tests {
     fn the_setting_reads_lists_all_and_none_and_names_what_it_does_not_know() {
         let python_only: Runtimes = "python".parse().unwrap();
         assert!(python_only.has(Runtime::Python) && !python_only.has(Runtime::Go));
-        let four: Runtimes = " go , python,java,node ".parse().unwrap();
-        assert_eq!(four, Runtimes::all());
+        let five: Runtimes = " go , python,java,node,trace-context ".parse().unwrap();
+        assert_eq!(five, Runtimes::all());
         assert_eq!("all".parse::<Runtimes>().unwrap(), Runtimes::all());
         assert_eq!("none".parse::<Runtimes>().unwrap(), Runtimes::none());
-        assert_eq!(Runtimes::all().to_string(), "python,go,java,node");
+        assert_eq!(
+            Runtimes::all().to_string(),
+            "python,go,java,node,trace-context"
+        );
         assert_eq!(Runtimes::none().to_string(), "none");
         let err = "python,jvm".parse::<Runtimes>().unwrap_err();
         assert!(
-            err.contains("`jvm`") && err.contains("python, go, java, node"),
+            err.contains("`jvm`") && err.contains("python, go, java, node, trace-context"),
             "{err}"
         );
         assert!(

@@ -11,16 +11,17 @@ use super::{
         CodeRows, ExeIdentity, FuzzTarget, KernelSide, Registration, RuntimeCache, RuntimeCapture,
         RuntimeMaps, RuntimeNames,
     },
-    v8,
+    trace_context, v8,
 };
 use crate::process::ElfReader;
 
 /// Every runtime, in `--runtimes` order.
-pub(crate) const RUNTIMES: [&Registration; 4] = [
+pub(crate) const RUNTIMES: [&Registration; 5] = [
     &python::register::REGISTRATION,
     &go::register::REGISTRATION,
     &hotspot::register::REGISTRATION,
     &v8::register::REGISTRATION,
+    &trace_context::register::REGISTRATION,
 ];
 
 /// Each runtime's kernel side, in `--runtimes` order.
@@ -38,6 +39,16 @@ pub(crate) fn identify(exe: &Path) -> Option<ExeIdentity> {
         .iter()
         .filter_map(|r| r.identify)
         .find_map(|identify| identify(exe))
+}
+
+/// The resource attributes process `pid` published of itself (a tracer's process context), first
+/// runtime first.
+pub(crate) fn published_resource(pid: u32) -> Vec<(String, String)> {
+    RUNTIMES
+        .iter()
+        .filter_map(|r| r.resource)
+        .flat_map(|resource| resource(pid))
+        .collect()
 }
 
 /// The own unwind rows for `binary`'s code of the first runtime that is `on` and has them.

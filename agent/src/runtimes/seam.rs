@@ -35,6 +35,9 @@ pub(crate) struct Registration {
     pub(crate) unwind: Option<UnwindRows>,
     /// What it reads of a process's executable to say what the process is, if it can.
     pub(crate) identify: Option<fn(&Path) -> Option<ExeIdentity>>,
+    /// The resource attributes a process published of itself through the runtime (a tracer's
+    /// process context), by pid: empty when it published none.
+    pub(crate) resource: Option<PublishedResource>,
     /// A new cache of what it reads of processes, shared by its capture (which fills it as the
     /// kernel announces objects) and its namer.
     pub(crate) cache: fn() -> RuntimeCache,
@@ -48,6 +51,9 @@ pub(crate) struct Registration {
     #[cfg(test)]
     pub(crate) capture_without_kernel: Option<CaptureWithoutKernel>,
 }
+
+/// The resource attributes process `pid` published through a runtime, key and value.
+pub(crate) type PublishedResource = fn(u32) -> Vec<(String, String)>;
 
 /// A runtime's unwind rows for `binary`'s code: None when it is not the runtime's, or it has none.
 pub(crate) type UnwindRows = fn(&Binary) -> Option<Vec<CodeRows>>;

@@ -30,6 +30,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     fuzz: &[],
     unwind: Some(unwind_rows::rows),
     identify: Some(identify),
+    resource: None,
     cache: || Arc::new(()),
     namer: |_| Box::<GoNaming>::default(),
     capture: |maps, _| {

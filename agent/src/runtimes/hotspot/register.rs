@@ -30,6 +30,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     fuzz: &[],
     unwind: None,
     identify: None,
+    resource: None,
     cache: || Arc::new(Mutex::new(JavaNames::default())),
     namer: |cache| Box::new(JavaNaming::new(cache_of(cache))),
     capture: |maps, cache| {

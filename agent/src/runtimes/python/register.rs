@@ -30,6 +30,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     fuzz: &[("python_linetable", linetable::fuzz)],
     unwind: None,
     identify: None,
+    resource: None,
     cache: || Arc::new(Mutex::new(PythonNames::default())),
     namer: |cache| Box::new(PythonNaming::new(cache_of(cache))),
     capture: |maps, cache| {

@@ -30,6 +30,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     fuzz: &[],
     unwind: None,
     identify: None,
+    resource: None,
     cache: || Arc::new(Mutex::new(V8Names::default())),
     namer: |cache| Box::new(NodeNaming::new(cache_of(cache))),
     capture: |maps, cache| {
