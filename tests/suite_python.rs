@@ -13,3 +13,4 @@ mod python_other_builds;
 mod python_pyspy_agreement;
 mod python_short_lived;
 mod python_threads;
+mod trace_context_ddtrace;

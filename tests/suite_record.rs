@@ -29,3 +29,4 @@ mod symbols_jit_perfmap;
 mod symbols_local_files;
 mod symbols_wire_format;
 mod thread_names;
+mod trace_context;

@@ -18,6 +18,7 @@ pub mod pod;
 pub mod python;
 pub mod recursion;
 pub mod sonde_env;
+pub mod spans;
 pub mod vm;
 
 use std::{
