@@ -10,6 +10,7 @@ mod diff_datadir;
 mod diff_flamegraph;
 mod diff_fold_inlined;
 mod diff_hostile_input;
+mod diff_label;
 mod diff_noise;
 mod diff_per_request;
 mod diff_seed;

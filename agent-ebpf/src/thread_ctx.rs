@@ -12,8 +12,8 @@ use sonde_abi::{
     labels::{KEY_BYTES, MAX_LABELS, VALUE_BYTES},
     stat,
     thread_ctx::{
-        MAX_ATTRS, MAX_ATTRS_BYTES, MAX_KEYS, RECORD_HEADER_BYTES, SPAN_ID_KEY, TLS_DTV,
-        TLS_STATIC, TRACE_ID_KEY, ThreadCtxProc,
+        MAX_ATTRS, MAX_ATTRS_BYTES, MAX_KEYS, RECORD_HEADER_BYTES, SPAN_ID_LABEL, TLS_DTV,
+        TLS_STATIC, TRACE_ID_LABEL, ThreadCtxProc,
     },
 };
 
@@ -127,8 +127,8 @@ fn read(p: &ThreadCtxProc) -> Result<Found, ()> {
     let scratch = labels::scratch().ok_or(())?;
     // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
     let c = unsafe { &mut *scratch };
-    hex_label(c, TRACE_ID_KEY, &header.trace_id);
-    hex_label(c, SPAN_ID_KEY, &header.span_id);
+    hex_label(c, TRACE_ID_LABEL.as_bytes(), &header.trace_id);
+    hex_label(c, SPAN_ID_LABEL.as_bytes(), &header.span_id);
     attributes(c, p, record, u64::from(header.attrs_size))?;
     // The writer replaces the pointer to switch records, or clears `valid` to update one in place:
     // either seen after the copy means the copy may mix two spans.
@@ -148,19 +148,20 @@ fn read(p: &ThreadCtxProc) -> Result<Found, ()> {
 
 /// Adds the label `key` = `bytes` in lowercase hex.
 #[inline(always)]
-fn hex_label<const K: usize, const N: usize>(c: &mut Copying, key: &[u8; K], bytes: &[u8; N]) {
+fn hex_label<const N: usize>(c: &mut Copying, key: &[u8], bytes: &[u8; N]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let Some(label) = labels::next(c) else {
         return;
     };
-    label.key[..K].copy_from_slice(key);
+    let k = key.len().min(KEY_BYTES);
+    label.key[..k].copy_from_slice(&key[..k]);
     for (i, b) in bytes.iter().enumerate() {
         if let Some(pair) = label.value.get_mut(2 * i..2 * i + 2) {
             pair[0] = DIGITS[usize::from(b >> 4)];
             pair[1] = DIGITS[usize::from(b & 15)];
         }
     }
-    labels::add(c, K as u32, (2 * N) as u32);
+    labels::add(c, k as u32, (2 * N) as u32);
 }
 
 /// Copies the record's attributes (`key_index` u8, `len` u8, `len` bytes each), at most

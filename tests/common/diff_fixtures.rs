@@ -29,6 +29,8 @@ pub struct Stack {
     pub samples: i64,
     /// Labelled `truncated=1`, as sonde marks stacks that missed the thread entry point.
     pub truncated: bool,
+    /// Its other labels (a span's `span_name`, Go's pprof labels).
+    pub labels: Vec<(String, String)>,
 }
 
 /// A stack of `samples` samples.
@@ -37,6 +39,7 @@ pub fn stack(frames: &str, samples: i64) -> Stack {
         frames: frames.to_owned(),
         samples,
         truncated: false,
+        labels: Vec::new(),
     }
 }
 
@@ -44,6 +47,12 @@ impl Stack {
     /// Marks the stack truncated.
     pub fn truncated(mut self) -> Self {
         self.truncated = true;
+        self
+    }
+
+    /// Labels the stack's samples `key=value`.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.push((key.to_owned(), value.to_owned()));
         self
     }
 }
@@ -183,7 +192,7 @@ pub fn profile(kind: Kind, duration_secs: f64, stacks: &[Stack]) -> proto::Profi
                 _ => st.samples * PERIOD * weight,
             })
             .collect();
-        let label = if st.truncated {
+        let mut label = if st.truncated {
             vec![proto::Label {
                 key: truncated,
                 str: one,
@@ -192,6 +201,13 @@ pub fn profile(kind: Kind, duration_secs: f64, stacks: &[Stack]) -> proto::Profi
         } else {
             Vec::new()
         };
+        for (key, value) in &st.labels {
+            label.push(proto::Label {
+                key: s.get(key),
+                str: s.get(value),
+                ..Default::default()
+            });
+        }
         p.sample.push(proto::Sample {
             location_id: ids,
             value: values,

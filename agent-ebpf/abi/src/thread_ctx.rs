@@ -74,7 +74,8 @@ impl Default for ThreadCtxProc {
     }
 }
 
-/// Label keys the kernel gives a record's ids (Parca's and Pyroscope's span-profile names).
-pub const TRACE_ID_KEY: &[u8; 8] = b"trace_id";
-/// See [`TRACE_ID_KEY`].
-pub const SPAN_ID_KEY: &[u8; 7] = b"span_id";
+/// Label keys the kernel gives a record's ids (Parca's and Pyroscope's span-profile names), in
+/// lowercase hex.
+pub const TRACE_ID_LABEL: &str = "trace_id";
+/// See [`TRACE_ID_LABEL`].
+pub const SPAN_ID_LABEL: &str = "span_id";

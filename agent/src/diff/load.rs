@@ -20,7 +20,7 @@ use super::{
     hash::FxHashMap,
     input,
     values::{Chosen, pick_sample_type, sample_weight},
-    wire::{TruncatedLabel, for_each_sample, stack_key},
+    wire::{LabelIndexes, for_each_sample, stack_key},
 };
 
 /// The weight of a stack: its value in the chosen sample type and how many samples that value came from.
@@ -99,6 +99,8 @@ pub struct LoadOptions<'a> {
     pub limits: Limits,
     /// Skip (and count) malformed samples instead of failing.
     pub lenient: bool,
+    /// Read only the samples carrying this label, key and value (`--label span_name=checkout`).
+    pub label: Option<(&'a str, &'a str)>,
 }
 
 /// Both sides, loaded.
@@ -394,13 +396,7 @@ fn load_bytes(
     let tables = Tables::build(path, &header, names, inlined, &string)?;
     let mut stack_budget = StackBudget::new(limit - decoded);
 
-    let label = TruncatedLabel {
-        key: strings
-            .iter()
-            .position(|s| s == "truncated")
-            .map(|i| i as i64),
-        value: strings.iter().position(|s| s == "1").map(|i| i as i64),
-    };
+    let label = LabelIndexes::find(strings, options.label);
     let period = header.period;
     let overflow = |what| DiffError::Overflow {
         path: path.to_owned(),
@@ -417,7 +413,7 @@ fn load_bytes(
     let mut truncated_value = side.truncated_value;
     let seen = for_each_sample(bytes, label, |sample| {
         index += 1;
-        if bad.is_some() {
+        if bad.is_some() || !sample.selected {
             return;
         }
         let (value, count) = match sample_weight(sample.values, &types, value_index, count_index) {

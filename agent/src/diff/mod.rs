@@ -139,6 +139,10 @@ pub struct DiffArgs {
     /// Also write a differential flame graph of the new profile, coloured by change, to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Compare only the samples carrying this label on both sides (`span_name=checkout`,
+    /// `trace_id=...`, a Go pprof label): what one operation costs, release against release.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub label: Option<(String, String)>,
     /// Merge every function seen inlined (in either profile) into its caller, so a change in inlining
     /// does not move cost between frames.
     #[arg(long)]
@@ -162,6 +166,15 @@ pub struct DiffArgs {
     /// skipping that line with a warning.
     #[arg(long, requires = "data")]
     pub strict: bool,
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "`{s}` is not KEY=VALUE (a label's key and value, as span_name=checkout)"
+        )),
+    }
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -233,6 +246,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         fold_inlined: args.fold_inlined,
         limits: limits(&args),
         lenient: args.lenient,
+        label: args.label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
     };
     let started = std::time::Instant::now();
     let loaded = load::load_sides(&base_files, &new_files, options)?;

@@ -15,7 +15,7 @@ use super::{
     error::{DiffError, Stream},
     input::{self, Limits},
     load::Source,
-    wire::{self, TruncatedLabel},
+    wire::{self, LabelIndexes},
 };
 use crate::remote::{
     RemoteConfig, RemoteError,
@@ -259,11 +259,10 @@ impl Querier<'_> {
         };
         // A selector that matches nothing is answered with an empty profile, not an error; say so here,
         // where the selector and range are known. A malformed answer is left to the loader to name.
-        let none = TruncatedLabel {
-            key: None,
-            value: None,
-        };
-        if matches!(wire::for_each_sample(&bytes, none, |_| {}), Ok(0)) {
+        if matches!(
+            wire::for_each_sample(&bytes, LabelIndexes::default(), |_| {}),
+            Ok(0)
+        ) {
             return Err(DiffError::NoSamples {
                 side,
                 backend: self.backend.name(),

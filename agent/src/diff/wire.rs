@@ -15,15 +15,28 @@ pub struct SampleView<'a> {
     pub values: &'a [i64],
     /// Carries the label `truncated` = `"1"`.
     pub truncated: bool,
+    /// Carries the label [`LabelIndexes::only`] asks for (true when it asks for none).
+    pub selected: bool,
 }
 
-/// String-table indices of the label that marks truncated stacks; `None` when the profile lacks them.
-#[derive(Clone, Copy, Debug)]
-pub struct TruncatedLabel {
-    /// Index of `"truncated"`.
-    pub key: Option<i64>,
-    /// Index of `"1"`.
-    pub value: Option<i64>,
+/// String-table indices of the labels the diff looks for; `None` where the profile lacks the string.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LabelIndexes {
+    /// `truncated` = `"1"`, which marks truncated stacks.
+    pub truncated: (Option<i64>, Option<i64>),
+    /// The one label a sample must carry to be read (`sonde diff --label KEY=VALUE`), if asked.
+    pub only: Option<(Option<i64>, Option<i64>)>,
+}
+
+impl LabelIndexes {
+    /// The indices of the strings of `wanted` in `strings`: `truncated` = `"1"`, and `only`.
+    pub fn find(strings: &[String], only: Option<(&str, &str)>) -> Self {
+        let at = |want: &str| strings.iter().position(|s| s == want).map(|i| i as i64);
+        Self {
+            truncated: (at("truncated"), at("1")),
+            only: only.map(|(key, value)| (at(key), at(value))),
+        }
+    }
 }
 
 pub(super) fn varint(buf: &mut &[u8]) -> Result<u64, String> {
@@ -57,7 +70,7 @@ pub(super) fn field<'a>(buf: &mut &'a [u8], wire_type: u64) -> Result<Option<&'a
 /// Calls `f` for each `Profile.sample` (field 2) of the encoded profile; returns how many there were.
 pub fn for_each_sample(
     mut buf: &[u8],
-    label: TruncatedLabel,
+    labels: LabelIndexes,
     mut f: impl FnMut(&SampleView<'_>),
 ) -> Result<usize, String> {
     let (mut values, mut spliced) = (Vec::with_capacity(4), Vec::new());
@@ -77,6 +90,7 @@ pub fn for_each_sample(
         let mut packed: Option<&[u8]> = None;
         let mut is_spliced = false;
         let mut truncated = false;
+        let mut selected = labels.only.is_none();
         while !sample.is_empty() {
             let key = varint(&mut sample)?;
             let (tag, wire_type) = (key >> 3, key & 7);
@@ -104,9 +118,13 @@ pub fn for_each_sample(
                         values.push(varint(&mut run)? as i64);
                     }
                 }
-                (3, 2) if label.key.is_some() => {
+                (3, 2) if labels.truncated.0.is_some() || labels.only.is_some() => {
                     let len = varint(&mut sample)? as usize;
-                    truncated |= is_truncated_label(take(&mut sample, len)?, label)?;
+                    let (key, value) = label_strings(take(&mut sample, len)?)?;
+                    let is =
+                        |(k, v): (Option<i64>, Option<i64>)| k == Some(key) && v == Some(value);
+                    truncated |= is(labels.truncated);
+                    selected |= labels.only.is_some_and(is);
                 }
                 _ => {
                     field(&mut sample, wire_type)?;
@@ -122,6 +140,7 @@ pub fn for_each_sample(
             locations,
             values: &values,
             truncated,
+            selected,
         });
     }
     Ok(count)
@@ -135,7 +154,8 @@ fn splice(spliced: &mut Vec<u8>, packed: Option<&[u8]>, already: bool) -> bool {
     true
 }
 
-fn is_truncated_label(mut label: &[u8], want: TruncatedLabel) -> Result<bool, String> {
+/// The key and string-value indices of an encoded `Label`.
+fn label_strings(mut label: &[u8]) -> Result<(i64, i64), String> {
     let (mut key, mut str) = (0i64, 0i64);
     while !label.is_empty() {
         let k = varint(&mut label)?;
@@ -147,7 +167,7 @@ fn is_truncated_label(mut label: &[u8], want: TruncatedLabel) -> Result<bool, St
             }
         }
     }
-    Ok(Some(key) == want.key && Some(str) == want.value)
+    Ok((key, str))
 }
 
 /// Decodes packed location ids.
@@ -211,18 +231,24 @@ mod tests {
         });
         let bytes = p.encode_to_vec();
         let mut seen = Vec::new();
-        let want = TruncatedLabel {
-            key: Some(1),
-            value: Some(2),
-        };
+        let want = LabelIndexes::find(&p.string_table, None);
         let n = for_each_sample(&bytes, want, |s| {
             let ids: Vec<u64> = location_ids(s.locations).map(Result::unwrap).collect();
-            seen.push((ids, s.values.to_vec(), s.truncated));
+            seen.push((ids, s.values.to_vec(), s.truncated, s.selected));
         })
         .unwrap();
         assert_eq!(n, 2);
-        assert_eq!(seen[0], (vec![3, 300, 1], vec![5, 50_000_000], false));
-        assert_eq!(seen[1], (vec![], vec![-1], true));
+        assert_eq!(seen[0], (vec![3, 300, 1], vec![5, 50_000_000], false, true));
+        assert_eq!(seen[1], (vec![], vec![-1], true, true));
+        // Only the samples with `truncated=1`; with a value no sample has, none.
+        let mut selected = Vec::new();
+        let only = LabelIndexes::find(&p.string_table, Some(("truncated", "1")));
+        for_each_sample(&bytes, only, |s| selected.push(s.selected)).unwrap();
+        assert_eq!(selected, [false, true]);
+        selected.clear();
+        let absent = LabelIndexes::find(&p.string_table, Some(("span_name", "checkout")));
+        for_each_sample(&bytes, absent, |s| selected.push(s.selected)).unwrap();
+        assert_eq!(selected, [false, false]);
     }
 
     #[test]
@@ -232,16 +258,9 @@ mod tests {
         let mut bytes = vec![0x12, sample.len() as u8];
         bytes.extend_from_slice(&sample);
         let mut ids = Vec::new();
-        for_each_sample(
-            &bytes,
-            TruncatedLabel {
-                key: None,
-                value: None,
-            },
-            |s| {
-                ids = location_ids(s.locations).map(Result::unwrap).collect();
-            },
-        )
+        for_each_sample(&bytes, LabelIndexes::default(), |s| {
+            ids = location_ids(s.locations).map(Result::unwrap).collect();
+        })
         .unwrap();
         assert_eq!(ids, [7, 8, 9]);
     }

@@ -6,6 +6,8 @@
 
 use std::{collections::HashMap, ops::Range, sync::Arc};
 
+use sonde_abi::thread_ctx::{SPAN_ID_LABEL as SPAN_ID, TRACE_ID_LABEL as TRACE_ID};
+
 use crate::{
     export::Batch,
     metadata::{Tags, keys},
@@ -180,6 +182,7 @@ struct Dictionary {
     locations: HashMap<(i32, u64, bool, FrameKind, i32), i32>,
     stacks: HashMap<Vec<i32>, i32>,
     attributes: HashMap<(i32, AttrValue), i32>,
+    links: HashMap<(Vec<u8>, Vec<u8>), i32>,
 }
 
 impl Dictionary {
@@ -200,9 +203,34 @@ impl Dictionary {
             locations: HashMap::new(),
             stacks: HashMap::new(),
             attributes: HashMap::new(),
+            links: HashMap::new(),
         };
         d.string("");
         d
+    }
+
+    /// The `link_table` index of the span `labels` name (`trace_id`, `span_id` in hex, as the
+    /// kernel reads them from a thread context); 0, the empty link, without one.
+    fn link(&mut self, labels: &[(String, String)]) -> i32 {
+        let id = |key: &str, bytes: usize| {
+            let hex = &labels.iter().find(|(k, _)| k == key)?.1;
+            let id = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+                .collect::<Option<Vec<u8>>>()?;
+            (id.len() == bytes).then_some(id)
+        };
+        let (Some(trace_id), Some(span_id)) = (id(TRACE_ID, 16), id(SPAN_ID, 8)) else {
+            return 0;
+        };
+        let next = self.out.link_table.len() as i32;
+        *self
+            .links
+            .entry((trace_id.clone(), span_id.clone()))
+            .or_insert_with(|| {
+                self.out.link_table.push(pb::Link { trace_id, span_id });
+                next
+            })
     }
 
     fn string(&mut self, s: &str) -> i32 {
@@ -344,7 +372,7 @@ impl Dictionary {
     fn profiles(&mut self, part: &Part<'_>) -> Vec<pb::Profile> {
         let profile = part.profile;
         let samples = &profile.samples[part.samples.clone()];
-        let mut shared: Vec<(i32, Vec<i32>)> = Vec::with_capacity(samples.len());
+        let mut shared: Vec<(i32, Vec<i32>, i32)> = Vec::with_capacity(samples.len());
         for s in samples {
             let stack = self.stack(&s.frames);
             let mut attrs = vec![
@@ -352,11 +380,17 @@ impl Dictionary {
                 self.attribute("thread.id", AttrValue::Int(i64::from(s.tid))),
                 self.attribute(keys::PROCESS_PID, AttrValue::Int(i64::from(s.pid))),
             ];
-            // The process's own labels (Go's pprof labels), under their own keys.
+            // The span a sample ran in is its link (OTLP's own place for it), not attributes.
+            let link = self.link(&s.labels);
+            // The process's own labels (Go's pprof labels, a span's attributes), under their own
+            // keys.
             for (key, value) in s.labels.iter() {
+                if link != 0 && (key == TRACE_ID || key == SPAN_ID) {
+                    continue;
+                }
                 attrs.push(self.attribute(key, AttrValue::Str(value.clone())));
             }
-            shared.push((stack, attrs));
+            shared.push((stack, attrs, link));
         }
         let (pt, pu) = profile.kind.period_type();
         let period_type = pb::ValueType {
@@ -372,12 +406,12 @@ impl Dictionary {
             let samples = samples
                 .iter()
                 .zip(&shared)
-                .filter_map(|(s, (stack, attrs))| {
+                .filter_map(|(s, (stack, attrs, link))| {
                     let value = s.values.get(index).copied().unwrap_or(0);
                     (value != 0).then(|| pb::Sample {
                         stack_index: *stack,
                         attribute_indices: attrs.clone(),
-                        link_index: 0,
+                        link_index: *link,
                         values: vec![value],
                         timestamps_unix_nano: Vec::new(),
                     })
@@ -441,5 +475,29 @@ mod tests {
             Some(Value::DoubleValue(0.95))
         );
         assert!(encode_batch(&Batch::default(), 4 << 20).is_empty());
+    }
+
+    #[test]
+    fn a_span_is_the_samples_link_once_per_span() {
+        let mut d = Dictionary::new();
+        let span = |trace: &str, span: &str| {
+            vec![
+                (TRACE_ID.to_owned(), trace.to_owned()),
+                (SPAN_ID.to_owned(), span.to_owned()),
+            ]
+        };
+        let trace = "0af7651916cd43dd8448eb211c80319c";
+        assert_eq!(d.link(&span(trace, "b7ad6b7169203331")), 1);
+        assert_eq!(d.link(&span(trace, "b7ad6b7169203331")), 1);
+        assert_eq!(d.link(&span(trace, "00f067aa0ba902b7")), 2);
+        assert_eq!(
+            d.out.link_table[1].span_id,
+            [0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31]
+        );
+        assert_eq!(d.out.link_table[1].trace_id.len(), 16);
+        // Not a span: labels that are not ids of the right length, or no labels.
+        assert_eq!(d.link(&span("0af7", "b7ad6b7169203331")), 0);
+        assert_eq!(d.link(&span(trace, "not hex!")), 0);
+        assert_eq!(d.link(&[]), 0);
     }
 }
