@@ -1,8 +1,8 @@
 //! A sample's label set, copied out of the process into a per-CPU scratch entry and stored in
 //! `SAMPLE_LABELS` under a hash of its content, which goes into the sample's key: samples of the same
-//! labels aggregate together, differently labelled ones apart. Shared by the two sources of labels,
-//! Go's goroutine labels (`go_labels`) and the OpenTelemetry thread context (`thread_ctx`); a
-//! process has at most one of them.
+//! labels aggregate together, differently labelled ones apart. Shared by the two sources of labels
+//! (`label_sources`), Go's goroutine labels (`go_labels`) and the OpenTelemetry thread context
+//! (`thread_ctx`).
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -35,16 +35,6 @@ pub struct Copying {
     pub fault: u32,
     /// Where a step's result passes to be forgotten by the verifier (`crate::verifier::forget`).
     pub opaque: u64,
-}
-
-/// The `SAMPLE_LABELS` key of a sample of `tgid` walked by `WALKER`'s program: its goroutine's labels
-/// if it is a Go process, else the span its thread runs in; 0 without either.
-#[inline(always)]
-pub fn of_sample<const WALKER: u32>(tgid: u32) -> u64 {
-    match crate::go_labels::of_sample::<WALKER>(tgid) {
-        0 => crate::thread_ctx::of_sample(tgid),
-        id => id,
-    }
 }
 
 /// This CPU's scratch entry, emptied.

@@ -12,6 +12,7 @@ mod diag;
 mod globals;
 mod go_labels;
 mod kernel_names;
+mod label_sources;
 mod labels;
 mod maps;
 mod off_cpu;

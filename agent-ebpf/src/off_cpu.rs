@@ -217,7 +217,7 @@ pub fn track<const WALKER: u32>(ctx: &TracePointContext) -> Result<(), Failed> {
         true,
         SCRATCH_SLOT,
         false,
-        crate::labels::of_sample::<WALKER>(tgid),
+        crate::label_sources::of_sample::<WALKER>(tgid),
     );
     captured.key.weight = weight;
     if !captured.known_process {

@@ -34,7 +34,7 @@ pub fn sample<const WALKER: u32>(ctx: &PerfEventContext) -> Result<(), Failed> {
     // Timed from here, in the walking program (the dispatch before it is a few lookups).
     let began = timed_start();
     let generation = generation().ok_or(Failed::Control)?;
-    let labels = crate::labels::of_sample::<WALKER>(tgid);
+    let labels = crate::label_sources::of_sample::<WALKER>(tgid);
     // SAFETY: perf_event programs may read their context's saved registers.
     let interrupted = unsafe { &(*ctx.ctx).regs };
     let in_user_mode = regs::is_user_mode(interrupted);

@@ -140,6 +140,38 @@ fn sample(figure: &Figure) -> String {
     }
 }
 
+/// The thread context's row: samples read in spans, and reads that failed by reason.
+fn spans_row(s: &Scrape) -> Row {
+    use crate::runtimes::trace_context::figures as tc;
+    let get = |key: &str| {
+        figures::all()
+            .find(|f| f.key == key)
+            .map_or(0.0, |f| s.get(&sample(f)))
+    };
+    let (processes, labeled, torn, fault) = (
+        get(tc::PROCESSES),
+        get(tc::LABELED),
+        get(tc::TORN),
+        get(tc::FAULT),
+    );
+    let reads = labeled + get(tc::OUTSIDE) + torn + fault;
+    let failed = if reads > 0.0 {
+        100.0 * (torn + fault) / reads
+    } else {
+        0.0
+    };
+    Row {
+        signal: "spans on samples",
+        value: match processes > 0.0 {
+            false => "no process publishes a thread context".into(),
+            true => format!(
+                "{processes:.0} processes, {labeled:.0} samples in spans; {torn:.0} torn, {fault:.0} unreadable ({failed:.1}%)"
+            ),
+        },
+        verdict: Verdict::above(failed, 1.0, 10.0),
+    }
+}
+
 /// The signal table of a scrape.
 pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
     let overhead = 100.0 * s.get(&sample(&figures::OVERHEAD_CPU_RATIO));
@@ -215,6 +247,7 @@ pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
                 Verdict::Normal
             },
         },
+        spans_row(s),
     ]
 }
 
@@ -290,5 +323,29 @@ mod tests {
         assert_eq!(verdict("symbolized frame ratio"), Verdict::SmokingGun);
         assert_eq!(verdict("profile ingest lag"), Verdict::Normal);
         assert_eq!(verdict("complete stacks"), Verdict::Normal);
+        let spans = rows
+            .iter()
+            .find(|r| r.signal == "spans on samples")
+            .unwrap();
+        assert_eq!(spans.value, "no process publishes a thread context");
+    }
+
+    #[test]
+    fn the_spans_row_counts_reads_that_failed() {
+        let text = "sonde_trace_context_processes_total 2\n\
+                    sonde_kernel_events_total{event=\"trace_context_labeled\"} 900\n\
+                    sonde_kernel_events_total{event=\"trace_context_outside_span\"} 50\n\
+                    sonde_kernel_events_total{event=\"trace_context_torn\"} 30\n\
+                    sonde_kernel_events_total{event=\"trace_context_fault\"} 20\n";
+        let rows = rows(&Scrape::parse(text), &Thresholds::default());
+        let spans = rows
+            .iter()
+            .find(|r| r.signal == "spans on samples")
+            .unwrap();
+        assert_eq!(
+            spans.value,
+            "2 processes, 900 samples in spans; 30 torn, 20 unreadable (5.0%)"
+        );
+        assert_eq!(spans.verdict, Verdict::Suspect);
     }
 }

@@ -15,6 +15,19 @@ pub(crate) use aarch64::*;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_64::*;
 
+/// The relocation types of [`TLS_RELOCATIONS`].
+pub(crate) struct TlsRelocations {
+    pub(crate) descriptor: u32,
+    pub(crate) module: u32,
+    pub(crate) thread_offset: u32,
+}
+
+/// Bytes from the thread pointer to the thread's DTV pointer, per C library ([`DTV_AT`]).
+pub(crate) struct DtvAt {
+    pub(crate) glibc: i32,
+    pub(crate) musl: i32,
+}
+
 /// The name of ELF machine `machine` (`e_machine`), for messages about binaries of another
 /// architecture.
 pub(crate) fn elf_machine_name(machine: u16) -> &'static str {

@@ -96,16 +96,13 @@ enum Kind {
     ThreadOffset,
 }
 
-/// The relocation types that say where a module's TLS is (x86_64 and AArch64 numbers).
+/// The relocation types that say where a module's TLS is.
 fn kind(r_type: u32) -> Option<Kind> {
-    use object::elf::{
-        R_AARCH64_TLS_DTPMOD, R_AARCH64_TLS_TPREL, R_AARCH64_TLSDESC, R_X86_64_DTPMOD64,
-        R_X86_64_TLSDESC, R_X86_64_TPOFF64,
-    };
+    let types = &crate::platform::arch::TLS_RELOCATIONS;
     match r_type {
-        R_X86_64_TLSDESC | R_AARCH64_TLSDESC => Some(Kind::Descriptor),
-        R_X86_64_DTPMOD64 | R_AARCH64_TLS_DTPMOD => Some(Kind::Module),
-        R_X86_64_TPOFF64 | R_AARCH64_TLS_TPREL => Some(Kind::ThreadOffset),
+        t if t == types.descriptor => Some(Kind::Descriptor),
+        t if t == types.module => Some(Kind::Module),
+        t if t == types.thread_offset => Some(Kind::ThreadOffset),
         _ => None,
     }
 }

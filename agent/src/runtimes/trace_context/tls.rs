@@ -2,11 +2,9 @@
 //! (`super::elf::Slot`), as the kernel's settings: an offset from the thread pointer (static TLS),
 //! or a module index into the thread's DTV and an offset in that module's block.
 //!
-//! The DTV's place and shape are the C library's, per architecture: glibc keeps `tcbhead_t.dtv` at
-//! the thread pointer plus 8 on x86_64 and at the thread pointer on AArch64, with 16-byte entries
-//! (`{val, to_free}`) and their count at `dtv[-1]`; musl keeps `pthread.dtv` at the thread pointer
-//! plus 8 on x86_64 and just below it on AArch64 (TLS above the thread pointer), with 8-byte
-//! entries and their count at `dtv[0]`.
+//! The DTV's shape is the C library's: glibc's has 16-byte entries (`{val, to_free}`) and their
+//! count at `dtv[-1]`, musl's 8-byte entries and their count at `dtv[0]`; where the thread keeps it
+//! is the architecture's too (`platform::arch::DTV_AT`).
 
 use sonde_abi::thread_ctx::{TLS_DTV, TLS_STATIC, ThreadCtxProc};
 
@@ -36,18 +34,10 @@ impl Libc {
 
     /// `(dtv_at, dtv_stride, dtv_len_at)` of [`ThreadCtxProc`] on this architecture.
     fn dtv(self) -> (i32, u32, i32) {
-        #[cfg(target_arch = "x86_64")]
-        let at = match self {
-            Libc::Glibc | Libc::Musl => 8,
-        };
-        #[cfg(target_arch = "aarch64")]
-        let at = match self {
-            Libc::Glibc => 0,
-            Libc::Musl => -8,
-        };
+        let at = crate::platform::arch::DTV_AT;
         match self {
-            Libc::Glibc => (at, 16, -16),
-            Libc::Musl => (at, 8, 0),
+            Libc::Glibc => (at.glibc, 16, -16),
+            Libc::Musl => (at.musl, 8, 0),
         }
     }
 }
@@ -135,14 +125,13 @@ pub(crate) fn place(
 }
 
 /// Whether a static TLS descriptor's argument, an offset from the thread pointer, is what `arg` is,
-/// rather than a pointer to a dynamic descriptor's pair: on x86_64 static TLS is below the thread
-/// pointer (a negative offset), on AArch64 a little above it (less than a megabyte: no mapping is
-/// that low).
+/// rather than a pointer to a dynamic descriptor's pair: static TLS below the thread pointer is a
+/// negative offset; above it, a small one (less than a megabyte: no mapping is that low).
 fn is_thread_offset(arg: u64) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return (arg as i64) < 0 && (arg as i64) > -(1 << 30);
-    #[cfg(target_arch = "aarch64")]
-    return arg < 1 << 20;
+    match crate::platform::arch::STATIC_TLS_BELOW_THREAD_POINTER {
+        true => (arg as i64) < 0 && (arg as i64) > -(1 << 30),
+        false => arg < 1 << 20,
+    }
 }
 
 #[cfg(test)]
@@ -210,13 +199,17 @@ mod tests {
         ));
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn a_static_descriptor_is_an_offset_below_the_thread_pointer() {
+    fn a_static_descriptor_is_an_offset_from_the_thread_pointer() {
+        // Below the thread pointer on x86_64, above it on AArch64.
+        let offset: i64 = match crate::platform::arch::STATIC_TLS_BELOW_THREAD_POINTER {
+            true => -0x2a0,
+            false => 0x2a0,
+        };
         let var = library(Slot::Descriptor(0x1000));
-        let read = memory(&[(0x1000, 0x7f00_0000_1234), (0x1008, (-0x2a0i64) as u64)]);
+        let read = memory(&[(0x1000, 0x7f00_0000_1234), (0x1008, offset as u64)]);
         let p = place(&var, 0, Libc::Glibc, &read).unwrap();
-        assert_eq!((p.mode, p.offset), (TLS_STATIC, -0x2a0));
+        assert_eq!((p.mode, p.offset), (TLS_STATIC, offset));
     }
 
     #[test]

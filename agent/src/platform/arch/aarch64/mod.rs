@@ -48,3 +48,19 @@ pub(crate) const GO_LABELS: bool = false;
 /// The legacy kernel programs (Linux 5.10 to 6.0) find a switched-out task's user registers where
 /// x86_64 keeps them only: arm64 needs the full programs (Linux 6.1+).
 pub(crate) const LEGACY_PROGRAMS: bool = false;
+
+/// The dynamic relocations that say where a module's thread-local storage went, as the thread
+/// context reads them: a TLS descriptor, the module's DTV index, an offset from the thread pointer.
+pub(crate) const TLS_RELOCATIONS: super::TlsRelocations = super::TlsRelocations {
+    descriptor: object::elf::R_AARCH64_TLSDESC,
+    module: object::elf::R_AARCH64_TLS_DTPMOD,
+    thread_offset: object::elf::R_AARCH64_TLS_TPREL,
+};
+
+/// Static TLS sits just above the thread pointer (TLS variant I): a static TLS descriptor's argument
+/// is a small positive offset.
+pub(crate) const STATIC_TLS_BELOW_THREAD_POINTER: bool = false;
+
+/// Bytes from the thread pointer to the thread's DTV pointer: glibc's `tcbhead_t.dtv` is the word
+/// the thread pointer points at; musl keeps `pthread.dtv` as the last word before it.
+pub(crate) const DTV_AT: super::DtvAt = super::DtvAt { glibc: 0, musl: -8 };

@@ -36,3 +36,19 @@ pub(crate) const GO_LABELS: bool = true;
 /// The legacy kernel programs (Linux 5.10 to 6.0) are built for x86_64 and tested there (the VM
 /// test boots Debian 11's 5.10).
 pub(crate) const LEGACY_PROGRAMS: bool = true;
+
+/// The dynamic relocations that say where a module's thread-local storage went, as the thread
+/// context reads them: a TLS descriptor, the module's DTV index, an offset from the thread pointer.
+pub(crate) const TLS_RELOCATIONS: super::TlsRelocations = super::TlsRelocations {
+    descriptor: object::elf::R_X86_64_TLSDESC,
+    module: object::elf::R_X86_64_DTPMOD64,
+    thread_offset: object::elf::R_X86_64_TPOFF64,
+};
+
+/// Static TLS sits below the thread pointer (TLS variant II): a static TLS descriptor's argument is
+/// a negative offset.
+pub(crate) const STATIC_TLS_BELOW_THREAD_POINTER: bool = true;
+
+/// Bytes from the thread pointer to the thread's DTV pointer: glibc's `tcbhead_t.dtv`, musl's
+/// `pthread.dtv`, both the second word.
+pub(crate) const DTV_AT: super::DtvAt = super::DtvAt { glibc: 8, musl: 8 };
