@@ -134,3 +134,24 @@ pub fn tally(samples: &[&Resolved], function: &str, reported: &Reported, op: &st
     }
     t
 }
+
+/// Asserts that the samples in `function` (between spans) carry no span, but for at most 3% of
+/// them: the span is cleared as a span's function returns, and a sample in the few instructions
+/// between may still see it. `who` names the program in messages.
+pub fn assert_outside_spans(samples: &[&Resolved], function: &str, who: &str) {
+    let (mut labelled, mut all) = (0, 0);
+    for s in samples
+        .iter()
+        .filter(|s| s.user().iter().any(|f| f.contains(function)))
+    {
+        all += s.values[0];
+        if s.label("span_id").is_some() {
+            labelled += s.values[0];
+        }
+    }
+    assert!(all > 0, "{who}: no sample between spans");
+    assert!(
+        labelled * 100 <= all * 3,
+        "{who}: {labelled} of {all} samples between spans carry a span"
+    );
+}

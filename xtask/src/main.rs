@@ -55,7 +55,7 @@ enum Task {
     /// Build sonde, for this machine or cross-compiled (`--target aarch64-unknown-linux-gnu`).
     Build(build::BuildArgs),
     /// Measure sonde's overhead against perf and bpftrace in one run.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Run every cargo-fuzz target of fuzz/ for a fixed time; print executions per second and coverage.
     Fuzz(fuzz::FuzzArgs),
     /// Build the container image with podman into a local oci-archive; print its size.
@@ -117,7 +117,7 @@ fn main() -> anyhow::Result<()> {
             util::require_root("the benchmark loads BPF programs and runs perf and bpftrace")?;
             setup::build_toolchain()?;
             setup::peers()?;
-            bench::run(args)
+            bench::run(*args)
         }
     }
 }
