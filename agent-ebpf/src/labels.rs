@@ -90,8 +90,13 @@ pub fn store(c: &Copying) -> u64 {
         0 => 1,
         id => id,
     };
-    // An existing entry is the same content (its hash); a full map evicts the least recently used.
-    let _ = SAMPLE_LABELS.insert(&id, &c.set, BPF_NOEXIST as u64);
+    // An existing entry is the same content (its hash): looked up first, as an LRU map's update takes
+    // a free node and copies the 1 KiB set before it finds the key there (and, short of free nodes,
+    // evicts to get one), which cost several microseconds per sample of a long span.
+    if SAMPLE_LABELS.get_ptr(&id).is_none() {
+        // A full map evicts the least recently used.
+        let _ = SAMPLE_LABELS.insert(&id, &c.set, BPF_NOEXIST as u64);
+    }
     id
 }
 
