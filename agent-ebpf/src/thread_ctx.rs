@@ -9,7 +9,7 @@
 
 use aya_ebpf::helpers::{bpf_probe_read_user, bpf_probe_read_user_buf};
 use sonde_abi::{
-    labels::{KEY_BYTES, MAX_LABELS, VALUE_BYTES},
+    labels::{HEX_VALUE, KEY_BYTES, MAX_LABELS, VALUE_BYTES},
     stat,
     thread_ctx::{
         MAX_ATTRS, MAX_ATTRS_BYTES, MAX_KEYS, RECORD_HEADER_BYTES, SPAN_ID_LABEL, TLS_DTV,
@@ -23,17 +23,6 @@ use crate::{
     maps::{TC_PROCS, bump},
 };
 
-/// A record's fixed part (`sonde_abi::thread_ctx::RECORD_HEADER_BYTES`).
-#[repr(C)]
-struct Header {
-    trace_id: [u8; 16],
-    span_id: [u8; 8],
-    valid: u8,
-    trace_flags: u8,
-    attrs_size: u16,
-}
-const _: () = assert!(core::mem::size_of::<Header>() == RECORD_HEADER_BYTES as usize);
-
 /// What a read found.
 enum Found {
     /// The label set's key.
@@ -45,8 +34,10 @@ enum Found {
 }
 
 /// The `SAMPLE_LABELS` key of the sampled thread's span; 0 when the process is not described in
-/// `TC_PROCS`, or its thread is outside any span.
-#[inline(always)]
+/// `TC_PROCS`, or its thread is outside any span. A function of its own (scalars in and out): inlined,
+/// its record and locals grew the sampling program's frame past what the 512-byte stack leaves once
+/// the Python step's frames are added (`combined stack size of 3 calls is 624`).
+#[inline(never)]
 pub fn of_sample(tgid: u32) -> u64 {
     if globals::thread_ctx() == 0 {
         return 0;
@@ -116,20 +107,24 @@ fn read(p: &ThreadCtxProc) -> Result<Found, ()> {
     if record == 0 {
         return Ok(Found::Outside);
     }
+    // `valid`, `trace_flags`, `attrs_data_size`, little-endian.
     // SAFETY: a user address; a fault makes the helper fail, which is handled.
-    let header: Header = unsafe { bpf_probe_read_user(record as *const Header) }.map_err(|_| ())?;
-    if header.valid == 0 {
+    let tail: u32 = unsafe { bpf_probe_read_user((record + 24) as *const u32) }.map_err(|_| ())?;
+    if tail & 0xff == 0 {
         return Ok(Found::Torn);
-    }
-    if header.trace_id == [0; 16] {
-        return Ok(Found::Outside);
     }
     let scratch = labels::scratch().ok_or(())?;
     // SAFETY: the per-CPU scratch entry is this program's alone while it runs.
     let c = unsafe { &mut *scratch };
-    hex_label(c, TRACE_ID_LABEL.as_bytes(), &header.trace_id);
-    hex_label(c, SPAN_ID_LABEL.as_bytes(), &header.span_id);
-    attributes(c, p, record, u64::from(header.attrs_size))?;
+    // The ids are copied as they are, marked for userspace to write in hex (`labels::HEX_VALUE`):
+    // formatting them here cost instructions and stack at every sample.
+    let trace = id_label::<16>(c, TRACE_ID_LABEL.as_bytes(), record)?;
+    if trace == 0 {
+        // An all-zero trace id: no trace.
+        return Ok(Found::Outside);
+    }
+    id_label::<8>(c, SPAN_ID_LABEL.as_bytes(), record + 16)?;
+    attributes(c, p, record, u64::from(tail >> 16))?;
     // The writer replaces the pointer to switch records, or clears `valid` to update one in place:
     // either seen after the copy means the copy may mix two spans.
     if user_u64(at)? != record {
@@ -146,30 +141,28 @@ fn read(p: &ThreadCtxProc) -> Result<Found, ()> {
     Ok(Found::Span(labels::store(c)))
 }
 
-/// Adds the label `key` = `bytes` in lowercase hex.
+/// Adds the label `key` = the `N` bytes at `from`, raw (`HEX_VALUE`); the OR of their words (0 when
+/// all are zero).
 #[inline(always)]
-fn hex_label<const N: usize>(c: &mut Copying, key: &[u8], bytes: &[u8; N]) {
+fn id_label<const N: usize>(c: &mut Copying, key: &[u8], from: u64) -> Result<u64, ()> {
     let Some(label) = labels::next(c) else {
-        return;
+        return Ok(1);
     };
     let k = key.len().min(KEY_BYTES);
     label.key[..k].copy_from_slice(&key[..k]);
-    for (i, b) in bytes.iter().enumerate() {
-        if let Some(pair) = label.value.get_mut(2 * i..2 * i + 2) {
-            pair[0] = hex_digit(b >> 4);
-            pair[1] = hex_digit(b & 15);
-        }
+    let Some(dst) = label.value.get_mut(..N) else {
+        return Err(());
+    };
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    unsafe { bpf_probe_read_user_buf(from as *const u8, dst) }.map_err(|_| ())?;
+    let words = label.value.as_ptr().cast::<u64>();
+    let mut any = 0;
+    for i in 0..N / 8 {
+        // SAFETY: `value` is 8-aligned and at least N bytes long.
+        any |= unsafe { words.add(i).read() };
     }
-    labels::add(c, k as u32, (2 * N) as u32);
-}
-
-/// The lowercase hex digit of the low nibble of `n`, computed without a branch (48 of them per
-/// sample would each split the verifier's walk) nor a table (a memory access whose index Linux 5.10
-/// and 6.1 could not bound once the compiler had widened it): past 9, 39 more lands on `a`.
-#[inline(always)]
-fn hex_digit(n: u8) -> u8 {
-    let n = i32::from(n & 15);
-    (n + i32::from(b'0') + (((9 - n) >> 31) & 39)) as u8
+    labels::add(c, k as u32, N as u32 | HEX_VALUE);
+    Ok(any)
 }
 
 /// Copies the record's attributes (`key_index` u8, `len` u8, `len` bytes each), at most

@@ -8,6 +8,9 @@ pub const MAX_LABELS: usize = 10;
 pub const KEY_BYTES: usize = 32;
 /// Bytes of a value kept; longer values are cut (counted).
 pub const VALUE_BYTES: usize = 64;
+/// Set in [`Label::value_len`]: the value is raw bytes (a span's ids), which userspace writes in
+/// lowercase hex; the length is the rest.
+pub const HEX_VALUE: u32 = 1 << 31;
 
 /// One label, NUL padded. 8-aligned, so the kernel zeroes and hashes key and value a word at a time
 /// (they start at offsets 8 and 40).

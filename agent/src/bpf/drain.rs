@@ -256,16 +256,27 @@ impl<M: KernelMaps> Drainer<M> {
 }
 
 /// The key/value pairs of a label set the kernel copied; bytes that are not UTF-8 are replaced
-/// (the process wrote them).
+/// (the process wrote them), and raw values (a span's ids, `HEX_VALUE`) are written in lowercase hex.
 fn label_pairs(set: &sonde_abi::labels::LabelSet) -> Labels {
-    let text = |bytes: &[u8], len: u32| {
-        let len = (len as usize).min(bytes.len());
-        String::from_utf8_lossy(&bytes[..len]).into_owned()
-    };
+    use sonde_abi::labels::HEX_VALUE;
+    fn bytes(bytes: &[u8], len: u32) -> &[u8] {
+        &bytes[..(len as usize).min(bytes.len())]
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let count = (set.count as usize).min(set.labels.len());
     set.labels[..count]
         .iter()
-        .map(|l| (text(&l.key, l.key_len), text(&l.value, l.value_len)))
+        .map(|l| {
+            let key = text(bytes(&l.key, l.key_len));
+            let value = match l.value_len & HEX_VALUE {
+                0 => text(bytes(&l.value, l.value_len)),
+                _ => bytes(&l.value, l.value_len & !HEX_VALUE)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect(),
+            };
+            (key, value)
+        })
         .collect()
 }
 
