@@ -1,15 +1,11 @@
 //! `cargo xtask bench`: one run on one machine measuring a fixed CPU-bound workload alone and under each
-//! profiler (sonde, `perf record -a -g`, bpftrace). Reported: workload slowdown versus alone, profiler
-//! CPU seconds per wall second, peak RSS, and for sonde the BPF run time per program invocation and BPF
-//! map memory. Off-CPU profiling under a context-switch storm lives in [`offcpu`], the unwinding
-//! comparison (stack completeness without frame pointers, against perf's DWARF mode) in [`unwind`],
-//! symbolization (stripped binaries, debuginfod, its cache) in [`symbols`], a Python workload under
-//! sonde and py-spy in [`python`]; Go under sonde, perf and runtime/pprof in [`go`]; Java under sonde, perf
-//! with a perf map and JFR in [`java`]; Node.js under sonde, perf with a perf map and V8's own profiler
-//! in [`node`]; a build loop of
-//! short-lived processes under sonde and perf's DWARF mode in [`build`]; six real programs at once
-//! (a busy node) under sonde and perf's DWARF mode in [`busy`]; this file holds what
-//! they share: starting, stopping and measuring a profiler.
+//! profiler (sonde, `perf record -a -g`, bpftrace): slowdown versus alone, profiler CPU per wall second,
+//! peak RSS, and sonde's BPF time per invocation and map memory. Sections of their own: off-CPU under a
+//! context-switch storm [`offcpu`], unwinding without frame pointers against perf's DWARF mode
+//! [`unwind`], symbolization [`symbols`], Python against py-spy [`python`], Go against runtime/pprof
+//! [`go`], Java against JFR [`java`], Node.js against V8's profiler [`node`], short-lived processes
+//! [`build`], a busy node [`busy`], relabel targets [`targets`], the thread context [`trace_context`].
+//! This file holds what they share: starting, stopping and measuring a profiler.
 
 mod build;
 mod busy;
