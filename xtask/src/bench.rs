@@ -161,13 +161,13 @@ pub struct BenchArgs {
     /// Interleaved rounds of the busy-node section (its numbers are medians over rounds).
     #[arg(long, default_value_t = 1)]
     busy_rounds: usize,
-    /// Only the trace-context section (the per-sample cost of reading each sample's span).
+    /// Only the trace-context section (the cost of reading each sample's span).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only", "busy_only"])]
     trace_context_only: bool,
     /// Recorded seconds of each run of the trace-context section.
     #[arg(long, default_value_t = 8)]
     trace_context_seconds: u64,
-    /// Interleaved rounds of the trace-context section (its numbers are medians over rounds).
+    /// Interleaved rounds of the trace-context section (medians over rounds).
     #[arg(long, default_value_t = 3)]
     trace_context_rounds: usize,
     /// Only the targets section (a dropped process's per-sample kernel cost against a filtered one).
@@ -271,10 +271,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.targets_only {
         return targets::run(&sonde, &dir, &targets);
     }
-    let trace_context = Rounds {
-        seconds: args.trace_context_seconds,
-        rounds: args.trace_context_rounds,
-    };
+    let (seconds, rounds) = (args.trace_context_seconds, args.trace_context_rounds);
+    let trace_context = Rounds { seconds, rounds };
     if args.trace_context_only {
         return trace_context::run(&sonde, &dir, &trace_context);
     }
