@@ -30,6 +30,8 @@ static KERNEL_LOG: u32 = 0;
 #[unsafe(no_mangle)]
 static PYTHON: u32 = 0;
 #[unsafe(no_mangle)]
+static RUBY: u32 = 0;
+#[unsafe(no_mangle)]
 static TASK_TP_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_STACK_OFFSET: u32 = 0;
@@ -116,6 +118,10 @@ getter!(
 getter!(
     /// Non-zero when Python frames are walked (`--python on`).
     python, PYTHON, u32
+);
+getter!(
+    /// Non-zero when Ruby frames are walked (`--runtimes` with `ruby`).
+    ruby, RUBY, u32
 );
 getter!(
     /// Offset of `thread.fsbase` in `task_struct`; 0 when unknown. x86_64.

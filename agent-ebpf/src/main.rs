@@ -24,6 +24,7 @@ mod runtime;
 mod stack;
 mod targets;
 mod thread_ctx;
+mod tls;
 mod unwind;
 mod verifier;
 mod vmas;

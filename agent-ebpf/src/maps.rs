@@ -21,6 +21,7 @@ use sonde_abi::{
     hotspot::HsProc,
     names::runtime_programs,
     python::PyProc,
+    ruby::RbProc,
     stat,
     thread_ctx::ThreadCtxProc,
     unwind::{ROW_CHUNK_BLOCKS, SCRATCH_SLOTS},
@@ -123,10 +124,13 @@ pub static PY_FILES: HashMap<FileKey, PyProc> = HashMap::with_max_entries(64, AL
 /// Preallocated (LRU): 4096 threads, 0.3 MB; an evicted thread's state is searched for again.
 #[map]
 pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(4096, 0);
+/// CRuby settings of each Ruby process, by tgid. Not preallocated (56 bytes per process).
+#[map]
+pub static RB_PROCS: HashMap<u32, RbProc> = HashMap::with_max_entries(4096, ALLOCATED);
 /// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
 #[map]
 pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, ALLOCATED);
-/// Thread-context settings of each process publishing one, by tgid. Not preallocated (296 bytes per
+/// Thread-context settings of each process publishing one, by tgid. Not preallocated (304 bytes per
 /// process).
 #[map]
 pub static TC_PROCS: HashMap<u32, ThreadCtxProc> = HashMap::with_max_entries(4096, ALLOCATED);

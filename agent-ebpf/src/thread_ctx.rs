@@ -12,8 +12,8 @@ use sonde_abi::{
     labels::{HEX_VALUE, KEY_BYTES, MAX_LABELS, VALUE_BYTES},
     stat,
     thread_ctx::{
-        MAX_ATTRS, MAX_ATTRS_BYTES, MAX_KEYS, RECORD_HEADER_BYTES, SPAN_ID_LABEL, TLS_DTV,
-        TLS_STATIC, TRACE_ID_LABEL, ThreadCtxProc,
+        MAX_ATTRS, MAX_ATTRS_BYTES, MAX_KEYS, RECORD_HEADER_BYTES, SPAN_ID_LABEL, TRACE_ID_LABEL,
+        ThreadCtxProc,
     },
 };
 
@@ -67,39 +67,9 @@ pub fn of_sample(tgid: u32) -> u64 {
     }
 }
 
-/// The address of this thread's `otel_thread_ctx_v1`; 0 when the thread has none (no thread
-/// pointer, or a DTV that does not reach the module: the thread never touched it).
-#[inline(always)]
-fn variable(p: &ThreadCtxProc) -> Result<u64, ()> {
-    let tp = crate::regs::thread_pointer()?;
-    if tp == 0 {
-        return Ok(0);
-    }
-    match p.mode {
-        TLS_STATIC => Ok(tp.wrapping_add(p.offset as u64)),
-        TLS_DTV => {
-            let dtv = user_u64(tp.wrapping_add(p.dtv_at as i64 as u64))?;
-            if dtv == 0 {
-                return Ok(0);
-            }
-            let len = user_u64(dtv.wrapping_add(p.dtv_len_at as i64 as u64))?;
-            if u64::from(p.module) > len {
-                return Ok(0);
-            }
-            let block = user_u64(dtv + u64::from(p.module) * u64::from(p.dtv_stride))?;
-            // glibc marks a block not allocated yet with -1.
-            if block == 0 || block == u64::MAX {
-                return Ok(0);
-            }
-            Ok(block.wrapping_add(p.offset as u64))
-        }
-        _ => Err(()),
-    }
-}
-
 #[inline(always)]
 fn read(p: &ThreadCtxProc) -> Result<Found, ()> {
-    let at = variable(p)?;
+    let at = crate::tls::address(&p.place)?;
     if at == 0 {
         return Ok(Found::Outside);
     }

@@ -11,8 +11,10 @@ pub mod kernel_names;
 pub mod labels;
 pub mod names;
 pub mod python;
+pub mod ruby;
 pub mod runtime_frame;
 pub mod thread_ctx;
+pub mod tls;
 pub mod unwind;
 pub mod v8;
 
@@ -253,11 +255,15 @@ pub mod proc_event {
     /// loaded, code not freed, an object not moved by a garbage collector, the process alive), so it
     /// keeps its name if it goes before the window ends.
     pub const RUNTIME_FRAME: u32 = 6;
+    /// A Ruby frame named an instruction sequence body this CPU had not announced lately
+    /// ([`super::ProcEvent::address`]): read it now, while it lives (code compiled by `eval` is
+    /// freed once run).
+    pub const RUBY_ISEQ: u32 = 7;
 
     /// Whether events of `kind` announce an object a runtime reads while it lives (handed to the
     /// runtime of the process), not a change of the process.
     pub const fn is_announcement(kind: u32) -> bool {
-        matches!(kind, PYTHON_CODE | RUNTIME_FRAME)
+        matches!(kind, PYTHON_CODE | RUNTIME_FRAME | RUBY_ISEQ)
     }
 }
 
@@ -272,7 +278,8 @@ pub struct ProcEvent {
     /// `bpf_ktime_get_ns()` when it happened.
     pub time_ns: u64,
     /// The code object's address ([`proc_event::PYTHON_CODE`]), the runtime frame's head word
-    /// ([`proc_event::RUNTIME_FRAME`]); 0 otherwise.
+    /// ([`proc_event::RUNTIME_FRAME`]), the iseq body's address ([`proc_event::RUBY_ISEQ`]); 0
+    /// otherwise.
     pub address: u64,
     /// The runtime frame's data word ([`proc_event::RUNTIME_FRAME`]); 0 otherwise.
     pub data: u64,
@@ -465,8 +472,18 @@ pub mod stat {
             _ => WALK_BAD_FRAME,
         }
     }
+    /// Stacks of CRuby processes (`RB_PROCS`) whose Ruby frames were walked.
+    pub const RB_WALKS: u32 = V8_WALKS + 15;
+    /// Ruby frames stored by those walks.
+    pub const RB_FRAMES: u32 = V8_WALKS + 16;
+    /// Ruby walks of threads with no execution context (not a Ruby thread, or one not started).
+    pub const RB_NO_CONTEXT: u32 = V8_WALKS + 17;
+    /// Ruby walks that ended on unreadable VM memory.
+    pub const RB_READ_FAULT: u32 = V8_WALKS + 18;
+    /// Ruby walks cut because the stack was full (or past the frames one walk reads).
+    pub const RB_TRUNCATED: u32 = V8_WALKS + 19;
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 15;
+    pub const COUNT: u32 = V8_WALKS + 20;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most
@@ -485,11 +502,20 @@ pub mod cost_path {
     pub const JAVA: u32 = 4;
     /// The walk stored JavaScript (V8) frames.
     pub const V8: u32 = 5;
+    /// The walk stored CRuby frames.
+    pub const RUBY: u32 = 6;
     /// Number of paths.
-    pub const COUNT: u32 = 6;
+    pub const COUNT: u32 = 7;
     /// Each path's name in reports, by index.
-    pub const NAMES: [&str; COUNT as usize] =
-        ["kernel", "frame_pointers", "tables", "python", "java", "v8"];
+    pub const NAMES: [&str; COUNT as usize] = [
+        "kernel",
+        "frame_pointers",
+        "tables",
+        "python",
+        "java",
+        "v8",
+        "ruby",
+    ];
     /// Buckets per path: `BUCKET_NS` wide, the last one holding everything longer.
     pub const BUCKETS: u32 = 256;
     /// Width of a bucket, ns: fine enough to tell 1.6 µs from 2 µs, wide enough for 64 µs in all.
@@ -528,6 +554,7 @@ mod pod {
     unsafe impl aya::Pod for super::ProcessSampling {}
     unsafe impl aya::Pod for super::TargetRule {}
     unsafe impl aya::Pod for super::python::PyProc {}
+    unsafe impl aya::Pod for super::ruby::RbProc {}
     unsafe impl aya::Pod for super::go::GoProc {}
     unsafe impl aya::Pod for super::go::LabelSet {}
     unsafe impl aya::Pod for super::hotspot::HsProc {}

@@ -58,6 +58,9 @@ pub const PY_THREADS: &str = "PY_THREADS";
 /// [`crate::FileKey`].
 pub const PY_FILES: &str = "PY_FILES";
 
+/// CRuby settings per process ([`crate::ruby::RbProc`]), by tgid.
+pub const RB_PROCS: &str = "RB_PROCS";
+
 /// Goroutine-label settings per Go process ([`crate::go::GoProc`]), by tgid.
 pub const GO_PROCS: &str = "GO_PROCS";
 /// Goroutine label sets copied by the kernel ([`crate::go::LabelSet`]), by a hash of their content.
@@ -125,7 +128,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 50] = [
+pub const ALL_MAPS: [&str; 51] = [
     CONTROL,
     PIDS,
     TARGETS,
@@ -151,6 +154,7 @@ pub const ALL_MAPS: [&str; 50] = [
     PY_PROCS,
     PY_THREADS,
     PY_FILES,
+    RB_PROCS,
     GO_PROCS,
     SAMPLE_LABELS,
     LABEL_SCRATCH,
@@ -204,6 +208,9 @@ pub mod globals {
     pub const REFRESH_INTERVAL_NS: &str = "REFRESH_INTERVAL_NS";
     /// `u32`: non-zero when the Python frames of processes in `PY_PROCS` are walked (`--python on`).
     pub const PYTHON: &str = "PYTHON";
+    /// `u32`: non-zero when the Ruby frames of processes in `RB_PROCS` are walked (`--runtimes`
+    /// with `ruby`).
+    pub const RUBY: &str = "RUBY";
     /// `u32`: byte offset of `thread.fsbase` in the kernel's `task_struct` (from its BTF; x86_64), or 0
     /// when unknown.
     pub const TASK_TP_OFFSET: &str = "TASK_TP_OFFSET";
@@ -233,7 +240,7 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 21] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
@@ -245,6 +252,7 @@ pub mod globals {
         UNWIND_MODE,
         REFRESH_INTERVAL_NS,
         PYTHON,
+        RUBY,
         TASK_TP_OFFSET,
         TASK_STACK_OFFSET,
         GO,

@@ -8,14 +8,7 @@
 //! describes it here as an offset from the thread pointer, or as a module index into the thread's
 //! dynamic thread vector (DTV) and an offset into that module's block.
 
-use crate::labels::KEY_BYTES;
-
-/// [`ThreadCtxProc::mode`]: the variable is at the thread pointer plus `offset` (static TLS: the
-/// executable's, a library loaded at start, or one a TLSDESC resolved statically).
-pub const TLS_STATIC: u32 = 1;
-/// [`ThreadCtxProc::mode`]: the variable is at the thread's DTV entry `module` plus `offset` (the
-/// block of a module `dlopen` loaded, allocated as each thread first touches it).
-pub const TLS_DTV: u32 = 2;
+use crate::{labels::KEY_BYTES, tls::TlsPlace};
 
 /// Bytes of a record before its attributes: `trace_id[16]`, `span_id[8]`, `valid` u8,
 /// `trace_flags` u8, `attrs_data_size` u16.
@@ -33,43 +26,27 @@ pub const MAX_KEYS: usize = 8;
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ThreadCtxProc {
-    /// [`TLS_STATIC`] or [`TLS_DTV`].
-    pub mode: u32,
-    /// [`TLS_DTV`]: the module's index in the DTV.
-    pub module: u32,
-    /// [`TLS_STATIC`]: bytes from the thread pointer to the variable (negative on x86_64, whose TLS
-    /// sits below the thread pointer). [`TLS_DTV`]: bytes from the module's block to the variable.
-    pub offset: i64,
-    /// Bytes from the thread pointer to the thread's DTV pointer (architecture and C library:
-    /// glibc and musl on x86_64 8, glibc on aarch64 0).
-    pub dtv_at: i32,
-    /// Bytes per DTV entry (glibc 16, musl 8).
-    pub dtv_stride: u32,
-    /// Bytes from the DTV pointer to the count of its entries (glibc `dtv[-1]`: -16; musl `dtv[0]`:
-    /// 0): a module past it is one this thread never touched.
-    pub dtv_len_at: i32,
+    /// Where its threads keep `otel_thread_ctx_v1`.
+    pub place: TlsPlace,
     /// Keys named in [`Self::keys`].
     pub key_count: u32,
     /// Bytes used of each key.
     pub key_lens: [u8; MAX_KEYS],
     /// The attribute keys, by index, NUL padded.
     pub keys: [[u8; KEY_BYTES]; MAX_KEYS],
+    pub _pad: u32,
 }
 const _: () =
-    assert!(core::mem::size_of::<ThreadCtxProc>() == 32 + MAX_KEYS + MAX_KEYS * KEY_BYTES);
+    assert!(core::mem::size_of::<ThreadCtxProc>() == 40 + MAX_KEYS + MAX_KEYS * KEY_BYTES);
 
 impl Default for ThreadCtxProc {
     fn default() -> Self {
         Self {
-            mode: 0,
-            module: 0,
-            offset: 0,
-            dtv_at: 0,
-            dtv_stride: 0,
-            dtv_len_at: 0,
+            place: TlsPlace::default(),
             key_count: 0,
             key_lens: [0; MAX_KEYS],
             keys: [[0; KEY_BYTES]; MAX_KEYS],
+            _pad: 0,
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Runtime frames announced to userspace as the walk first meets their objects (`proc_event::
-//! RUNTIME_FRAME`), whichever runtime they are of: a Java method or compiled code, a JavaScript
-//! function or code object. Userspace reads each at once, while it lives (a class loaded, code not
+//! Runtime objects announced to userspace as the walk first meets them: the objects of runtime
+//! frames (`proc_event::RUNTIME_FRAME`), whichever runtime they are of (a Java method or compiled
+//! code, a JavaScript function or code object), CPython's code objects (`proc_event::PYTHON_CODE`)
+//! and Ruby's instruction sequences (`proc_event::RUBY_ISEQ`). Userspace reads each at once, while it lives (a class loaded, code not
 //! freed, an object a garbage collector has not moved yet); the frames named at the window's end
 //! take what was read then, validated by the same check.
 //!
@@ -34,24 +35,38 @@ pub fn announce(announced: &mut [Announced; ANNOUNCED_SLOTS], tgid: u32, head: u
     let Some(frame) = runtime_frame::unpack(head, data) else {
         return;
     };
-    let key = frame.address ^ u64::from(frame.check) << 17 ^ u64::from(tgid);
-    let slot = (mix(key, 0xff51_afd7_ed55_8ccd) as usize) & (ANNOUNCED_SLOTS - 1);
-    let Some(seen) = announced.get_mut(slot) else {
-        return;
-    };
-    if seen.address == frame.address && seen.check == frame.check && seen.tgid == tgid {
-        return;
-    }
-    *seen = Announced {
-        address: frame.address,
-        check: frame.check,
-        tgid,
-    };
-    let _ = send_proc_event(&ProcEvent {
+    let event = ProcEvent {
         kind: proc_event::RUNTIME_FRAME,
         tgid,
         time_ns: 0,
         address: head,
         data,
-    });
+    };
+    announce_object(announced, frame.address, frame.check, event);
+}
+
+/// Sends `event`, announcing the object at `address` (told apart from a reused address by `check`)
+/// in `event.tgid`, unless this CPU did lately.
+#[inline(always)]
+pub fn announce_object(
+    announced: &mut [Announced; ANNOUNCED_SLOTS],
+    address: u64,
+    check: u32,
+    event: ProcEvent,
+) {
+    let tgid = event.tgid;
+    let key = address ^ u64::from(check) << 17 ^ u64::from(tgid);
+    let slot = (mix(key, 0xff51_afd7_ed55_8ccd) as usize) & (ANNOUNCED_SLOTS - 1);
+    let Some(seen) = announced.get_mut(slot) else {
+        return;
+    };
+    if seen.address == address && seen.check == check && seen.tgid == tgid {
+        return;
+    }
+    *seen = Announced {
+        address,
+        check,
+        tgid,
+    };
+    let _ = send_proc_event(&event);
 }

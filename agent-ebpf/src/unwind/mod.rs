@@ -13,6 +13,7 @@ mod go_roots;
 mod hotspot;
 mod lookup;
 mod python;
+mod ruby;
 mod step;
 mod steps;
 mod table_step;
@@ -81,6 +82,8 @@ pub struct Scratch {
     vma_known: u32,
     /// The Python walk that follows the native one.
     py: python::PyWalk,
+    /// The Ruby walk that follows the native one.
+    rb: ruby::RbWalk,
     /// Java frames stepped among the native ones.
     java: hotspot::JavaWalk,
     /// JavaScript frames stepped among the native ones.
@@ -279,10 +282,14 @@ pub fn walk_and_store<const WALKER: u32>(
             path = cost_path::V8;
         }
     }
-    // A JVM or Node.js process runs no CPython nor Go: their programs hold neither step.
+    // A JVM or Node.js process runs no CPython, CRuby nor Go: their programs hold none of these
+    // steps.
     if WALKER == walker::NATIVE {
         if globals::python() != 0 && python::walk(scratch, scratch_slot, tgid, on_cpu) > 0 {
             path = cost_path::PYTHON;
+        }
+        if globals::ruby() != 0 && ruby::walk(scratch, tgid) > 0 {
+            path = cost_path::RUBY;
         }
         go_roots::mark_root(s, tgid);
     }

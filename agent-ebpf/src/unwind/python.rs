@@ -20,7 +20,7 @@ use sonde_abi::{
 
 use super::{Scratch, mix};
 use crate::{
-    maps::{PY_PROCS, PY_THREADS, bump, send_proc_event},
+    maps::{PY_PROCS, PY_THREADS, bump},
     repeat::repeat,
 };
 
@@ -38,20 +38,6 @@ pub struct PyWalk {
     _pad: u32,
     /// The frame's first `frame_span` bytes.
     buf: [u8; FRAME_SPAN_MAX as usize],
-    /// Code objects this CPU announced to userspace lately (direct-mapped by address).
-    announced: [Announced; ANNOUNCED_SLOTS],
-}
-
-/// Code objects remembered per CPU as announced.
-const ANNOUNCED_SLOTS: usize = 128;
-
-/// A code object announced to userspace.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Announced {
-    code: u64,
-    tgid: u32,
-    _pad: u32,
 }
 
 /// What the frame callback gets.
@@ -384,37 +370,17 @@ pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyPr
     s.py.frames += 1;
     s.hash = mix(s.hash ^ word, 0x9e37_79b9_7f4a_7c15);
     s.check = mix(s.check ^ word, 0xc2b2_ae3d_27d4_eb4f);
-    announce(&mut s.py, code);
-    0
-}
-
-/// Tells userspace about a code object it may not have read yet, unless this CPU did lately: code
-/// objects live in the process's memory, and a process that exits before its window is drained
-/// would otherwise leave its Python frames unnamed. Most walks announce nothing (the same functions
-/// run again and again); a lost announcement is counted, and the frame is read at the window's end.
-#[inline(always)]
-fn announce(py: &mut PyWalk, code: u64) {
-    let tgid = py.tgid;
-    let slot =
-        (mix(code ^ u64::from(tgid), 0xff51_afd7_ed55_8ccd) as usize) & (ANNOUNCED_SLOTS - 1);
-    let Some(seen) = py.announced.get_mut(slot) else {
-        return;
-    };
-    if seen.code == code && seen.tgid == tgid {
-        return;
-    }
-    *seen = Announced {
-        code,
-        tgid,
-        _pad: 0,
-    };
-    let _ = send_proc_event(&ProcEvent {
+    // Code objects live in the process's memory: a process that exits before its window is
+    // drained would otherwise leave its Python frames unnamed.
+    let event = ProcEvent {
         kind: proc_event::PYTHON_CODE,
-        tgid,
+        tgid: s.py.tgid,
         time_ns: 0,
         address: code,
         data: 0,
-    });
+    };
+    super::announce::announce_object(&mut s.announced, code, 0, event);
+    0
 }
 
 /// Flags the last stored Python frame as its evaluation call's first (3.12+, where the call's end is

@@ -85,6 +85,7 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
     features.check_floor()?;
     features.log();
     let programs = features.programs();
+    let options = &options.for_programs(programs);
     // Preallocated maps are all charged at load, and before Linux 5.11 against RLIMIT_MEMLOCK.
     let share = match programs {
         Programs::Full => 1,

@@ -5,7 +5,10 @@ use std::time::Duration;
 use sonde_abi::OffCpuKind;
 
 use super::unwind_maps::UnwindMode;
-use crate::runtimes::{registry, seam::KernelSide};
+use crate::{
+    platform::kernel::Programs,
+    runtimes::{registry, seam::KernelSide},
+};
 
 /// Off-CPU tracking settings.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +52,25 @@ impl LoadOptions {
     /// Whether the kernel side of a runtime is on: the runtime is, and the walk it needs runs.
     pub(super) fn runs(&self, side: &KernelSide) -> bool {
         self.runtimes.has(side.runtime) && !(side.needs_tables && self.unwind == UnwindMode::Fp)
+    }
+
+    /// These options for `programs`: a runtime whose kernel side the legacy object lacks is off
+    /// there, said once.
+    pub(super) fn for_programs(&self, programs: Programs) -> Self {
+        let mut options = self.clone();
+        if programs == Programs::Legacy {
+            for side in registry::kernel_sides().filter(|s| !s.in_legacy) {
+                if options.runtimes.has(side.runtime) {
+                    tracing::info!(
+                        runtime = side.runtime.name(),
+                        "this kernel runs the legacy programs (Linux 5.10 to 6.0), which walk no {} frames: they stay native",
+                        side.runtime.name()
+                    );
+                    options.runtimes = options.runtimes.with(side.runtime, false);
+                }
+            }
+        }
+        options
     }
 
     /// The runtimes' kernel sides, each with whether it is on.

@@ -164,13 +164,27 @@ pub(crate) fn symbol(file: &object::File, name: &str) -> Option<u64> {
 
 /// The little-endian u32 at ELF address `addr`, from the file bytes of the segment holding it.
 pub(crate) fn read_u32(file: &object::File, bytes: &[u8], addr: u64) -> Option<u32> {
-    let (offset, _) = file.segments().find_map(|s| {
+    Some(u32::from_le_bytes(
+        read_bytes(file, bytes, addr, 4)?.try_into().ok()?,
+    ))
+}
+
+/// The `len` bytes at ELF address `addr`, from the file bytes of the segment holding them (fewer
+/// where the segment's file part ends first).
+pub(crate) fn read_bytes(
+    file: &object::File,
+    bytes: &[u8],
+    addr: u64,
+    len: u64,
+) -> Option<Vec<u8>> {
+    let (offset, left) = file.segments().find_map(|s| {
         let (offset, size) = s.file_range();
-        (s.address() <= addr && addr + 4 <= s.address() + size)
-            .then(|| (offset + (addr - s.address()), size))
+        (s.address() <= addr && addr < s.address() + size)
+            .then(|| (offset + (addr - s.address()), s.address() + size - addr))
     })?;
     let at = usize::try_from(offset).ok()?;
-    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    let len = usize::try_from(len.min(left)).ok()?;
+    Some(bytes.get(at..at + len)?.to_vec())
 }
 
 /// Lowercase hex of `bytes`.

@@ -22,8 +22,8 @@
 //!    what each runtime reads of a process), or native code the runtime
 //!    describes better than ELF symbols (`go::GoNames` reads `.gopclntab`, stripped binaries
 //!    included);
-//! 4. **merge** the runtime's frames into the native stack (`python::merge`; in-place frames need
-//!    none).
+//! 4. **merge** the runtime's frames into the native stack ([`merge`], for the interpreters whose
+//!    walker appends them; in-place frames need none).
 //!
 //! What they read of a process's memory goes through `memory::ProcessMemory`.
 //!
@@ -41,12 +41,15 @@ pub(crate) mod frame_names;
 pub(crate) mod go;
 pub(crate) mod hotspot;
 pub(crate) mod memory;
+pub(crate) mod merge;
 pub(crate) mod publish;
 pub(crate) mod python;
 pub(crate) mod registry;
 pub(crate) mod retry;
+pub(crate) mod ruby;
 pub(crate) mod seam;
 pub(crate) mod stack_words;
+pub(crate) mod tls;
 pub(crate) mod trace_context;
 pub(crate) mod v8;
 
@@ -63,6 +66,8 @@ pub enum Runtime {
     /// Node.js (V8 10 to 12: Node 18, 20, 22): JavaScript frames walked in the kernel from V8's
     /// postmortem constants (`v8dbg_*`).
     Node,
+    /// CRuby 3.0 to 3.4: Ruby frames walked in the kernel from the thread's execution context.
+    Ruby,
     /// Not a language: the OpenTelemetry thread context (OTEP 4947) a tracer publishes, read at each
     /// sample as the trace and span the thread runs in (`trace_id`, `span_id` labels).
     TraceContext,
@@ -70,11 +75,12 @@ pub enum Runtime {
 
 impl Runtime {
     /// Every runtime, in the order `--runtimes` lists them.
-    pub const ALL: [Runtime; 5] = [
+    pub const ALL: [Runtime; 6] = [
         Runtime::Python,
         Runtime::Go,
         Runtime::Java,
         Runtime::Node,
+        Runtime::Ruby,
         Runtime::TraceContext,
     ];
 
@@ -85,6 +91,7 @@ impl Runtime {
             Runtime::Go => "go",
             Runtime::Java => "java",
             Runtime::Node => "node",
+            Runtime::Ruby => "ruby",
             Runtime::TraceContext => trace_context::NAME,
         }
     }
@@ -182,18 +189,20 @@ mod tests {
     fn the_setting_reads_lists_all_and_none_and_names_what_it_does_not_know() {
         let python_only: Runtimes = "python".parse().unwrap();
         assert!(python_only.has(Runtime::Python) && !python_only.has(Runtime::Go));
-        let five: Runtimes = " go , python,java,node,trace-context ".parse().unwrap();
-        assert_eq!(five, Runtimes::all());
+        let six: Runtimes = " go , python,java,node,ruby,trace-context "
+            .parse()
+            .unwrap();
+        assert_eq!(six, Runtimes::all());
         assert_eq!("all".parse::<Runtimes>().unwrap(), Runtimes::all());
         assert_eq!("none".parse::<Runtimes>().unwrap(), Runtimes::none());
         assert_eq!(
             Runtimes::all().to_string(),
-            "python,go,java,node,trace-context"
+            "python,go,java,node,ruby,trace-context"
         );
         assert_eq!(Runtimes::none().to_string(), "none");
         let err = "python,jvm".parse::<Runtimes>().unwrap_err();
         assert!(
-            err.contains("`jvm`") && err.contains("python, go, java, node, trace-context"),
+            err.contains("`jvm`") && err.contains("python, go, java, node, ruby, trace-context"),
             "{err}"
         );
         assert!(

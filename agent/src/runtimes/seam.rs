@@ -277,6 +277,9 @@ pub(crate) struct KernelSide {
     pub(crate) needs_tables: bool,
     /// Whether its kernel code reads the thread pointer from the task (the fs base on x86_64).
     pub(crate) needs_thread_pointer: bool,
+    /// Whether the legacy object (Linux 5.10 to 6.0) holds its kernel code; where it does not, the
+    /// runtime is off on those kernels.
+    pub(crate) in_legacy: bool,
 }
 
 /// The instance of type `T` that `process` runs under `name`, if any.

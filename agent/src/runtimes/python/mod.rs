@@ -1,7 +1,7 @@
 //! CPython processes: finding the interpreter in a captured process (`detect`), the structure offsets of
 //! each version (`offsets`), and naming the Python frames the kernel stored (code objects read from the
 //! process, `code`, `linetable`), merged into the native stack in place of the evaluation loop's frames
-//! (`merge`). The kernel's side of the contract is `sonde_abi::python`.
+//! (`runtimes::merge`). The kernel's side of the contract is `sonde_abi::python`.
 
 pub(crate) mod capture;
 pub(crate) mod code;
@@ -10,7 +10,6 @@ pub(crate) mod detect;
 pub(crate) mod elf;
 pub(crate) mod figures;
 pub(crate) mod linetable;
-pub(crate) mod merge;
 mod names;
 pub(crate) mod naming;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Python frames in symbolized stacks: the CPython walker appends them after the native frames
 //! (`sonde_abi::python` words); each is named from the code objects [`PythonNames`] read (the
 //! capture reads those the kernel announces), then merged in place of the evaluation loop's native
-//! frames ([`merge`]).
+//! frames (`runtimes::merge`).
 
 use std::{
     collections::HashSet,
@@ -10,15 +10,19 @@ use std::{
 
 use sonde_abi::python::unpack_frame;
 
-use super::{
-    PythonNames, interpreter_of,
-    merge::{PyFrame, merge},
-};
+use super::{PythonNames, interpreter_of};
 use crate::{
     process::ProcessInfo,
     profile::Frame,
-    runtimes::{FrameTally, Runtime, seam::RuntimeNames},
+    runtimes::{
+        FrameTally, Runtime,
+        merge::{GroupedFrame, merge},
+        seam::RuntimeNames,
+    },
 };
+
+/// The evaluation loop's function; `.cold` and other compiler-split parts share the prefix.
+const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
 
 /// Names Python frames from the shared [`PythonNames`].
 pub(crate) struct PythonNaming {
@@ -68,10 +72,10 @@ impl RuntimeNames for PythonNaming {
             return native;
         };
         let names = self.names();
-        let python: Vec<PyFrame> = ips
+        let python: Vec<GroupedFrame> = ips
             .iter()
             .filter_map(|&w| unpack_frame(w))
-            .map(|word| PyFrame {
+            .map(|word| GroupedFrame {
                 frame: names.frame(pid, &interpreter, word),
                 entry: word.entry,
             })
@@ -79,7 +83,11 @@ impl RuntimeNames for PythonNaming {
         drop(names);
         tally.frames += python.len() as u64;
         tally.unreadable += python.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64;
-        merge(native, python)
+        merge(native, python, |frames, i| {
+            frames[i]
+                .function()
+                .is_some_and(|name| name.starts_with(EVAL_FRAME))
+        })
     }
 
     fn trim(&mut self) {

@@ -1,5 +1,5 @@
 //! The thread context's side of process capture: for each captured process mapping a binary that
-//! defines `otel_thread_ctx_v1`, where its threads keep it ([`super::tls`]) and the names of its
+//! defines `otel_thread_ctx_v1`, where its threads keep it (`runtimes::tls`) and the names of its
 //! attribute keys ([`super::process_ctx`]), handed to the kernel (`TC_PROCS`).
 //!
 //! A library is captured as it is mapped, before the dynamic linker has relocated it, and a tracer
@@ -16,13 +16,16 @@ use sonde_abi::{
 use super::{
     elf,
     process_ctx::{self, Unread},
-    tls::{self, Libc, Unplaced},
 };
 use crate::{
     process::{ProcessInfo, RuntimeInstance, is_gone, load_bias::load_bias, warn_once},
     runtimes::{
-        ProcessCounts, Runtime, memory::ProcessMemory, publish::Publisher, retry::Retries,
+        ProcessCounts, Runtime,
+        memory::ProcessMemory,
+        publish::Publisher,
+        retry::Retries,
         seam::RuntimeCapture,
+        tls::{self, Libc, Unplaced},
     },
 };
 
@@ -68,7 +71,10 @@ impl TraceContextCapture {
         let libc = Libc::of(process.mappings.iter().map(|m| m.module.path.as_str()));
         let memory = ProcessMemory::new(pid);
         let mut settings = match tls::place(var, bias, libc, &|at| memory.u64(at)) {
-            Ok(settings) => settings,
+            Ok(place) => ThreadCtxProc {
+                place,
+                ..Default::default()
+            },
             Err(Unplaced::NotReady) => {
                 self.retries
                     .not_ready(pid, counts, "its thread context's relocation");
@@ -124,7 +130,7 @@ impl TraceContextCapture {
         if let Some(published) = &published {
             name_keys(&mut settings, &published.keys);
         }
-        tracing::debug!(pid, binary = %binary.path, ?libc, mode = settings.mode, module = settings.module, offset = settings.offset, keys = settings.key_count, "thread context found");
+        tracing::debug!(pid, binary = %binary.path, ?libc, mode = settings.place.mode, module = settings.place.module, offset = settings.place.offset, keys = settings.key_count, "thread context found");
         Some(ThreadContext { settings })
     }
 }

@@ -24,6 +24,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
         global: globals::THREAD_CTX,
         needs_tables: false,
         needs_thread_pointer: true,
+        in_legacy: true,
     },
     elf: elf::READER,
     figures: figures::FIGURES,

@@ -23,6 +23,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
         global: globals::V8,
         needs_tables: true,
         needs_thread_pointer: false,
+        in_legacy: true,
     },
     elf: elf::READER,
     figures: figures::FIGURES,

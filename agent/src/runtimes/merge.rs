@@ -1,36 +1,40 @@
-//! Puts a stack's Python frames where they ran: each native call of the evaluation loop
-//! (`_PyEval_EvalFrameDefault`) is replaced by the Python frames that call ran, leaf first.
+//! Puts a stack's interpreted frames where they ran, for the interpreters whose walker appends them
+//! after the native frames (CPython, CRuby): each native call of the interpreter's loop (CPython's
+//! `_PyEval_EvalFrameDefault`, CRuby's `vm_exec_core`) is replaced by the frames that call ran, leaf
+//! first.
 //!
-//! The kernel stores the Python frames leaf to root after the native ones, the root-most frame of each
-//! evaluation-loop call marked `entry` (`sonde_abi::python`). So the Python frames split into groups,
-//! each ending at an entry frame, and group i (from the leaf) belongs to the i-th evaluation-loop
-//! frame (from the leaf). Native frames between two evaluation-loop frames (a C builtin calling back
-//! into Python, zlib under a Python function) stay where they are. Groups left over when the native
-//! walk was cut short go at the root end; evaluation-loop frames left without a group stay native.
+//! The kernel stores the interpreted frames leaf to root after the native ones, the root-most frame of
+//! each loop call marked `entry` (`sonde_abi::python`'s `PY_ENTRY`, `sonde_abi::ruby`'s `RB_FINISH`).
+//! So the frames split into groups, each ending at an entry frame, and group i (from the leaf) belongs
+//! to the i-th loop frame (from the leaf). Native frames between two loop frames (a C builtin calling
+//! back into the interpreter, zlib under a Python function) stay where they are. Groups left over
+//! when the native walk was cut short go at the root end; loop frames left without a group stay
+//! native.
 
 use crate::profile::Frame;
 
-/// The evaluation loop's function; `.cold` and other compiler-split parts share the prefix.
-const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
-
-/// One Python frame of a stack and whether it is the first (root-most) frame of its evaluation-loop
-/// call.
+/// One interpreted frame of a stack and whether it is the first (root-most) frame of its loop call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PyFrame {
+pub(crate) struct GroupedFrame {
     /// The frame as it goes into the profile.
     pub(crate) frame: Frame,
     /// The kernel's `entry` mark.
     pub(crate) entry: bool,
 }
 
-/// `native` (leaf to root) with its evaluation-loop frames replaced by `python` (leaf to root).
-pub(crate) fn merge(native: Vec<Frame>, python: Vec<PyFrame>) -> Vec<Frame> {
-    if python.is_empty() {
+/// `native` (leaf to root) with its loop frames (those `is_loop` says are, by index) replaced by
+/// `interpreted` (leaf to root).
+pub(crate) fn merge(
+    native: Vec<Frame>,
+    interpreted: Vec<GroupedFrame>,
+    is_loop: impl Fn(&[Frame], usize) -> bool,
+) -> Vec<Frame> {
+    if interpreted.is_empty() {
         return native;
     }
     let mut groups: Vec<Vec<Frame>> = Vec::new();
     let mut open: Vec<Frame> = Vec::new();
-    for f in python {
+    for f in interpreted {
         open.push(f.frame);
         if f.entry {
             groups.push(std::mem::take(&mut open));
@@ -41,12 +45,11 @@ pub(crate) fn merge(native: Vec<Frame>, python: Vec<PyFrame>) -> Vec<Frame> {
     if !open.is_empty() {
         groups.push(open);
     }
+    let loops: Vec<bool> = (0..native.len()).map(|i| is_loop(&native, i)).collect();
     let mut groups = groups.into_iter();
     let mut out = Vec::with_capacity(native.len() + groups.len());
-    for f in native {
-        if is_eval_frame(&f)
-            && let Some(group) = groups.next()
-        {
+    for (f, is_loop) in native.into_iter().zip(loops) {
+        if is_loop && let Some(group) = groups.next() {
             out.extend(group);
         } else {
             out.push(f);
@@ -54,11 +57,6 @@ pub(crate) fn merge(native: Vec<Frame>, python: Vec<PyFrame>) -> Vec<Frame> {
     }
     out.extend(groups.flatten());
     out
-}
-
-fn is_eval_frame(f: &Frame) -> bool {
-    f.function()
-        .is_some_and(|name| name.starts_with(EVAL_FRAME))
 }
 
 #[cfg(test)]
@@ -82,8 +80,8 @@ mod tests {
         }
     }
 
-    fn py(name: &str, entry: bool) -> PyFrame {
-        PyFrame {
+    fn py(name: &str, entry: bool) -> GroupedFrame {
+        GroupedFrame {
             frame: Frame {
                 address: 0x2000,
                 kind: FrameKind::User,
@@ -97,6 +95,15 @@ mod tests {
             },
             entry,
         }
+    }
+
+    /// CPython's loop, as its namer tells it.
+    fn merge(native: Vec<Frame>, python: Vec<GroupedFrame>) -> Vec<Frame> {
+        super::merge(native, python, |frames, i| {
+            frames[i]
+                .function()
+                .is_some_and(|f| f.starts_with("_PyEval_EvalFrameDefault"))
+        })
     }
 
     fn names(frames: &[Frame]) -> Vec<&str> {

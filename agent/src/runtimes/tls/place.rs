@@ -1,14 +1,14 @@
-//! Where a process's dynamic linker put `otel_thread_ctx_v1`, from the slots it filled
-//! (`super::elf::Slot`), as the kernel's settings: an offset from the thread pointer (static TLS),
-//! or a module index into the thread's DTV and an offset in that module's block.
+//! Where a process's dynamic linker put a thread-local variable, from the slots it filled
+//! ([`super::Slot`]), as the kernel's settings: an offset from the thread pointer (static TLS), or a
+//! module index into the thread's DTV and an offset in that module's block.
 //!
 //! The DTV's shape is the C library's: glibc's has 16-byte entries (`{val, to_free}`) and their
 //! count at `dtv[-1]`, musl's 8-byte entries and their count at `dtv[0]`; where the thread keeps it
 //! is the architecture's too (`platform::arch::DTV_AT`).
 
-use sonde_abi::thread_ctx::{TLS_DTV, TLS_STATIC, ThreadCtxProc};
+use sonde_abi::tls::{TLS_DTV, TLS_STATIC, TlsPlace};
 
-use super::elf::{Slot, TlsVariable};
+use super::{Slot, TlsVariable};
 
 /// The C library a process runs with, which lays out its threads' DTV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl Libc {
         }
     }
 
-    /// `(dtv_at, dtv_stride, dtv_len_at)` of [`ThreadCtxProc`] on this architecture.
+    /// `(dtv_at, dtv_stride, dtv_len_at)` of [`TlsPlace`] on this architecture.
     fn dtv(self) -> (i32, u32, i32) {
         let at = crate::platform::arch::DTV_AT;
         match self {
@@ -60,9 +60,9 @@ pub(crate) fn place(
     bias: u64,
     libc: Libc,
     read: &dyn Fn(u64) -> std::io::Result<u64>,
-) -> Result<ThreadCtxProc, Unplaced> {
+) -> Result<TlsPlace, Unplaced> {
     let (dtv_at, dtv_stride, dtv_len_at) = libc.dtv();
-    let dtv = |module: u64, offset: u64| ThreadCtxProc {
+    let dtv = |module: u64, offset: u64| TlsPlace {
         mode: TLS_DTV,
         module: module as u32,
         offset: offset as i64,
@@ -71,7 +71,7 @@ pub(crate) fn place(
         dtv_len_at,
         ..Default::default()
     };
-    let fixed = |offset: u64| ThreadCtxProc {
+    let fixed = |offset: u64| TlsPlace {
         mode: TLS_STATIC,
         offset: offset as i64,
         ..Default::default()

@@ -1,0 +1,214 @@
+//! CRuby's side of process capture: for each captured process mapping a binary that holds the VM
+//! ([`super::elf`]), its version's layout ([`super::offsets`]) and where its threads keep their
+//! execution context (`runtimes::tls`), handed to the kernel (`RB_PROCS`) for its Ruby frames to be
+//! walked; a VM sonde cannot walk is counted and said once per binary.
+//!
+//! `libruby` is mapped before the dynamic linker has relocated it: a process found that early is
+//! looked at again (`runtimes::retry`).
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use sonde_abi::{ProcEvent, proc_event, ruby::RbProc};
+
+use super::{
+    elf,
+    names::RubyNames,
+    offsets::{self, Layout},
+};
+use crate::{
+    process::{ProcessInfo, RuntimeInstance, is_gone, load_bias::load_bias, warn_once},
+    runtimes::{
+        ProcessCounts, Runtime,
+        memory::ProcessMemory,
+        publish::Publisher,
+        retry::Retries,
+        seam::RuntimeCapture,
+        tls::{self, Libc, Unplaced},
+    },
+};
+
+/// A Ruby VM found in a process.
+#[derive(Debug)]
+pub(crate) struct RubyVm {
+    /// The binary holding it.
+    pub(crate) binary: String,
+    pub(crate) layout: Layout,
+    /// What the kernel was given.
+    settings: RbProc,
+}
+
+/// The VM `process` runs, if Ruby capture found one.
+pub(crate) fn vm_of(process: &ProcessInfo) -> Option<Arc<RubyVm>> {
+    crate::runtimes::seam::instance_of(process, super::NAME)
+}
+
+/// CRuby's capture state.
+pub(crate) struct RubyCapture {
+    /// Where found VMs are handed to the kernel, when it walks Ruby frames.
+    publisher: Option<Publisher<RbProc>>,
+    /// Where announced bodies are read into (the symbolizer's cache).
+    names: Arc<Mutex<RubyNames>>,
+    /// Processes captured before their linker was done.
+    retries: Retries,
+    /// Processes counted as unsupported (until evicted).
+    unsupported: HashSet<u32>,
+    /// Binaries whose refusal was warned about: once per binary, then debug.
+    warned: HashSet<String>,
+    /// Whether a process's memory was refused and warned about: once, then debug.
+    memory_warned: bool,
+}
+
+impl RubyCapture {
+    pub(crate) fn new(publisher: Option<Publisher<RbProc>>, names: Arc<Mutex<RubyNames>>) -> Self {
+        Self {
+            publisher,
+            names,
+            retries: Retries::default(),
+            unsupported: HashSet::new(),
+            warned: HashSet::new(),
+            memory_warned: false,
+        }
+    }
+
+    /// The VM of `process`, if it maps one sonde can walk.
+    fn find(&mut self, process: &ProcessInfo, counts: &mut ProcessCounts) -> Option<RubyVm> {
+        let pid = process.pid;
+        let (binary, rb, bias) = process.mappings.iter().find_map(|m| {
+            let binary = m.binary.as_ref()?;
+            let rb = elf::of(binary)?;
+            let bias = load_bias(m.module.start, m.module.file_offset, &binary.elf.segments);
+            Some((binary, rb, bias))
+        })?;
+        let refused = |this: &mut Self, counts: &mut ProcessCounts, why: String| {
+            this.retries.done(pid);
+            if this.unsupported.insert(pid) {
+                counts.unsupported += 1;
+            }
+            let message = format!(
+                "process {pid} ({}): the Ruby VM of {} is not walked, its frames stay native: {why}",
+                process.name, binary.path
+            );
+            match this.warned.insert(binary.path.clone()) {
+                true => tracing::warn!("{message}"),
+                false => tracing::debug!("{message}"),
+            }
+        };
+        let Some(version) = rb.version else {
+            refused(self, counts, "its `ruby_version` cannot be read".into());
+            return None;
+        };
+        let Some(layout) = offsets::layout(version) else {
+            let (major, minor, patch) = version;
+            refused(
+                self,
+                counts,
+                format!(
+                    "Ruby {major}.{minor}.{patch} is not one sonde knows ({})",
+                    offsets::SUPPORTED
+                ),
+            );
+            return None;
+        };
+        let Some(ec) = &rb.ec else {
+            refused(
+                self,
+                counts,
+                "it defines no `ruby_current_ec` (a build without thread-local storage)".into(),
+            );
+            return None;
+        };
+        let libc = Libc::of(process.mappings.iter().map(|m| m.module.path.as_str()));
+        let memory = ProcessMemory::new(pid);
+        let place = match tls::place(ec, bias, libc, &|at| memory.u64(at)) {
+            Ok(place) => place,
+            Err(Unplaced::NotReady) => {
+                self.retries
+                    .not_ready(pid, counts, "its Ruby VM's relocation");
+                return None;
+            }
+            Err(Unplaced::Unsupported(why)) => {
+                refused(self, counts, why);
+                return None;
+            }
+            Err(Unplaced::Unreadable(why)) => {
+                self.retries.done(pid);
+                if !is_gone(pid) {
+                    warn_once(
+                        &mut self.memory_warned,
+                        &format!(
+                            "process {pid} ({}): {why}; its Ruby frames stay native",
+                            process.name
+                        ),
+                    );
+                }
+                return None;
+            }
+        };
+        self.retries.done(pid);
+        tracing::debug!(pid, binary = %binary.path, ?version, ?libc, mode = place.mode, module = place.module, offset = place.offset, "Ruby VM found");
+        Some(RubyVm {
+            binary: binary.path.clone(),
+            layout,
+            settings: layout.kernel_settings(place),
+        })
+    }
+}
+
+impl RuntimeCapture for RubyCapture {
+    fn runtime(&self) -> Runtime {
+        Runtime::Ruby
+    }
+
+    fn captured(
+        &mut self,
+        process: &ProcessInfo,
+        previous: Option<&RuntimeInstance>,
+        counts: &mut ProcessCounts,
+    ) -> Option<RuntimeInstance> {
+        let previous = previous.and_then(crate::runtimes::seam::typed::<RubyVm>);
+        // Captured again after new code was mapped: the same VM, and the bodies read through it.
+        let found = self.find(process, counts).map(|found| match &previous {
+            Some(p) if p.binary == found.binary && p.settings == found.settings => p.clone(),
+            _ => Arc::new(found),
+        });
+        if found.is_some() && previous.is_none() {
+            counts.found += 1;
+        }
+        if let Some(publisher) = &mut self.publisher {
+            publisher.captured(process.pid, found.as_ref().map(|vm| vm.settings));
+        }
+        found.map(|vm| vm as RuntimeInstance)
+    }
+
+    fn exited(&mut self, pid: u32) {
+        self.retries.done(pid);
+        if let Some(publisher) = &mut self.publisher {
+            publisher.exited(pid);
+        }
+    }
+
+    fn evicted(&mut self, pid: u32) {
+        self.unsupported.remove(&pid);
+        self.retries.done(pid);
+    }
+
+    /// Processes captured before their `libruby` was relocated, whose delay is over.
+    fn due(&mut self, now: Instant) -> Vec<u32> {
+        self.retries.due(now)
+    }
+
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+        if event.kind != proc_event::RUBY_ISEQ {
+            return false;
+        }
+        if let Some(vm) = crate::runtimes::seam::typed::<RubyVm>(instance) {
+            let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            names.read_body(pid, &vm, event.address);
+        }
+        true
+    }
+}
