@@ -35,38 +35,55 @@ pub fn announce(announced: &mut [Announced; ANNOUNCED_SLOTS], tgid: u32, head: u
     let Some(frame) = runtime_frame::unpack(head, data) else {
         return;
     };
-    let event = ProcEvent {
-        kind: proc_event::RUNTIME_FRAME,
+    let object = Object {
+        address: frame.address,
+        check: frame.check,
         tgid,
-        time_ns: 0,
-        address: head,
-        data,
     };
-    announce_object(announced, frame.address, frame.check, event);
+    announce_object(announced, object, proc_event::RUNTIME_FRAME, head, data);
 }
 
-/// Sends `event`, announcing the object at `address` (told apart from a reused address by `check`)
-/// in `event.tgid`, unless this CPU did lately.
+/// An object of a process, told apart from another at a reused address by `check`.
+pub struct Object {
+    pub address: u64,
+    pub check: u32,
+    pub tgid: u32,
+}
+
+/// Sends an event of `kind` (`address` and `data` its payload) announcing `object`, unless this CPU
+/// did lately. The event is built only when sent: built before, it stayed on the BPF stack of every
+/// caller, past the legacy object's 512 bytes.
 #[inline(always)]
 pub fn announce_object(
     announced: &mut [Announced; ANNOUNCED_SLOTS],
+    object: Object,
+    kind: u32,
     address: u64,
-    check: u32,
-    event: ProcEvent,
+    data: u64,
 ) {
-    let tgid = event.tgid;
-    let key = address ^ u64::from(check) << 17 ^ u64::from(tgid);
+    let Object {
+        address: at,
+        check,
+        tgid,
+    } = object;
+    let key = at ^ u64::from(check) << 17 ^ u64::from(tgid);
     let slot = (mix(key, 0xff51_afd7_ed55_8ccd) as usize) & (ANNOUNCED_SLOTS - 1);
     let Some(seen) = announced.get_mut(slot) else {
         return;
     };
-    if seen.address == address && seen.check == check && seen.tgid == tgid {
+    if seen.address == at && seen.check == check && seen.tgid == tgid {
         return;
     }
     *seen = Announced {
-        address,
+        address: at,
         check,
         tgid,
     };
-    let _ = send_proc_event(&event);
+    let _ = send_proc_event(&ProcEvent {
+        kind,
+        tgid,
+        time_ns: 0,
+        address,
+        data,
+    });
 }

@@ -10,7 +10,7 @@ use core::ffi::c_void;
 
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, generated};
 use sonde_abi::{
-    ProcEvent, proc_event,
+    proc_event,
     python::{
         FRAME_SPAN_MAX, MAX_THREADS, OFFSET_NONE, OWNED_BY_CSTACK, PY_ENTRY, PyProc, layout,
         pack_frame,
@@ -372,14 +372,12 @@ pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyPr
     s.check = mix(s.check ^ word, 0xc2b2_ae3d_27d4_eb4f);
     // Code objects live in the process's memory: a process that exits before its window is
     // drained would otherwise leave its Python frames unnamed.
-    let event = ProcEvent {
-        kind: proc_event::PYTHON_CODE,
-        tgid: s.py.tgid,
-        time_ns: 0,
+    let object = super::announce::Object {
         address: code,
-        data: 0,
+        check: 0,
+        tgid: s.py.tgid,
     };
-    super::announce::announce_object(&mut s.announced, code, 0, event);
+    super::announce::announce_object(&mut s.announced, object, proc_event::PYTHON_CODE, code, 0);
     0
 }
 

@@ -19,7 +19,7 @@ use sonde_abi::ruby::{
     RB_FINISH, RbProc, pack_frame,
 };
 #[cfg(not(feature = "legacy"))]
-use sonde_abi::{ProcEvent, proc_event, stat};
+use sonde_abi::{proc_event, stat};
 
 use super::Scratch;
 #[cfg(not(feature = "legacy"))]
@@ -216,14 +216,12 @@ pub extern "C" fn sonde_step_ruby(scratch: *mut Scratch, settings: *const RbProc
     s.check = mix(s.check ^ word, 0xc2b2_ae3d_27d4_eb4f);
     // Code compiled by `eval` (templates, `instance_eval` blocks) is freed once run: its body is
     // read while it lives.
-    let event = ProcEvent {
-        kind: proc_event::RUBY_ISEQ,
-        tgid: s.rb.tgid,
-        time_ns: 0,
+    let object = super::announce::Object {
         address: body,
-        data: 0,
+        check: 0,
+        tgid: s.rb.tgid,
     };
-    super::announce::announce_object(&mut s.announced, body, 0, event);
+    super::announce::announce_object(&mut s.announced, object, proc_event::RUBY_ISEQ, body, 0);
     0
 }
 
