@@ -1,4 +1,4 @@
-//! Integration tests: python. One test binary per area (each links the whole agent), one module per
+//! Integration tests: the interpreters walked after the native frames (CPython, CRuby). One test binary per area (each links the whole agent), one module per
 //! case; the shared helpers are `crate::common` and its modules.
 
 mod common;
@@ -13,4 +13,6 @@ mod python_other_builds;
 mod python_pyspy_agreement;
 mod python_short_lived;
 mod python_threads;
+mod ruby_rdoc;
+mod ruby_split;
 mod trace_context_ddtrace;

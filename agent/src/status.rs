@@ -172,6 +172,38 @@ fn spans_row(s: &Scrape) -> Row {
     }
 }
 
+/// The language runtimes' row: of the frames each runtime exported (every figure keyed
+/// `<runtime>_frames_emitted`), the share it could name; a runtime that exported none is left out.
+fn runtime_frames_row(s: &Scrape) -> Row {
+    let get = |key: &str| {
+        figures::all()
+            .find(|f| f.key == key)
+            .map_or(0.0, |f| s.get(&sample(f)))
+    };
+    let mut named: Vec<(&str, f64)> = figures::all()
+        .filter_map(|f| f.key.strip_suffix("_frames_emitted"))
+        .filter_map(|runtime| {
+            let emitted = get(&format!("{runtime}_frames_emitted"));
+            let unreadable = get(&format!("{runtime}_frames_unreadable"));
+            (emitted > 0.0).then(|| (runtime, 100.0 * (1.0 - unreadable / emitted)))
+        })
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    let worst = named.iter().map(|(_, p)| *p).fold(100.0, f64::min);
+    Row {
+        signal: "language frames named",
+        value: match named.is_empty() {
+            true => "no language runtime's frames exported".into(),
+            false => named
+                .iter()
+                .map(|(runtime, p)| format!("{runtime} {p:.1}%"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        },
+        verdict: Verdict::below(worst, 95.0, 80.0),
+    }
+}
+
 /// The signal table of a scrape.
 pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
     let overhead = 100.0 * s.get(&sample(&figures::OVERHEAD_CPU_RATIO));
@@ -247,6 +279,7 @@ pub fn rows(s: &Scrape, t: &Thresholds) -> Vec<Row> {
                 Verdict::Normal
             },
         },
+        runtime_frames_row(s),
         spans_row(s),
     ]
 }
@@ -328,6 +361,32 @@ mod tests {
             .find(|r| r.signal == "spans on samples")
             .unwrap();
         assert_eq!(spans.value, "no process publishes a thread context");
+    }
+
+    #[test]
+    fn the_runtime_row_gives_each_runtime_its_named_share() {
+        let rows_of = |text: &str| rows(&Scrape::parse(text), &Thresholds::default());
+        let row = |rows: &[Row]| {
+            let r = rows
+                .iter()
+                .find(|r| r.signal == "language frames named")
+                .unwrap();
+            (r.value.clone(), r.verdict)
+        };
+        assert_eq!(
+            row(&rows_of("sonde_samples_total{profile=\"cpu\"} 10\n")),
+            (
+                "no language runtime's frames exported".into(),
+                Verdict::Normal
+            )
+        );
+        let text = "sonde_ruby_frames_emitted_total 1000\n\
+                    sonde_ruby_frames_unreadable_total 150\n\
+                    sonde_python_frames_emitted_total 400\n";
+        assert_eq!(
+            row(&rows_of(text)),
+            ("python 100.0%, ruby 85.0%".into(), Verdict::Suspect)
+        );
     }
 
     #[test]

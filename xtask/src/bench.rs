@@ -7,6 +7,7 @@
 //! [`build`], a busy node [`busy`], relabel targets [`targets`], the thread context [`trace_context`].
 //! This file holds what they share: starting, stopping and measuring a profiler.
 
+mod args;
 mod build;
 mod busy;
 mod daemon;
@@ -18,6 +19,7 @@ mod offcpu;
 mod outage;
 mod python;
 mod rounds;
+mod ruby;
 mod scrape;
 mod summary;
 mod symbols;
@@ -35,151 +37,13 @@ use std::{
 use anyhow::Context as _;
 
 use crate::util::{self, build_release_sonde, root};
+pub use args::BenchArgs;
 pub(crate) use host::HostProfiler;
 pub(crate) use rounds::{Rounds, interleaved};
 pub(crate) use summary::{sample_cost_p50, sonde_summary, summary_number};
 pub(crate) use usage::{
     BpfUsage, Measured, Span, Usage, bpf_usage, cpu_of, has_exited, stop, wait_usage,
 };
-
-/// Arguments of `cargo xtask bench`.
-#[derive(clap::Args)]
-pub struct BenchArgs {
-    /// Measure this sonde binary instead of building one: the previous commit's, to compare before
-    /// and after a change in the same conditions.
-    #[arg(long, value_name = "PATH")]
-    sonde: Option<PathBuf>,
-    /// Target wall time of the CPU-bound workload alone, seconds.
-    #[arg(long, default_value_t = 20.0)]
-    seconds: f64,
-    /// Interleaved rounds of the CPU-bound section: every profiler once per round, the order reversed
-    /// on odd rounds; each row is the profiler's median run by total cost.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
-    cpu_rounds: u64,
-    /// Iterations of `perf bench sched pipe` for the off-CPU part: about 15 s alone, so a profiler's
-    /// start and its final drain weigh on its cost no more than they do over a long recording.
-    #[arg(long, default_value_t = 400_000)]
-    pipe_loops: u64,
-    /// Interleaved rounds of the context-switch section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 3)]
-    offcpu_rounds: usize,
-    /// Only the off-CPU sections: the context-switch workload and the CPU-bound one under sonde
-    /// offcpu (the CPU-bound workload is still calibrated and timed alone once).
-    #[arg(long, conflicts_with = "unwind_only")]
-    offcpu_only: bool,
-    /// Instead: the daemon benchmark (50 busy processes, `sonde run`) for this many minutes.
-    #[arg(long)]
-    daemon_minutes: Option<u64>,
-    /// Instead: the daemon's footprint over four runtimes (a C loop, python3, a JVM, Node.js), `sonde
-    /// run` for this many seconds.
-    #[arg(long)]
-    footprint_seconds: Option<u64>,
-    /// Instead: the daemon benchmark against a real OTLP receiver that is down this many minutes (10
-    /// without a value) in the middle of the run (`--daemon-minutes`, default 20); see [`outage`].
-    #[arg(long, num_args = 0..=1, default_missing_value = "10")]
-    outage_minutes: Option<u64>,
-    /// Only the CPU-bound section.
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only"])]
-    cpu_only: bool,
-    /// Only the unwinding comparison (skips the CPU-bound and off-CPU sections).
-    #[arg(long, conflicts_with = "offcpu_only")]
-    unwind_only: bool,
-    /// Window each profiler records in the unwinding comparison, seconds.
-    #[arg(long, default_value_t = 20)]
-    unwind_seconds: u64,
-    /// Interleaved rounds of the unwinding comparison (per-run numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    unwind_rounds: usize,
-    /// Only the symbolization section (skips every other section).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only"])]
-    symbols_only: bool,
-    /// Window of each recording in the symbolization section, seconds.
-    #[arg(long, default_value_t = 5)]
-    symbols_seconds: u64,
-    /// Interleaved rounds of the symbolization section (per-row numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    symbols_rounds: usize,
-    /// Only the scrape-cost section (`sonde run` with 1,000 services, /metrics scraped).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only"])]
-    scrape_only: bool,
-    /// Run the scrape-cost section with relabel rules (half the services kept, a label mapped):
-    /// what rules cost the agent with 1,000 services.
-    #[arg(long)]
-    scrape_relabel: bool,
-    /// Only the Python section (a CPU-bound Python workload alone, under sonde and under py-spy).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only"])]
-    python_only: bool,
-    /// Timed work of the Python workload in each run of the Python section, seconds.
-    #[arg(long, default_value_t = 15)]
-    python_seconds: u64,
-    /// Interleaved rounds of the Python section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    python_rounds: usize,
-    /// Only the Go section (a stripped Go workload under sonde, perf and Go's own profiler).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only"])]
-    go_only: bool,
-    /// Profiled seconds of each run of the Go section.
-    #[arg(long, default_value_t = 10)]
-    go_seconds: u64,
-    /// Interleaved rounds of the Go section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    go_rounds: usize,
-    /// Only the Java section (a JIT-compiled Java workload under sonde, perf with a perf map, JFR).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only"])]
-    java_only: bool,
-    /// Profiled seconds of each run of the Java section.
-    #[arg(long, default_value_t = 10)]
-    java_seconds: u64,
-    /// Interleaved rounds of the Java section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    java_rounds: usize,
-    /// Only the Node.js section (a JIT-compiled JavaScript workload under sonde, perf with a perf map,
-    /// V8's own profiler).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only"])]
-    node_only: bool,
-    /// Profiled seconds of each run of the Node.js section.
-    #[arg(long, default_value_t = 8)]
-    node_seconds: u64,
-    /// Interleaved rounds of the Node.js section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    node_rounds: usize,
-    /// Only the short-lived processes section (a gcc build loop under sonde and perf's DWARF mode).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only"])]
-    build_only: bool,
-    /// Recorded seconds of each run of the short-lived processes section.
-    #[arg(long, default_value_t = 8)]
-    build_seconds: u64,
-    /// Interleaved rounds of the short-lived processes section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 2)]
-    build_rounds: usize,
-    /// Only the busy-node section (six real programs at once under sonde and perf's DWARF mode).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only"])]
-    busy_only: bool,
-    /// Recorded seconds of each run of the busy-node section.
-    #[arg(long, default_value_t = 10)]
-    busy_seconds: u64,
-    /// Interleaved rounds of the busy-node section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 1)]
-    busy_rounds: usize,
-    /// Only the trace-context section (the cost of reading each sample's span).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only", "busy_only"])]
-    trace_context_only: bool,
-    /// Recorded seconds of each run of the trace-context section.
-    #[arg(long, default_value_t = 8)]
-    trace_context_seconds: u64,
-    /// Interleaved rounds of the trace-context section (medians over rounds).
-    #[arg(long, default_value_t = 3)]
-    trace_context_rounds: usize,
-    /// Only the targets section (a dropped process's per-sample kernel cost against a filtered one).
-    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only"])]
-    targets_only: bool,
-    /// Measured seconds of each run of the targets section.
-    #[arg(long, default_value_t = 10)]
-    targets_seconds: u64,
-    /// Interleaved rounds of the targets section (its numbers are medians over rounds).
-    #[arg(long, default_value_t = 3)]
-    targets_rounds: usize,
-}
 
 /// A profiler under test: a command started before the workload and stopped with SIGINT after it.
 struct Profiler {
@@ -228,6 +92,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     if args.python_only {
         return python::run(&sonde, &dir, &python);
+    }
+    let (seconds, rounds) = (args.ruby_seconds, args.ruby_rounds);
+    let ruby = Rounds { seconds, rounds };
+    if args.ruby_only {
+        return ruby::run(&sonde, &dir, &ruby);
     }
     let go = Rounds {
         seconds: args.go_seconds,
@@ -296,6 +165,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     symbols::run(&sonde, &dir, &symbols)?;
     scrape::run(&sonde, &dir, args.scrape_relabel)?;
     python::run(&sonde, &dir, &python)?;
+    ruby::run(&sonde, &dir, &ruby)?;
     go::run(&sonde, &dir, &go)?;
     java::run(&sonde, &dir, &java)?;
     node::run(&sonde, &dir, &node)?;

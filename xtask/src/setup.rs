@@ -72,7 +72,8 @@ pub fn peers_python() -> std::path::PathBuf {
 /// symbol tests fetch debug files from a real one on loopback), podman, strace and cargo-deb (the deploy
 /// tests build the image and the .deb and check the unit's system call filter), QEMU for x86_64 and
 /// arm64, the arm64 cross toolchain and a static busybox (the VM tests boot Debian's own kernels with
-/// sonde inside, the arm64 ones with the cross-built sonde and workloads).
+/// sonde inside, the arm64 ones with the cross-built sonde and workloads), and Debian's Ruby (the Ruby
+/// tests).
 pub fn peers() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
@@ -97,6 +98,9 @@ pub fn peers() -> anyhow::Result<()> {
         ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
         // The thread-context test's musl build (musl's TLS and DTV layouts beside glibc's).
         ("musl-gcc", "musl-tools"),
+        // The Ruby tests: Debian 12's own Ruby (stripped libruby) and its `rdoc`.
+        ("ruby3.1", "ruby3.1"),
+        ("rdoc", "ruby"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
