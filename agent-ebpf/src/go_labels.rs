@@ -18,8 +18,9 @@ use sonde_abi::{
 
 use crate::{
     globals,
-    labels::{self, Copying, user_u64},
+    labels::{self, Copying},
     maps::{GO_PROCS, bump},
+    user::user_u64,
 };
 
 /// The most entries a copy visits: a slice's labels, or the slots of the map buckets read.

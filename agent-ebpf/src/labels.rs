@@ -5,10 +5,7 @@
 //! (`thread_ctx`).
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
-    helpers::{bpf_probe_read_user, bpf_probe_read_user_buf},
-    macros::map,
-    maps::PerCpuArray,
+    bindings::BPF_NOEXIST, helpers::bpf_probe_read_user_buf, macros::map, maps::PerCpuArray,
 };
 use sonde_abi::labels::{KEY_BYTES, Label, LabelSet, VALUE_BYTES};
 
@@ -136,13 +133,6 @@ fn hash_words<const N: usize>(mut h: u64, bytes: &[u8; N]) -> u64 {
         h = mix(h ^ unsafe { words.add(i).read() }, 0x9e37_79b9_7f4a_7c15);
     }
     h
-}
-
-/// The word of the process at `addr`.
-#[inline(always)]
-pub fn user_u64(addr: u64) -> Result<u64, ()> {
-    // SAFETY: a user address; a fault makes the helper fail, which is handled.
-    unsafe { bpf_probe_read_user(addr as *const u64) }.map_err(|_| ())
 }
 
 const _: () = assert!(KEY_BYTES % 8 == 0 && VALUE_BYTES % 8 == 0);

@@ -26,6 +26,7 @@ mod targets;
 mod thread_ctx;
 mod tls;
 mod unwind;
+mod user;
 mod verifier;
 mod vmas;
 

@@ -19,8 +19,9 @@ use sonde_abi::{
 
 use crate::{
     globals,
-    labels::{self, Copying, user_u64},
+    labels::{self, Copying},
     maps::{TC_PROCS, bump},
+    user::user_u64,
 };
 
 /// What a read found.

@@ -4,7 +4,7 @@
 
 use sonde_abi::tls::{TLS_DTV, TLS_STATIC, TlsPlace};
 
-use crate::labels::user_u64;
+use crate::user::user_u64;
 
 /// The address of the variable `p` places, for the current thread; 0 when the thread has none (no
 /// thread pointer, or a DTV that does not reach the module: the thread never touched it).

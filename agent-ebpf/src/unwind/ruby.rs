@@ -26,9 +26,9 @@ use super::Scratch;
 use super::mix;
 #[cfg(not(feature = "legacy"))]
 use crate::{
-    labels::user_u64,
     maps::{RB_PROCS, add, bump},
     repeat::repeat,
+    user::user_u64,
 };
 
 /// Per-CPU state of one Ruby walk (inside `Scratch`).

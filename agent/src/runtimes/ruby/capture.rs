@@ -14,11 +14,7 @@ use std::{
 
 use sonde_abi::{ProcEvent, proc_event, ruby::RbProc};
 
-use super::{
-    elf,
-    names::RubyNames,
-    offsets::{self, Layout},
-};
+use super::{elf, names::RubyNames, offsets, vm::RubyVm};
 use crate::{
     process::{ProcessInfo, RuntimeInstance, is_gone, load_bias::load_bias, warn_once},
     runtimes::{
@@ -30,21 +26,6 @@ use crate::{
         tls::{self, Libc, Unplaced},
     },
 };
-
-/// A Ruby VM found in a process.
-#[derive(Debug)]
-pub(crate) struct RubyVm {
-    /// The binary holding it.
-    pub(crate) binary: String,
-    pub(crate) layout: Layout,
-    /// What the kernel was given.
-    settings: RbProc,
-}
-
-/// The VM `process` runs, if Ruby capture found one.
-pub(crate) fn vm_of(process: &ProcessInfo) -> Option<Arc<RubyVm>> {
-    crate::runtimes::seam::instance_of(process, super::NAME)
-}
 
 /// CRuby's capture state.
 pub(crate) struct RubyCapture {

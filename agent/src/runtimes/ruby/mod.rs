@@ -14,8 +14,9 @@ pub(crate) mod naming;
 pub(crate) mod offsets;
 pub(crate) mod register;
 mod strings;
+mod vm;
 
-pub(crate) use capture::vm_of;
+pub(crate) use vm::vm_of;
 
 /// The runtime's name (`--runtimes ruby`), under which what it finds is kept.
 pub(crate) const NAME: &str = super::Runtime::Ruby.name();

@@ -10,7 +10,7 @@ use std::{
 
 use sonde_abi::ruby::RbFrame;
 
-use super::{RUBY_PATH, capture::RubyVm, iseq::Iseq};
+use super::{RUBY_PATH, iseq::Iseq, vm::RubyVm};
 use crate::{
     profile::{Frame, FrameKind, Module, Symbol},
     runtimes::memory::ProcessMemory,
