@@ -16,7 +16,7 @@ use std::{
 
 use anyhow::{Context as _, bail, ensure};
 
-use super::{BpfUsage, bpf_usage, cpus, median, sonde_summary, summary_number, wait_usage};
+use super::{cpus, median, sonde_summary, summary_number, wait_usage};
 use crate::util::root;
 
 /// The interpreter profiled: the distribution's own.
@@ -63,7 +63,8 @@ struct Run {
     samples: u64,
     named: u64,
     cpu: Duration,
-    bpf: BpfUsage,
+    /// sonde's sampling program's run time over the recording, ns.
+    bpf_ns: Option<f64>,
     /// sonde's kernel-timed cost on the `ruby` path, p50 and p90, ns.
     path_ns: Option<(f64, f64)>,
 }
@@ -175,17 +176,8 @@ fn measure(
             c
         }
     };
-    std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")?;
     let profiler = cmd.stdout(Stdio::piped()).stderr(log).spawn()?;
-    let id = profiler.id();
-    // The BPF time of the recorded span: from the program's load to its last sample.
-    let mut bpf_last = None;
-    while !super::usage::has_exited(id) {
-        bpf_last = bpf_usage(id).or(bpf_last);
-        std::thread::sleep(Duration::from_millis(200));
-    }
     let usage = wait_usage(profiler)?;
-    std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "0")?;
     let _ = workload.kill();
     let _ = workload.wait();
     ensure!(
@@ -200,16 +192,18 @@ fn measure(
         _ => std::fs::read_to_string(stem.with_extension("folded"))?,
     };
     let (samples, named) = named_share(&folded);
+    // sonde's own accounting (`bpf_stats`): its sampling program's run time over the recording.
     let summary = sonde_summary(&usage.stdout);
     let path_ns = summary_number(&summary, "oncpu_sample_nanoseconds[ruby/p50]").zip(
         summary_number(&summary, "oncpu_sample_nanoseconds[ruby/p90]"),
     );
+    let bpf_ns = summary_number(&summary, "bpf_program_run_seconds[sonde_on_cpu]").map(|s| s * 1e9);
     Ok(Run {
         kind,
         samples,
         named,
         cpu: usage.cpu,
-        bpf: BpfUsage::between(Some(BpfUsage::default()), bpf_last),
+        bpf_ns,
         path_ns,
     })
 }
@@ -274,10 +268,7 @@ fn print(runs: &[Run], options: &Options) {
         let samples = m(&|r| r.samples as f64);
         let named = m(&|r| 100.0 * r.named as f64 / r.samples.max(1) as f64);
         let cpu = m(&|r| r.cpu.as_secs_f64() / options.seconds as f64);
-        let bpf = m(&|r| match r.bpf.sampling_runs {
-            0 => f64::NAN,
-            _ => r.bpf.sampling_ns as f64 / r.samples.max(1) as f64,
-        });
+        let bpf = m(&|r| r.bpf_ns.map_or(f64::NAN, |ns| ns / r.samples.max(1) as f64));
         let path = match (
             m(&|r| r.path_ns.map_or(f64::NAN, |p| p.0)),
             m(&|r| r.path_ns.map_or(f64::NAN, |p| p.1)),
@@ -297,8 +288,9 @@ fn print(runs: &[Run], options: &Options) {
     println!(
         "Naming a method: samples whose stack holds burn_a, burn_b or burn_c by name. Profiler CPU: user + \
          system of the profiler's process over its run (sonde's load and final symbolization included), \
-         per second recorded. BPF ns/recorded sample charges every sampling run (the other CPU's too) to \
-         the workload's samples: an upper bound of one sample's cost (target with Ruby frames: <= \
+         per second recorded. BPF ns/recorded sample charges the sampling program's run time (sonde's \
+         own bpf_stats figure; the other CPU's runs too) to the workload's samples: an upper bound of one \
+         sample's cost (target with Ruby frames: <= \
          {TARGET_BPF_NS:.0} ns at the median, which the kernel-timed column gives)."
     );
 }
