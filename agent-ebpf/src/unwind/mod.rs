@@ -318,17 +318,39 @@ fn push(s: &mut Scratch) -> bool {
 /// Appends a stored frame to the stack; false (outcome DEPTH) when the stack is full.
 #[inline(always)]
 fn push_word(s: &mut Scratch, word: u64) -> bool {
-    let Some(slot) = s.stack.frames.get_mut(s.stack.len as usize) else {
+    // The exact flag is left out of the hashes, as it always was.
+    if !store(s, word, word & !FRAME_EXACT) {
         s.stack.outcome = outcome::DEPTH;
+        return false;
+    }
+    true
+}
+
+/// Appends `word`, mixing `key` into the stack's hashes; false when the stack is full. The
+/// interpreters' walks (CPython, CRuby) append their frames after the native walk's outcome, which
+/// a full stack leaves as it was: their walk counts itself as truncated.
+#[inline(always)]
+fn store(s: &mut Scratch, word: u64, key: u64) -> bool {
+    let Some(slot) = s.stack.frames.get_mut(s.stack.len as usize) else {
         return false;
     };
     *slot = word;
     s.stack.len += 1;
-    // The exact flag is left out of the hashes, as it always was.
-    let key = word & !FRAME_EXACT;
     s.hash = mix(s.hash ^ key, 0x9e37_79b9_7f4a_7c15);
     s.check = mix(s.check ^ key, 0xc2b2_ae3d_27d4_eb4f);
     true
+}
+
+/// Sets `flag` on the last stored word (an interpreter's mark on the first frame of a loop call),
+/// mixed into the hashes so stacks differing only in it stay apart.
+#[inline(always)]
+fn flag_last(s: &mut Scratch, flag: u64) {
+    let last = (s.stack.len as usize).wrapping_sub(1);
+    if let Some(word) = s.stack.frames.get_mut(last) {
+        *word |= flag;
+        s.hash = mix(s.hash ^ flag, 0x9e37_79b9_7f4a_7c15);
+        s.check = mix(s.check ^ flag, 0xc2b2_ae3d_27d4_eb4f);
+    }
 }
 
 /// One round of a multiply-xorshift hash.

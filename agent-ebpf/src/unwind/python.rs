@@ -18,7 +18,7 @@ use sonde_abi::{
     stat,
 };
 
-use super::{Scratch, mix};
+use super::Scratch;
 use crate::{
     maps::{PY_PROCS, PY_THREADS, bump},
     repeat::repeat,
@@ -358,18 +358,13 @@ pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyPr
     if code == 0 {
         return 0;
     }
-    let len = s.stack.len as usize;
-    let Some(slot) = s.stack.frames.get_mut(len) else {
+    let word = pack_frame(code, instr, entry);
+    if !super::store(s, word, word) {
         // Full: the walk stops here with frames left (counted as truncated).
         s.py.frame = frame;
         return 1;
-    };
-    let word = pack_frame(code, instr, entry);
-    *slot = word;
-    s.stack.len += 1;
+    }
     s.py.frames += 1;
-    s.hash = mix(s.hash ^ word, 0x9e37_79b9_7f4a_7c15);
-    s.check = mix(s.check ^ word, 0xc2b2_ae3d_27d4_eb4f);
     // Code objects live in the process's memory: a process that exits before its window is
     // drained would otherwise leave its Python frames unnamed.
     let object = super::announce::Object {
@@ -382,18 +377,11 @@ pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyPr
 }
 
 /// Flags the last stored Python frame as its evaluation call's first (3.12+, where the call's end is
-/// only seen at the next frame); the flag is mixed into the hashes so stacks differing only in it stay
-/// apart.
+/// only seen at the next frame).
 #[inline(always)]
 fn mark_entry(s: &mut Scratch) {
-    if s.py.frames == 0 {
-        return;
-    }
-    let last = (s.stack.len as usize).wrapping_sub(1);
-    if let Some(word) = s.stack.frames.get_mut(last) {
-        *word |= PY_ENTRY;
-        s.hash = mix(s.hash ^ PY_ENTRY, 0x9e37_79b9_7f4a_7c15);
-        s.check = mix(s.check ^ PY_ENTRY, 0xc2b2_ae3d_27d4_eb4f);
+    if s.py.frames > 0 {
+        super::flag_last(s, PY_ENTRY);
     }
 }
 

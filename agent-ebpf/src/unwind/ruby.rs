@@ -201,19 +201,14 @@ pub extern "C" fn sonde_step_ruby(scratch: *mut Scratch, settings: *const RbProc
     let body = cached.body;
     // The pc points past the instruction running, as Ruby's own backtraces take it.
     let position = pc.saturating_sub(cached.encoded) / 8;
-    let len = s.stack.len as usize;
-    let Some(slot) = s.stack.frames.get_mut(len) else {
+    let word = pack_frame(body, position, finish);
+    if !super::store(s, word, word) {
         // Full: the walk stops here with frames left (counted as truncated).
         s.rb.cfp = cfp;
         return 1;
-    };
-    let word = pack_frame(body, position, finish);
-    *slot = word;
-    s.stack.len += 1;
+    }
     s.rb.frames += 1;
     s.rb.open = if finish { 0 } else { s.rb.open + 1 };
-    s.hash = mix(s.hash ^ word, 0x9e37_79b9_7f4a_7c15);
-    s.check = mix(s.check ^ word, 0xc2b2_ae3d_27d4_eb4f);
     // Code compiled by `eval` (templates, `instance_eval` blocks) is freed once run: its body is
     // read while it lives.
     let object = super::announce::Object {
@@ -254,19 +249,13 @@ fn iseq_of(rb: &mut RbWalk, p: &RbProc, iseq: u64, pc: u64) -> Option<CachedIseq
 }
 
 /// Marks the last stored frame as its VM loop call's first, when the frame ending that call runs no
-/// Ruby code; the flag is mixed into the hashes so stacks differing only in it stay apart.
+/// Ruby code.
 #[cfg(not(feature = "legacy"))]
 #[inline(always)]
 fn mark_finish(s: &mut Scratch) {
-    if s.rb.open == 0 {
-        return;
-    }
-    s.rb.open = 0;
-    let last = (s.stack.len as usize).wrapping_sub(1);
-    if let Some(word) = s.stack.frames.get_mut(last) {
-        *word |= RB_FINISH;
-        s.hash = mix(s.hash ^ RB_FINISH, 0x9e37_79b9_7f4a_7c15);
-        s.check = mix(s.check ^ RB_FINISH, 0xc2b2_ae3d_27d4_eb4f);
+    if s.rb.open > 0 {
+        s.rb.open = 0;
+        super::flag_last(s, RB_FINISH);
     }
 }
 

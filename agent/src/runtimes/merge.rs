@@ -11,6 +11,7 @@
 //! when the native walk was cut short go at the root end; loop frames left without a group stay
 //! native.
 
+use super::FrameTally;
 use crate::profile::Frame;
 
 /// One interpreted frame of a stack and whether it is the first (root-most) frame of its loop call.
@@ -20,6 +21,36 @@ pub(crate) struct GroupedFrame {
     pub(crate) frame: Frame,
     /// The kernel's `entry` mark.
     pub(crate) entry: bool,
+}
+
+/// `native` (leaf to root) with the words one runtime appended to its stack (`words`, leaf to root,
+/// each with its `entry` mark) named by `name` and merged in place of the loop frames `is_loop`
+/// finds, counted in `tally`. Without `name` (the process runs no interpreter known to sonde, which
+/// the kernel should then not have walked) they are dropped, counted too.
+pub(crate) fn merge_appended<W>(
+    native: Vec<Frame>,
+    words: &[(W, bool)],
+    name: Option<&dyn Fn(&W) -> Frame>,
+    is_loop: impl Fn(&[Frame], usize) -> bool,
+    tally: &mut FrameTally,
+) -> Vec<Frame> {
+    if words.is_empty() {
+        return native;
+    }
+    let Some(name) = name else {
+        tally.dropped += words.len() as u64;
+        return native;
+    };
+    let frames: Vec<GroupedFrame> = words
+        .iter()
+        .map(|(word, entry)| GroupedFrame {
+            frame: name(word),
+            entry: *entry,
+        })
+        .collect();
+    tally.frames += frames.len() as u64;
+    tally.unreadable += frames.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64;
+    merge(native, frames, is_loop)
 }
 
 /// `native` (leaf to root) with its loop frames (those `is_loop` says are, by index) replaced by

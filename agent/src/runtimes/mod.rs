@@ -44,6 +44,7 @@ pub(crate) mod memory;
 pub(crate) mod merge;
 pub(crate) mod publish;
 pub(crate) mod python;
+pub(crate) mod refusals;
 pub(crate) mod registry;
 pub(crate) mod retry;
 pub(crate) mod ruby;

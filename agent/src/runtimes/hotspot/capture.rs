@@ -8,7 +8,7 @@
 //! (`runtimes::retry`) until its heaps are there; each look reads the JVM's VMStructs again (a few
 //! milliseconds).
 
-use std::{collections::HashSet, sync::Arc, time::Instant};
+use std::{sync::Arc, time::Instant};
 
 use std::sync::Mutex;
 
@@ -20,6 +20,7 @@ use crate::{
     runtimes::{
         ProcessCounts, Runtime,
         publish::Publisher,
+        refusals::Refusals,
         retry::Retries,
         seam::{RuntimeCapture, typed},
     },
@@ -31,10 +32,8 @@ pub(crate) struct JavaCapture {
     publisher: Option<Publisher<HsProc>>,
     /// Where announced methods and code are read into (the symbolizer's cache).
     names: Arc<Mutex<JavaNames>>,
-    /// Processes already counted in `java_unsupported` (until evicted).
-    unsupported: HashSet<u32>,
-    /// `libjvm.so` files whose refusal was warned about: once per binary, then debug.
-    warned: HashSet<String>,
+    /// JVMs it cannot walk (`java_unsupported`).
+    refusals: Refusals,
     /// Whether a JVM's memory was refused and warned about: once, then debug.
     memory_warned: bool,
     /// JVMs captured before their code cache existed.
@@ -46,8 +45,7 @@ impl JavaCapture {
         Self {
             publisher,
             names,
-            unsupported: HashSet::new(),
-            warned: HashSet::new(),
+            refusals: Refusals::default(),
             memory_warned: false,
             retries: Retries::default(),
         }
@@ -83,14 +81,8 @@ impl JavaCapture {
             }
             HotspotError::Unsupported { binary, .. } => {
                 self.retries.done(pid);
-                if self.unsupported.insert(pid) {
-                    counts.unsupported += 1;
-                }
-                if self.warned.insert(binary.clone()) {
-                    tracing::warn!(pid, %name, "{err}");
-                } else {
-                    tracing::debug!(pid, %name, "{err}");
-                }
+                let message = format!("process {pid} ({name}): {err}");
+                self.refusals.refuse(pid, binary, counts, &message);
             }
             HotspotError::Unreadable { .. } => {
                 self.retries.done(pid);
@@ -152,7 +144,7 @@ impl RuntimeCapture for JavaCapture {
     }
 
     fn evicted(&mut self, pid: u32) {
-        self.unsupported.remove(&pid);
+        self.refusals.evicted(pid);
         self.retries.done(pid);
     }
 

@@ -4,10 +4,7 @@
 //! binary found is handed over too (`PY_FILES`): the next processes that map it are walked from their
 //! first sample.
 
-use std::{
-    collections::HashSet,
-    sync::{Arc, Mutex},
-};
+use std::sync::{Arc, Mutex};
 
 use sonde_abi::{ProcEvent, proc_event, python::PyProc};
 
@@ -17,6 +14,7 @@ use crate::{
     runtimes::{
         ProcessCounts, Runtime,
         publish::{FilePublisher, Publisher},
+        refusals::Refusals,
         seam::{RuntimeCapture, typed},
     },
 };
@@ -29,10 +27,8 @@ pub(crate) struct PythonCapture {
     files: Option<FilePublisher<PyProc>>,
     /// Where announced code objects are read into (the symbolizer's cache).
     names: Arc<Mutex<PythonNames>>,
-    /// Processes already counted in `python_unsupported` (until evicted).
-    unsupported: HashSet<u32>,
-    /// Interpreter binaries whose refusal was warned about: once per binary, then debug.
-    warned: HashSet<String>,
+    /// Interpreters it cannot walk.
+    refusals: Refusals,
     /// Whether an interpreter's memory was refused and warned about: once, then debug.
     memory_warned: bool,
 }
@@ -47,8 +43,7 @@ impl PythonCapture {
             publisher,
             files,
             names,
-            unsupported: HashSet::new(),
-            warned: HashSet::new(),
+            refusals: Refusals::default(),
             memory_warned: false,
         }
     }
@@ -67,14 +62,8 @@ impl PythonCapture {
             Err(err) => {
                 match err.binary() {
                     Some(binary) => {
-                        if self.unsupported.insert(pid) {
-                            counts.unsupported += 1;
-                        }
-                        if self.warned.insert(binary.to_owned()) {
-                            tracing::warn!(pid, %name, "{err}");
-                        } else {
-                            tracing::debug!(pid, %name, "{err}");
-                        }
+                        let message = format!("process {pid} ({name}): {err}");
+                        self.refusals.refuse(pid, binary, counts, &message);
                     }
                     // The process exited while it was read.
                     None if is_gone(pid) => tracing::debug!(pid, %name, "{err}"),
@@ -136,7 +125,7 @@ impl RuntimeCapture for PythonCapture {
     }
 
     fn evicted(&mut self, pid: u32) {
-        self.unsupported.remove(&pid);
+        self.refusals.evicted(pid);
     }
 
     fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {

@@ -14,11 +14,7 @@ use super::{PythonNames, interpreter_of};
 use crate::{
     process::ProcessInfo,
     profile::Frame,
-    runtimes::{
-        FrameTally, Runtime,
-        merge::{GroupedFrame, merge},
-        seam::RuntimeNames,
-    },
+    runtimes::{FrameTally, Runtime, merge::merge_appended, seam::RuntimeNames},
 };
 
 /// The evaluation loop's function; `.cold` and other compiler-split parts share the prefix.
@@ -61,33 +57,28 @@ impl RuntimeNames for PythonNaming {
         native: Vec<Frame>,
         tally: &mut FrameTally,
     ) -> Vec<Frame> {
-        let words = ips.iter().filter(|&&w| unpack_frame(w).is_some()).count() as u64;
-        if words == 0 {
-            return native;
-        }
-        let interpreter = process.and_then(|p| Some((p.pid, interpreter_of(p)?)));
-        let Some((pid, interpreter)) = interpreter else {
-            // Without the interpreter nothing can name them (the kernel should not have walked it).
-            tally.dropped += words;
-            return native;
-        };
-        let names = self.names();
-        let python: Vec<GroupedFrame> = ips
+        let words: Vec<_> = ips
             .iter()
             .filter_map(|&w| unpack_frame(w))
-            .map(|word| GroupedFrame {
-                frame: names.frame(pid, &interpreter, word),
-                entry: word.entry,
-            })
+            .map(|w| (w, w.entry))
             .collect();
-        drop(names);
-        tally.frames += python.len() as u64;
-        tally.unreadable += python.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64;
-        merge(native, python, |frames, i| {
+        let interpreter = process.and_then(|p| Some((p.pid, interpreter_of(p)?)));
+        let names = self.names();
+        let name = interpreter
+            .as_ref()
+            .map(|(pid, interpreter)| move |w: &_| names.frame(*pid, interpreter, *w));
+        let is_eval = |frames: &[Frame], i: usize| {
             frames[i]
                 .function()
                 .is_some_and(|name| name.starts_with(EVAL_FRAME))
-        })
+        };
+        merge_appended(
+            native,
+            &words,
+            name.as_ref().map(|f| f as _),
+            is_eval,
+            tally,
+        )
     }
 
     fn trim(&mut self) {

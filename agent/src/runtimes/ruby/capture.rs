@@ -7,7 +7,6 @@
 //! looked at again (`runtimes::retry`).
 
 use std::{
-    collections::HashSet,
     sync::{Arc, Mutex},
     time::Instant,
 };
@@ -21,6 +20,7 @@ use crate::{
         ProcessCounts, Runtime,
         memory::ProcessMemory,
         publish::Publisher,
+        refusals::Refusals,
         retry::Retries,
         seam::RuntimeCapture,
         tls::{self, Libc, Unplaced},
@@ -35,10 +35,8 @@ pub(crate) struct RubyCapture {
     names: Arc<Mutex<RubyNames>>,
     /// Processes captured before their linker was done.
     retries: Retries,
-    /// Processes counted as unsupported (until evicted).
-    unsupported: HashSet<u32>,
-    /// Binaries whose refusal was warned about: once per binary, then debug.
-    warned: HashSet<String>,
+    /// VMs it cannot walk.
+    refusals: Refusals,
     /// Whether a process's memory was refused and warned about: once, then debug.
     memory_warned: bool,
 }
@@ -49,8 +47,7 @@ impl RubyCapture {
             publisher,
             names,
             retries: Retries::default(),
-            unsupported: HashSet::new(),
-            warned: HashSet::new(),
+            refusals: Refusals::default(),
             memory_warned: false,
         }
     }
@@ -66,17 +63,11 @@ impl RubyCapture {
         })?;
         let refused = |this: &mut Self, counts: &mut ProcessCounts, why: String| {
             this.retries.done(pid);
-            if this.unsupported.insert(pid) {
-                counts.unsupported += 1;
-            }
             let message = format!(
                 "process {pid} ({}): the Ruby VM of {} is not walked, its frames stay native: {why}",
                 process.name, binary.path
             );
-            match this.warned.insert(binary.path.clone()) {
-                true => tracing::warn!("{message}"),
-                false => tracing::debug!("{message}"),
-            }
+            this.refusals.refuse(pid, &binary.path, counts, &message);
         };
         let Some(version) = rb.version else {
             refused(self, counts, "its `ruby_version` cannot be read".into());
@@ -173,7 +164,7 @@ impl RuntimeCapture for RubyCapture {
     }
 
     fn evicted(&mut self, pid: u32) {
-        self.unsupported.remove(&pid);
+        self.refusals.evicted(pid);
         self.retries.done(pid);
     }
 

@@ -18,11 +18,7 @@ use super::{names::RubyNames, vm_of};
 use crate::{
     process::ProcessInfo,
     profile::Frame,
-    runtimes::{
-        FrameTally, Runtime,
-        merge::{GroupedFrame, merge},
-        seam::RuntimeNames,
-    },
+    runtimes::{FrameTally, Runtime, merge::merge_appended, seam::RuntimeNames},
 };
 
 /// The VM's exported entry to its loop.
@@ -77,28 +73,23 @@ impl RuntimeNames for RubyNaming {
         native: Vec<Frame>,
         tally: &mut FrameTally,
     ) -> Vec<Frame> {
-        let words = ips.iter().filter(|&&w| unpack_frame(w).is_some()).count() as u64;
-        if words == 0 {
-            return native;
-        }
-        let Some((pid, vm)) = process.and_then(|p| Some((p.pid, vm_of(p)?))) else {
-            // Without the VM nothing can name them (the kernel should not have walked it).
-            tally.dropped += words;
-            return native;
-        };
-        let names = self.names();
-        let ruby: Vec<GroupedFrame> = ips
+        let words: Vec<_> = ips
             .iter()
             .filter_map(|&w| unpack_frame(w))
-            .map(|frame| GroupedFrame {
-                frame: names.frame(pid, &vm, frame),
-                entry: frame.finish,
-            })
+            .map(|w| (w, w.finish))
             .collect();
-        drop(names);
-        tally.frames += ruby.len() as u64;
-        tally.unreadable += ruby.iter().filter(|f| f.frame.symbols.is_empty()).count() as u64;
-        merge(native, ruby, is_loop)
+        let vm = process.and_then(|p| Some((p.pid, vm_of(p)?)));
+        let names = self.names();
+        let name = vm
+            .as_ref()
+            .map(|(pid, vm)| move |w: &_| names.frame(*pid, vm, *w));
+        merge_appended(
+            native,
+            &words,
+            name.as_ref().map(|f| f as _),
+            is_loop,
+            tally,
+        )
     }
 
     fn trim(&mut self) {
@@ -115,7 +106,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::profile::{FrameKind, Symbol};
+    use crate::{
+        profile::{FrameKind, Symbol},
+        runtimes::merge::{GroupedFrame, merge},
+    };
 
     fn frame(name: Option<&str>) -> Frame {
         Frame {

@@ -6,7 +6,7 @@
 //! publishes its process context as it starts: a process found too early is looked at again
 //! (`runtimes::retry`).
 
-use std::{collections::HashSet, sync::Arc, time::Instant};
+use std::{sync::Arc, time::Instant};
 
 use sonde_abi::{
     labels::KEY_BYTES,
@@ -23,6 +23,7 @@ use crate::{
         ProcessCounts, Runtime,
         memory::ProcessMemory,
         publish::Publisher,
+        refusals::Refusals,
         retry::Retries,
         seam::RuntimeCapture,
         tls::{self, Libc, Unplaced},
@@ -40,10 +41,8 @@ pub(crate) struct TraceContextCapture {
     publisher: Publisher<ThreadCtxProc>,
     /// Processes captured before their linker or tracer was done.
     retries: Retries,
-    /// Processes counted as unsupported (until evicted).
-    unsupported: HashSet<u32>,
-    /// Binaries whose refusal was warned about: once per binary, then debug.
-    warned: HashSet<String>,
+    /// Binaries whose thread context cannot be read.
+    refusals: Refusals,
     /// Whether a process's memory was refused and warned about: once, then debug.
     memory_warned: bool,
 }
@@ -53,8 +52,7 @@ impl TraceContextCapture {
         Self {
             publisher,
             retries: Retries::default(),
-            unsupported: HashSet::new(),
-            warned: HashSet::new(),
+            refusals: Refusals::default(),
             memory_warned: false,
         }
     }
@@ -82,17 +80,11 @@ impl TraceContextCapture {
             }
             Err(Unplaced::Unsupported(why)) => {
                 self.retries.done(pid);
-                if self.unsupported.insert(pid) {
-                    counts.unsupported += 1;
-                }
                 let message = format!(
                     "process {pid} ({}): the thread context of {} cannot be read: {why}",
                     process.name, binary.path
                 );
-                match self.warned.insert(binary.path.clone()) {
-                    true => tracing::warn!("{message}"),
-                    false => tracing::debug!("{message}"),
-                }
+                self.refusals.refuse(pid, &binary.path, counts, &message);
                 return None;
             }
             Err(Unplaced::Unreadable(why)) => {
@@ -173,7 +165,7 @@ impl RuntimeCapture for TraceContextCapture {
     }
 
     fn evicted(&mut self, pid: u32) {
-        self.unsupported.remove(&pid);
+        self.refusals.evicted(pid);
         self.retries.done(pid);
     }
 

@@ -4,7 +4,7 @@
 //! walked, and reading the functions and code the kernel announces before the collector moves them.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     sync::{Arc, Mutex},
 };
 
@@ -16,6 +16,7 @@ use crate::{
     runtimes::{
         ProcessCounts, Runtime,
         publish::Publisher,
+        refusals::Refusals,
         seam::{RuntimeCapture, typed},
     },
 };
@@ -28,10 +29,8 @@ pub(crate) struct NodeCapture {
     names: Arc<Mutex<V8Names>>,
     /// The layout of each binary's constants, or why it is refused, by (device, inode).
     layouts: HashMap<(u64, u64), Result<Arc<Layout>, String>>,
-    /// Processes already counted in `node_unsupported` (until evicted).
-    unsupported: HashSet<u32>,
-    /// Binaries whose refusal was warned about: once per binary, then debug.
-    warned: HashSet<String>,
+    /// Node.js binaries it cannot walk (`node_unsupported`).
+    refusals: Refusals,
 }
 
 impl NodeCapture {
@@ -40,8 +39,7 @@ impl NodeCapture {
             publisher,
             names,
             layouts: HashMap::new(),
-            unsupported: HashSet::new(),
-            warned: HashSet::new(),
+            refusals: Refusals::default(),
         }
     }
 
@@ -74,14 +72,8 @@ impl NodeCapture {
                         found.map(Arc::new)
                     }
                     Err(err) => {
-                        if self.unsupported.insert(pid) {
-                            counts.unsupported += 1;
-                        }
-                        if self.warned.insert(err.binary.clone()) {
-                            tracing::warn!(pid, %name, "{err}");
-                        } else {
-                            tracing::debug!(pid, %name, "{err}");
-                        }
+                        let message = format!("process {pid} ({name}): {err}");
+                        self.refusals.refuse(pid, &err.binary, counts, &message);
                         None
                     }
                 }
@@ -128,7 +120,7 @@ impl RuntimeCapture for NodeCapture {
     }
 
     fn evicted(&mut self, pid: u32) {
-        self.unsupported.remove(&pid);
+        self.refusals.evicted(pid);
     }
 
     fn program_needed(&self) -> Option<u32> {
