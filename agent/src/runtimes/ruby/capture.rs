@@ -93,6 +93,16 @@ impl RubyCapture {
             );
             return None;
         };
+        // Each thread's context is found from its TLS base, which the kernel side reads from the
+        // task where the architecture says how (`platform::arch`).
+        if crate::platform::arch::THREAD_POINTER_IN_TASK.is_none() {
+            refused(
+                self,
+                counts,
+                "the kernel side does not read a thread's TLS base on this architecture yet".into(),
+            );
+            return None;
+        }
         let libc = Libc::of(process.mappings.iter().map(|m| m.module.path.as_str()));
         let memory = ProcessMemory::new(pid);
         let place = match tls::place(ec, bias, libc, &|at| memory.u64(at)) {
