@@ -282,6 +282,25 @@ pub(crate) struct KernelSide {
     pub(crate) in_legacy: bool,
 }
 
+/// The first binary `process` maps whose fact `of` finds (a runtime's, read as the binary was first
+/// opened), with that fact and the bias of the binary's mapping (run-time minus link-time
+/// addresses).
+pub(crate) fn mapped_fact<'a, T>(
+    process: &'a ProcessInfo,
+    of: impl Fn(&'a crate::process::Binary) -> Option<&'a T>,
+) -> Option<(&'a crate::process::Binary, &'a T, u64)> {
+    process.mappings.iter().find_map(|m| {
+        let binary = m.binary.as_ref()?;
+        let fact = of(binary)?;
+        let bias = crate::process::load_bias::load_bias(
+            m.module.start,
+            m.module.file_offset,
+            &binary.elf.segments,
+        );
+        Some((&**binary, fact, bias))
+    })
+}
+
 /// The instance of type `T` that `process` runs under `name`, if any.
 pub(crate) fn instance_of<T: Send + Sync + 'static>(
     process: &ProcessInfo,

@@ -15,14 +15,14 @@ use sonde_abi::{ProcEvent, proc_event, ruby::RbProc};
 
 use super::{elf, names::RubyNames, offsets, vm::RubyVm};
 use crate::{
-    process::{ProcessInfo, RuntimeInstance, is_gone, load_bias::load_bias, warn_once},
+    process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
         ProcessCounts, Runtime,
         memory::ProcessMemory,
         publish::Publisher,
         refusals::Refusals,
         retry::Retries,
-        seam::RuntimeCapture,
+        seam::{RuntimeCapture, mapped_fact},
         tls::{self, Libc, Unplaced},
     },
 };
@@ -55,12 +55,7 @@ impl RubyCapture {
     /// The VM of `process`, if it maps one sonde can walk.
     fn find(&mut self, process: &ProcessInfo, counts: &mut ProcessCounts) -> Option<RubyVm> {
         let pid = process.pid;
-        let (binary, rb, bias) = process.mappings.iter().find_map(|m| {
-            let binary = m.binary.as_ref()?;
-            let rb = elf::of(binary)?;
-            let bias = load_bias(m.module.start, m.module.file_offset, &binary.elf.segments);
-            Some((binary, rb, bias))
-        })?;
+        let (binary, rb, bias) = mapped_fact(process, elf::of)?;
         let refused = |this: &mut Self, counts: &mut ProcessCounts, why: String| {
             this.retries.done(pid);
             let message = format!(

@@ -18,14 +18,14 @@ use super::{
     process_ctx::{self, Unread},
 };
 use crate::{
-    process::{ProcessInfo, RuntimeInstance, is_gone, load_bias::load_bias, warn_once},
+    process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
         ProcessCounts, Runtime,
         memory::ProcessMemory,
         publish::Publisher,
         refusals::Refusals,
         retry::Retries,
-        seam::RuntimeCapture,
+        seam::{RuntimeCapture, mapped_fact},
         tls::{self, Libc, Unplaced},
     },
 };
@@ -60,12 +60,7 @@ impl TraceContextCapture {
     /// The thread context of `process`, if a binary it maps defines one and it could be placed.
     fn find(&mut self, process: &ProcessInfo, counts: &mut ProcessCounts) -> Option<ThreadContext> {
         let pid = process.pid;
-        let (binary, var, bias) = process.mappings.iter().find_map(|m| {
-            let binary = m.binary.as_ref()?;
-            let var = elf::of(binary)?;
-            let bias = load_bias(m.module.start, m.module.file_offset, &binary.elf.segments);
-            Some((binary, var, bias))
-        })?;
+        let (binary, var, bias) = mapped_fact(process, elf::of)?;
         let libc = Libc::of(process.mappings.iter().map(|m| m.module.path.as_str()));
         let memory = ProcessMemory::new(pid);
         let mut settings = match tls::place(var, bias, libc, &|at| memory.u64(at)) {
