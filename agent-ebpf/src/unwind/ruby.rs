@@ -6,7 +6,7 @@
 //! Frames are walked in a `bpf_loop` (`crate::repeat`), one global step per frame, as CPython's
 //! are. The legacy object (Linux 5.10 to 6.0) holds no Ruby walk: its loops would each need a
 //! global twin taking scalars, and a walk for kernels that old was not worth the verifier's
-//! budget. There userspace finds no `RB_PROCS` writer and says Ruby is native frames only.
+//! budget. There the loader turns the runtime off and says so (`KernelSide::in_legacy`).
 
 #[cfg(not(feature = "legacy"))]
 use core::ffi::c_void;

@@ -40,7 +40,7 @@ enum Kind {
 impl Kind {
     fn name(self) -> &'static str {
         match self {
-            Kind::SondeOff => "sonde record -F 99 --runtimes python,go,java,node",
+            Kind::SondeOff => "sonde record -F 99 --runtimes python,go,java,node,trace-context",
             Kind::SondeOn => "sonde record -F 99 --runtimes all",
             Kind::Rbspy => "rbspy record -r 99",
             Kind::Perf => "perf record -F 99 -g (no Ruby perf map in 3.1)",
