@@ -9,7 +9,7 @@ use common::{
     Workload,
     python::{of_pid, resolve_frames, weight},
     read_pprof, record_pid, require_root,
-    ruby::{RUBY, ruby_frames},
+    scripted::RUBY,
     temp_dir,
 };
 
@@ -20,7 +20,8 @@ fn rdoc_over_rubygems_is_named_in_ruby() {
     let docs = out.join("doc");
     let _ = std::fs::remove_dir_all(&docs);
     // `rdoc` is Debian's script for the default `ruby`: run it under `ruby3.1` explicitly.
-    let child = Command::new(RUBY)
+    RUBY.require();
+    let child = Command::new(RUBY.binary)
         .args(["/usr/bin/rdoc", "--quiet", "--op"])
         .arg(&docs)
         .arg("/usr/lib/ruby/3.1.0/rubygems")
@@ -37,14 +38,14 @@ fn rdoc_over_rubygems_is_named_in_ruby() {
     drop(rdoc);
     let samples = of_pid(resolve_frames(&read_pprof(&profile)), pid);
     let all = weight(&samples);
-    let with_ruby = weight(samples.iter().filter(|s| ruby_frames(s).next().is_some()));
-    let unnamed = weight(
-        samples
-            .iter()
-            .filter(|s| ruby_frames(s).any(|f| f.function == "?" || f.file.is_empty())),
-    );
+    let with_ruby = weight(samples.iter().filter(|s| RUBY.frames(s).next().is_some()));
+    let unnamed = weight(samples.iter().filter(|s| {
+        RUBY.frames(s)
+            .any(|f| f.function == "?" || f.file.is_empty())
+    }));
     let in_parser = weight(samples.iter().filter(|s| {
-        ruby_frames(s).any(|f| f.file.contains("/rdoc/") && f.file.contains("parser"))
+        RUBY.frames(s)
+            .any(|f| f.file.contains("/rdoc/") && f.file.contains("parser"))
     }));
     eprintln!(
         "rdoc: {all} samples, {with_ruby} with Ruby frames, {unnamed} with an unnamed one, {in_parser} in rdoc's parsers\n{summary}"

@@ -8,13 +8,17 @@ use crate::common;
 use common::{
     python::{PySample, of_pid, resolve_frames, weight},
     read_pprof, record_pid, require_root,
-    ruby::{self, ruby_frames},
+    scripted::{RUBY, finish},
     summary_field, temp_dir,
 };
 
+fn ruby_frames(s: &PySample) -> impl Iterator<Item = &common::python::Frame> {
+    RUBY.frames(s)
+}
+
 /// The `def` line of `method` in `split.rb` up to its `end`, as line numbers.
 fn body(method: &str) -> std::ops::RangeInclusive<i64> {
-    let text = std::fs::read_to_string(ruby::script("split.rb")).unwrap();
+    let text = std::fs::read_to_string(RUBY.script("split.rb")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let def = lines
         .iter()
@@ -27,13 +31,13 @@ fn body(method: &str) -> std::ops::RangeInclusive<i64> {
 #[test]
 fn debian_ruby_splits_fifty_thirty_twenty_by_method_with_file_and_line() {
     require_root();
-    let (child, out) = ruby::start("split.rb", &["11"]);
+    let (child, out) = RUBY.start("split.rb", &["11"]);
     let pid = child.id();
     let profile = temp_dir("ruby_split").join("profile.pb.gz");
     // 199 Hz for 9 s: ~1,800 samples, so a share's sampling error (1.2 points for 50%) stays well
     // inside the ±5 points asked.
     let summary = record_pid(pid, "9", &["--frequency", "199"], &profile);
-    let accounted = common::java::accounted(&ruby::finish(child, out));
+    let accounted = common::java::accounted(&finish(child, out));
     let samples = of_pid(resolve_frames(&read_pprof(&profile)), pid);
     let all = weight(&samples);
     eprintln!("ruby split: {all} samples, accounted {accounted:?}\n{summary}");
@@ -52,7 +56,7 @@ fn debian_ruby_splits_fifty_thirty_twenty_by_method_with_file_and_line() {
             .iter()
             .filter(|s| ["burn_a", "burn_b", "burn_c"].iter().any(|m| has(s, m))),
     );
-    let file = ruby::script("split.rb");
+    let file = RUBY.script("split.rb");
     for (method, want) in &accounted {
         let of: Vec<&PySample> = samples.iter().filter(|s| has(s, method)).collect();
         let got = 100.0 * weight(of.iter().copied()) as f64 / burners as f64;

@@ -1,8 +1,10 @@
-//! Integration tests: the interpreters walked after the native frames (CPython, CRuby). One test binary per area (each links the whole agent), one module per
+//! Integration tests: the interpreters walked after the native frames (CPython, CRuby, PHP). One test binary per area (each links the whole agent), one module per
 //! case; the shared helpers are `crate::common` and its modules.
 
 mod common;
 
+mod php_phpcs;
+mod php_split;
 mod python_deep_recursion;
 mod python_exited_process;
 mod python_function_split;

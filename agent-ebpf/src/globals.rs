@@ -32,6 +32,8 @@ static PYTHON: u32 = 0;
 #[unsafe(no_mangle)]
 static RUBY: u32 = 0;
 #[unsafe(no_mangle)]
+static PHP: u32 = 0;
+#[unsafe(no_mangle)]
 static TASK_TP_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_STACK_OFFSET: u32 = 0;
@@ -122,6 +124,10 @@ getter!(
 getter!(
     /// Non-zero when Ruby frames are walked (`--runtimes` with `ruby`).
     ruby, RUBY, u32
+);
+getter!(
+    /// Non-zero when PHP frames are walked (`--runtimes` with `php`).
+    php, PHP, u32
 );
 getter!(
     /// Offset of `thread.fsbase` in `task_struct`; 0 when unknown. x86_64.

@@ -20,6 +20,7 @@ use sonde_abi::{
     go::{GoProc, LabelSet},
     hotspot::HsProc,
     names::runtime_programs,
+    php::PhpProc,
     python::PyProc,
     ruby::RbProc,
     stat,
@@ -127,6 +128,10 @@ pub static PY_THREADS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(4096,
 /// CRuby settings of each Ruby process, by tgid. Not preallocated (56 bytes per process).
 #[map]
 pub static RB_PROCS: HashMap<u32, RbProc> = HashMap::with_max_entries(4096, ALLOCATED);
+/// PHP settings of each PHP process, by tgid. Not preallocated (24 bytes per process; a php-fpm pool
+/// is one process per worker).
+#[map]
+pub static PHP_PROCS: HashMap<u32, PhpProc> = HashMap::with_max_entries(4096, ALLOCATED);
 /// Goroutine-label settings of each Go process, by tgid. Not preallocated (24 bytes per process).
 #[map]
 pub static GO_PROCS: HashMap<u32, GoProc> = HashMap::with_max_entries(4096, ALLOCATED);

@@ -17,7 +17,7 @@ pub mod otlp;
 pub mod pod;
 pub mod python;
 pub mod recursion;
-pub mod ruby;
+pub mod scripted;
 pub mod sonde_env;
 pub mod spans;
 pub mod vm;

@@ -101,6 +101,10 @@ pub fn peers() -> anyhow::Result<()> {
         // The Ruby tests: Debian 12's own Ruby (stripped libruby) and its `rdoc`.
         ("ruby3.1", "ruby3.1"),
         ("rdoc", "ruby"),
+        // The PHP tests: Debian 12's own PHP and `phpcs`, and PHPUnit's sources it checks.
+        ("php8.2", "php8.2-cli"),
+        ("phpcs", "php-codesniffer"),
+        ("phpunit", "phpunit"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))

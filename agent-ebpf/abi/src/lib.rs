@@ -5,11 +5,13 @@
 //! compile-time size assertion per type so a layout change on one side cannot go unnoticed.
 #![no_std]
 
+pub mod appended;
 pub mod go;
 pub mod hotspot;
 pub mod kernel_names;
 pub mod labels;
 pub mod names;
+pub mod php;
 pub mod python;
 pub mod ruby;
 pub mod runtime_frame;
@@ -259,11 +261,15 @@ pub mod proc_event {
     /// ([`super::ProcEvent::address`]): read it now, while it lives (code compiled by `eval` is
     /// freed once run).
     pub const RUBY_ISEQ: u32 = 7;
+    /// A PHP frame named a function this CPU had not announced lately
+    /// ([`super::ProcEvent::address`]): read it now, while it lives (a closure's copy, code run by
+    /// `eval`, a worker's request ending).
+    pub const PHP_FUNCTION: u32 = 8;
 
     /// Whether events of `kind` announce an object a runtime reads while it lives (handed to the
     /// runtime of the process), not a change of the process.
     pub const fn is_announcement(kind: u32) -> bool {
-        matches!(kind, PYTHON_CODE | RUNTIME_FRAME | RUBY_ISEQ)
+        matches!(kind, PYTHON_CODE | RUNTIME_FRAME | RUBY_ISEQ | PHP_FUNCTION)
     }
 }
 
@@ -482,8 +488,18 @@ pub mod stat {
     pub const RB_READ_FAULT: u32 = V8_WALKS + 18;
     /// Ruby walks cut because the stack was full (or past the frames one walk reads).
     pub const RB_TRUNCATED: u32 = V8_WALKS + 19;
+    /// Stacks of PHP processes (`PHP_PROCS`) whose PHP frames were walked.
+    pub const PHP_WALKS: u32 = V8_WALKS + 20;
+    /// PHP frames stored by those walks.
+    pub const PHP_FRAMES: u32 = V8_WALKS + 21;
+    /// PHP walks of threads running no PHP code (an idle php-fpm worker, start-up, shutdown).
+    pub const PHP_NO_CONTEXT: u32 = V8_WALKS + 22;
+    /// PHP walks that ended on unreadable executor memory.
+    pub const PHP_READ_FAULT: u32 = V8_WALKS + 23;
+    /// PHP walks cut because the stack was full (or past the frames one walk reads).
+    pub const PHP_TRUNCATED: u32 = V8_WALKS + 24;
     /// Number of counters.
-    pub const COUNT: u32 = V8_WALKS + 20;
+    pub const COUNT: u32 = V8_WALKS + 25;
 }
 
 /// What an on-CPU sample's BPF run time is charged to in `SAMPLE_COST`: the walker that did the most
@@ -504,8 +520,10 @@ pub mod cost_path {
     pub const V8: u32 = 5;
     /// The walk stored CRuby frames.
     pub const RUBY: u32 = 6;
+    /// The walk stored PHP frames.
+    pub const PHP: u32 = 7;
     /// Number of paths.
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 8;
     /// Each path's name in reports, by index.
     pub const NAMES: [&str; COUNT as usize] = [
         "kernel",
@@ -515,6 +533,7 @@ pub mod cost_path {
         "java",
         "v8",
         "ruby",
+        "php",
     ];
     /// Buckets per path: `BUCKET_NS` wide, the last one holding everything longer.
     pub const BUCKETS: u32 = 256;
@@ -555,6 +574,7 @@ mod pod {
     unsafe impl aya::Pod for super::TargetRule {}
     unsafe impl aya::Pod for super::python::PyProc {}
     unsafe impl aya::Pod for super::ruby::RbProc {}
+    unsafe impl aya::Pod for super::php::PhpProc {}
     unsafe impl aya::Pod for super::go::GoProc {}
     unsafe impl aya::Pod for super::go::LabelSet {}
     unsafe impl aya::Pod for super::hotspot::HsProc {}

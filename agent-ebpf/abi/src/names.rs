@@ -60,6 +60,8 @@ pub const PY_FILES: &str = "PY_FILES";
 
 /// CRuby settings per process ([`crate::ruby::RbProc`]), by tgid.
 pub const RB_PROCS: &str = "RB_PROCS";
+/// PHP settings per process ([`crate::php::PhpProc`]), by tgid.
+pub const PHP_PROCS: &str = "PHP_PROCS";
 
 /// Goroutine-label settings per Go process ([`crate::go::GoProc`]), by tgid.
 pub const GO_PROCS: &str = "GO_PROCS";
@@ -128,7 +130,7 @@ pub const ONCPU: [&str; 3] = ["ONCPU_0", "ONCPU_1", "ONCPU_2"];
 pub const OFFCPU: [&str; 3] = ["OFFCPU_0", "OFFCPU_1", "OFFCPU_2"];
 
 /// Every map of the object.
-pub const ALL_MAPS: [&str; 51] = [
+pub const ALL_MAPS: [&str; 52] = [
     CONTROL,
     PIDS,
     TARGETS,
@@ -155,6 +157,7 @@ pub const ALL_MAPS: [&str; 51] = [
     PY_THREADS,
     PY_FILES,
     RB_PROCS,
+    PHP_PROCS,
     GO_PROCS,
     SAMPLE_LABELS,
     LABEL_SCRATCH,
@@ -211,6 +214,9 @@ pub mod globals {
     /// `u32`: non-zero when the Ruby frames of processes in `RB_PROCS` are walked (`--runtimes`
     /// with `ruby`).
     pub const RUBY: &str = "RUBY";
+    /// `u32`: non-zero when the PHP frames of processes in `PHP_PROCS` are walked (`--runtimes`
+    /// with `php`).
+    pub const PHP: &str = "PHP";
     /// `u32`: byte offset of `thread.fsbase` in the kernel's `task_struct` (from its BTF; x86_64), or 0
     /// when unknown.
     pub const TASK_TP_OFFSET: &str = "TASK_TP_OFFSET";
@@ -240,7 +246,7 @@ pub mod globals {
     pub const VMA_LAYOUT: &str = "VMA_LAYOUT";
 
     /// Every load-time global (the agent's test checks each is in the object's read-only data).
-    pub const ALL: [&str; 21] = [
+    pub const ALL: [&str; 22] = [
         FILTER_PIDS,
         OFFCPU_KIND,
         MIN_BLOCK_NS,
@@ -253,6 +259,7 @@ pub mod globals {
         REFRESH_INTERVAL_NS,
         PYTHON,
         RUBY,
+        PHP,
         TASK_TP_OFFSET,
         TASK_STACK_OFFSET,
         GO,

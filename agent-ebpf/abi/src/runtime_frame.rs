@@ -93,11 +93,11 @@ pub const fn holds_native_pc(kind: u64) -> bool {
     kind == kind::NATIVE_PC
 }
 
-/// Whether `word` is a frame a runtime's walker appended after the native frames (CPython's and
-/// CRuby's, merged in userspace), neither an address nor an in-place frame.
+/// Whether `word` is a frame a runtime's walker appended after the native frames (CPython's, CRuby's
+/// and PHP's, merged in userspace), neither an address nor an in-place frame.
 #[inline(always)]
 pub const fn is_appended(word: u64) -> bool {
-    crate::python::unpack_frame(word).is_some() || crate::ruby::unpack_frame(word).is_some()
+    crate::python::unpack_frame(word).is_some() || crate::appended::is_appended(word)
 }
 
 /// The runtime frame whose head is `head` and data `data`.

@@ -12,6 +12,7 @@ mod files;
 mod go_roots;
 mod hotspot;
 mod lookup;
+mod php;
 mod python;
 mod ruby;
 mod step;
@@ -84,6 +85,8 @@ pub struct Scratch {
     py: python::PyWalk,
     /// The Ruby walk that follows the native one.
     rb: ruby::RbWalk,
+    /// The PHP walk that follows the native one.
+    php: php::PhpWalk,
     /// Java frames stepped among the native ones.
     java: hotspot::JavaWalk,
     /// JavaScript frames stepped among the native ones.
@@ -290,6 +293,9 @@ pub fn walk_and_store<const WALKER: u32>(
         }
         if globals::ruby() != 0 && ruby::walk(scratch, tgid) > 0 {
             path = cost_path::RUBY;
+        }
+        if globals::php() != 0 && php::walk(scratch, tgid) > 0 {
+            path = cost_path::PHP;
         }
         go_roots::mark_root(s, tgid);
     }

@@ -14,9 +14,12 @@ use core::ffi::c_void;
 #[cfg(not(feature = "legacy"))]
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 #[cfg(not(feature = "legacy"))]
-use sonde_abi::ruby::{
-    CFP_READ, FRAME_FLAG_FINISH, FRAME_MAGIC_MASK, MAGIC_CFUNC, MAGIC_DUMMY, MAGIC_IFUNC,
-    RB_FINISH, RbProc, pack_frame,
+use sonde_abi::{
+    appended::{self, ENTRY},
+    ruby::{
+        CFP_READ, FRAME_FLAG_FINISH, FRAME_MAGIC_MASK, MAGIC_CFUNC, MAGIC_DUMMY, MAGIC_IFUNC,
+        RbProc,
+    },
 };
 #[cfg(not(feature = "legacy"))]
 use sonde_abi::{proc_event, stat};
@@ -201,7 +204,7 @@ pub extern "C" fn sonde_step_ruby(scratch: *mut Scratch, settings: *const RbProc
     let body = cached.body;
     // The pc points past the instruction running, as Ruby's own backtraces take it.
     let position = pc.saturating_sub(cached.encoded) / 8;
-    let word = pack_frame(body, position, finish);
+    let word = appended::pack(appended::RUBY, body, position, finish);
     if !super::store(s, word, word) {
         // Full: the walk stops here with frames left (counted as truncated).
         s.rb.cfp = cfp;
@@ -255,7 +258,7 @@ fn iseq_of(rb: &mut RbWalk, p: &RbProc, iseq: u64, pc: u64) -> Option<CachedIseq
 fn mark_finish(s: &mut Scratch) {
     if s.rb.open > 0 {
         s.rb.open = 0;
-        super::flag_last(s, RB_FINISH);
+        super::flag_last(s, ENTRY);
     }
 }
 

@@ -35,6 +35,7 @@ pub(crate) use counts::{
     FrameTally, Outcome, ProcessCounts, RuntimeCounts, RuntimeStats, TableStats,
 };
 
+pub(crate) mod appended;
 pub(crate) mod counts;
 pub(crate) mod figures;
 pub(crate) mod frame_names;
@@ -42,6 +43,7 @@ pub(crate) mod go;
 pub(crate) mod hotspot;
 pub(crate) mod memory;
 pub(crate) mod merge;
+pub(crate) mod php;
 pub(crate) mod publish;
 pub(crate) mod python;
 pub(crate) mod refusals;
@@ -69,6 +71,9 @@ pub enum Runtime {
     Node,
     /// CRuby 3.0 to 3.4: Ruby frames walked in the kernel from the thread's execution context.
     Ruby,
+    /// PHP 7.4 to 8.5 (non-thread-safe builds): PHP frames walked in the kernel from the executor's
+    /// globals.
+    Php,
     /// Not a language: the OpenTelemetry thread context (OTEP 4947) a tracer publishes, read at each
     /// sample as the trace and span the thread runs in (`trace_id`, `span_id` labels).
     TraceContext,
@@ -76,12 +81,13 @@ pub enum Runtime {
 
 impl Runtime {
     /// Every runtime, in the order `--runtimes` lists them.
-    pub const ALL: [Runtime; 6] = [
+    pub const ALL: [Runtime; 7] = [
         Runtime::Python,
         Runtime::Go,
         Runtime::Java,
         Runtime::Node,
         Runtime::Ruby,
+        Runtime::Php,
         Runtime::TraceContext,
     ];
 
@@ -93,6 +99,7 @@ impl Runtime {
             Runtime::Java => "java",
             Runtime::Node => "node",
             Runtime::Ruby => "ruby",
+            Runtime::Php => "php",
             Runtime::TraceContext => trace_context::NAME,
         }
     }
@@ -190,20 +197,21 @@ mod tests {
     fn the_setting_reads_lists_all_and_none_and_names_what_it_does_not_know() {
         let python_only: Runtimes = "python".parse().unwrap();
         assert!(python_only.has(Runtime::Python) && !python_only.has(Runtime::Go));
-        let six: Runtimes = " go , python,java,node,ruby,trace-context "
+        let seven: Runtimes = " go , python,java,node,ruby,php,trace-context "
             .parse()
             .unwrap();
-        assert_eq!(six, Runtimes::all());
+        assert_eq!(seven, Runtimes::all());
         assert_eq!("all".parse::<Runtimes>().unwrap(), Runtimes::all());
         assert_eq!("none".parse::<Runtimes>().unwrap(), Runtimes::none());
         assert_eq!(
             Runtimes::all().to_string(),
-            "python,go,java,node,ruby,trace-context"
+            "python,go,java,node,ruby,php,trace-context"
         );
         assert_eq!(Runtimes::none().to_string(), "none");
         let err = "python,jvm".parse::<Runtimes>().unwrap_err();
         assert!(
-            err.contains("`jvm`") && err.contains("python, go, java, node, ruby, trace-context"),
+            err.contains("`jvm`")
+                && err.contains("python, go, java, node, ruby, php, trace-context"),
             "{err}"
         );
         assert!(

@@ -6,7 +6,7 @@
 use std::{path::Path, sync::LazyLock};
 
 use super::{
-    Runtime, Runtimes, go, hotspot, python, ruby,
+    Runtime, Runtimes, go, hotspot, php, python, ruby,
     seam::{
         CodeRows, ExeIdentity, FuzzTarget, KernelSide, Registration, RuntimeCache, RuntimeCapture,
         RuntimeMaps, RuntimeNames,
@@ -16,12 +16,13 @@ use super::{
 use crate::process::ElfReader;
 
 /// Every runtime, in `--runtimes` order.
-pub(crate) const RUNTIMES: [&Registration; 6] = [
+pub(crate) const RUNTIMES: [&Registration; 7] = [
     &python::register::REGISTRATION,
     &go::register::REGISTRATION,
     &hotspot::register::REGISTRATION,
     &v8::register::REGISTRATION,
     &ruby::register::REGISTRATION,
+    &php::register::REGISTRATION,
     &trace_context::register::REGISTRATION,
 ];
 

@@ -13,11 +13,12 @@ use std::{
 
 use sonde_abi::{ProcEvent, proc_event, ruby::RbProc};
 
-use super::{elf, names::RubyNames, offsets, vm::RubyVm};
+use super::{elf, interpreter::Ruby, offsets, vm::RubyVm};
 use crate::{
     process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
         ProcessCounts, Runtime,
+        appended::names::AppendedNames,
         memory::ProcessMemory,
         publish::Publisher,
         refusals::Refusals,
@@ -32,7 +33,7 @@ pub(crate) struct RubyCapture {
     /// Where found VMs are handed to the kernel, when it walks Ruby frames.
     publisher: Option<Publisher<RbProc>>,
     /// Where announced bodies are read into (the symbolizer's cache).
-    names: Arc<Mutex<RubyNames>>,
+    names: Arc<Mutex<AppendedNames<Ruby>>>,
     /// Processes captured before their linker was done.
     retries: Retries,
     /// VMs it cannot walk.
@@ -42,7 +43,10 @@ pub(crate) struct RubyCapture {
 }
 
 impl RubyCapture {
-    pub(crate) fn new(publisher: Option<Publisher<RbProc>>, names: Arc<Mutex<RubyNames>>) -> Self {
+    pub(crate) fn new(
+        publisher: Option<Publisher<RbProc>>,
+        names: Arc<Mutex<AppendedNames<Ruby>>>,
+    ) -> Self {
         Self {
             publisher,
             names,
@@ -184,7 +188,7 @@ impl RuntimeCapture for RubyCapture {
         }
         if let Some(vm) = crate::runtimes::seam::typed::<RubyVm>(instance) {
             let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-            names.read_body(pid, &vm, event.address);
+            names.read_object(pid, &vm, event.address);
         }
         true
     }

@@ -2,24 +2,18 @@
 //! offsets of its version, [`offsets`]; where its threads keep their execution context, through
 //! `runtimes::tls`), handed to the kernel's walker (agent-ebpf `unwind/ruby.rs`), then naming the
 //! Ruby frames the kernel stored (instruction sequences read from the process, `iseq`), merged into
-//! the native stack in place of the VM loop's frames (`runtimes::merge`). The kernel's side of the
+//! the native stack in place of the VM loop's frames (`runtimes::appended`, [`interpreter`]). The kernel's side of the
 //! contract is `sonde_abi::ruby`.
 
 pub(crate) mod capture;
 pub(crate) mod elf;
 pub(crate) mod figures;
+pub(crate) mod interpreter;
 mod iseq;
-mod names;
-pub(crate) mod naming;
 pub(crate) mod offsets;
 pub(crate) mod register;
 mod strings;
 mod vm;
 
-pub(crate) use vm::vm_of;
-
 /// The runtime's name (`--runtimes ruby`), under which what it finds is kept.
 pub(crate) const NAME: &str = super::Runtime::Ruby.name();
-
-/// The mapping Ruby frames are reported in.
-pub(crate) const RUBY_PATH: &str = "[ruby]";

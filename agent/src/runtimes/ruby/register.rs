@@ -4,9 +4,10 @@ use std::sync::{Arc, Mutex};
 
 use sonde_abi::names::{self, globals};
 
-use super::{capture::RubyCapture, elf, figures, names::RubyNames, naming::RubyNaming};
+use super::{capture::RubyCapture, elf, figures, interpreter::Ruby};
 use crate::runtimes::{
     Runtime,
+    appended::{names::AppendedNames, naming::AppendedNaming},
     publish::Publisher,
     seam::{KernelSide, Registration, RuntimeCapture, cache_of},
 };
@@ -32,8 +33,8 @@ pub(crate) const REGISTRATION: Registration = Registration {
     unwind: None,
     identify: None,
     resource: None,
-    cache: || Arc::new(Mutex::new(RubyNames::default())),
-    namer: |cache| Box::new(RubyNaming::new(cache_of(cache))),
+    cache: || Arc::new(Mutex::new(AppendedNames::<Ruby>::default())),
+    namer: |cache| Box::new(AppendedNaming::<Ruby>::new(cache_of(cache))),
     capture: |maps, cache| {
         let publisher = Publisher::new(maps.take(Runtime::Ruby)?, names::RB_PROCS, "Ruby");
         Some(Box::new(RubyCapture::new(Some(publisher), cache_of(cache))) as Box<dyn RuntimeCapture>)

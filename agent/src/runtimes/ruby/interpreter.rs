@@ -1,0 +1,133 @@
+//! CRuby as an interpreter of appended frames (`runtimes::appended`): its frames run instruction
+//! sequence bodies ([`Iseq`]), and its loop is `vm_exec_core`, which `rb_vm_exec` (exported by every
+//! CRuby) calls. Distributions strip `vm_exec_core`'s name (it is static), so a loop frame is the one
+//! right below an `rb_vm_exec` frame, named `vm_exec_core` or not named at all; where there is none
+//! (a JIT's frame in between), `rb_vm_exec` itself.
+
+use super::{iseq::Iseq, vm::RubyVm};
+use crate::{
+    profile::{Frame, Symbol},
+    runtimes::{Runtime, appended::Interpreter, memory::ProcessMemory},
+};
+
+/// The VM's exported entry to its loop.
+const VM_EXEC: &str = "rb_vm_exec";
+/// The loop itself, where a binary keeps its name.
+const VM_EXEC_CORE: &str = "vm_exec_core";
+
+/// CRuby.
+pub(crate) struct Ruby;
+
+impl Interpreter for Ruby {
+    type Vm = RubyVm;
+    type Code = Iseq;
+    const RUNTIME: Runtime = Runtime::Ruby;
+    const TAG: u64 = sonde_abi::appended::RUBY;
+    const PATH: &'static str = "[ruby]";
+
+    fn read(memory: &ProcessMemory, vm: &RubyVm, body: u64) -> Option<Iseq> {
+        Iseq::read(memory, &vm.layout, body)
+    }
+
+    fn symbol(iseq: &Iseq, position: u32) -> Symbol {
+        Symbol {
+            name: iseq.label.clone(),
+            file: Some(iseq.file.clone()),
+            line: Some(iseq.line(position)),
+        }
+    }
+
+    fn is_loop(frames: &[Frame], i: usize) -> bool {
+        let is_exec = |f: &Frame| f.function() == Some(VM_EXEC);
+        let is_core = |f: &Frame| f.function().is_none_or(|n| n.starts_with(VM_EXEC_CORE));
+        if frames.get(i + 1).is_some_and(is_exec) && is_core(&frames[i]) {
+            return true;
+        }
+        is_exec(&frames[i]) && !(i > 0 && is_core(&frames[i - 1]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{
+        profile::FrameKind,
+        runtimes::merge::{GroupedFrame, merge},
+    };
+
+    fn frame(name: Option<&str>) -> Frame {
+        Frame {
+            address: 0x1000,
+            kind: FrameKind::User,
+            return_address: false,
+            module: None,
+            symbols: Arc::from(
+                name.map(|n| Symbol {
+                    name: n.into(),
+                    file: None,
+                    line: None,
+                })
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ),
+        }
+    }
+
+    fn ruby(name: &str, finish: bool) -> GroupedFrame {
+        GroupedFrame {
+            frame: frame(Some(name)),
+            entry: finish,
+        }
+    }
+
+    /// Debian's stripped libruby: `vm_exec_core` unnamed below each `rb_vm_exec`; a block run by
+    /// `Integer#times` (C) is its own loop call.
+    #[test]
+    fn each_unnamed_loop_frame_takes_its_group() {
+        let native = vec![
+            frame(None),
+            frame(Some("rb_vm_exec")),
+            frame(Some("rb_yield")),
+            frame(Some("rb_int_times")),
+            frame(None),
+            frame(Some("rb_vm_exec")),
+            frame(Some("ruby_run_node")),
+            frame(Some("main")),
+        ];
+        let out = merge(
+            native,
+            vec![
+                ruby("block in work", true),
+                ruby("work", false),
+                ruby("<main>", true),
+            ],
+            Ruby::is_loop,
+        );
+        let names: Vec<&str> = out.iter().map(|f| f.function().unwrap_or("?")).collect();
+        assert_eq!(
+            names,
+            [
+                "block in work",
+                "rb_vm_exec",
+                "rb_yield",
+                "rb_int_times",
+                "work",
+                "<main>",
+                "rb_vm_exec",
+                "ruby_run_node",
+                "main"
+            ]
+        );
+    }
+
+    /// A named frame right below `rb_vm_exec` (not the loop): `rb_vm_exec` stands for it.
+    #[test]
+    fn without_a_loop_frame_rb_vm_exec_is_the_loop() {
+        let native = vec![frame(Some("jit_code")), frame(Some("rb_vm_exec"))];
+        assert!(!Ruby::is_loop(&native, 0) && Ruby::is_loop(&native, 1));
+        let named = vec![frame(Some("vm_exec_core")), frame(Some("rb_vm_exec"))];
+        assert!(Ruby::is_loop(&named, 0) && !Ruby::is_loop(&named, 1));
+    }
+}
