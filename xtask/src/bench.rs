@@ -19,8 +19,8 @@ mod offcpu;
 mod outage;
 mod python;
 mod rounds;
-mod ruby;
 mod scrape;
+mod scripted;
 mod summary;
 mod symbols;
 mod targets;
@@ -96,7 +96,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let (seconds, rounds) = (args.ruby_seconds, args.ruby_rounds);
     let ruby = Rounds { seconds, rounds };
     if args.ruby_only {
-        return ruby::run(&sonde, &dir, &ruby);
+        return scripted::run(&scripted::RUBY, &sonde, &dir, &ruby);
+    }
+    let (seconds, rounds) = (args.php_seconds, args.php_rounds);
+    let php = Rounds { seconds, rounds };
+    if args.php_only {
+        return scripted::run(&scripted::PHP, &sonde, &dir, &php);
     }
     let go = Rounds {
         seconds: args.go_seconds,
@@ -165,7 +170,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     symbols::run(&sonde, &dir, &symbols)?;
     scrape::run(&sonde, &dir, args.scrape_relabel)?;
     python::run(&sonde, &dir, &python)?;
-    ruby::run(&sonde, &dir, &ruby)?;
+    scripted::run(&scripted::RUBY, &sonde, &dir, &ruby)?;
+    scripted::run(&scripted::PHP, &sonde, &dir, &php)?;
     go::run(&sonde, &dir, &go)?;
     java::run(&sonde, &dir, &java)?;
     node::run(&sonde, &dir, &node)?;

@@ -41,9 +41,14 @@ pub struct PhpWalk {
     tgid: u32,
     /// The frame being read.
     buf: [u8; FRAME_BYTES],
+    /// Functions this CPU found compiled from PHP lately (direct-mapped by address; 0 is empty):
+    /// most frames run functions seen at the last samples, and a hit spares the read of the type.
+    user_funcs: [u64; FUNC_SLOTS],
 }
 
 const FRAME_BYTES: usize = 56;
+/// Functions remembered per CPU.
+const FUNC_SLOTS: usize = 32;
 
 /// What the frame callback gets.
 #[repr(C)]
@@ -149,18 +154,11 @@ pub extern "C" fn sonde_step_php(scratch: *mut Scratch, settings: *const PhpProc
     s.php.ex = prev;
     // The low half of the word at `This.u1.type_info` is the call info.
     let top = info as u32 & CALL_TOP != 0;
-    let kind = if func == 0 {
-        0
-    } else {
-        match user_u64(func.wrapping_add(u64::from(p.func_type))) {
-            Ok(word) => word as u8,
-            Err(_) => {
-                s.php.fault = 1;
-                return 1;
-            }
-        }
-    };
-    if kind != USER_FUNCTION && kind != EVAL_CODE {
+    let user = is_user_function(&mut s.php, p, func);
+    if s.php.fault != 0 {
+        return 1;
+    }
+    if !user {
         // C code (or no function): among the native frames. An executor call ending here ends with
         // the frame stored last.
         if top {
@@ -190,6 +188,34 @@ pub extern "C" fn sonde_step_php(scratch: *mut Scratch, settings: *const PhpProc
     };
     super::announce::announce_object(&mut s.announced, object, proc_event::PHP_FUNCTION, func, 0);
     0
+}
+
+/// Whether `func` is a function compiled from PHP (not C, not null), as this CPU saw it lately or
+/// read now. A remembered address can only mislead if its function was freed (a closure, `eval`'d
+/// code) and the memory reused for a C function's copy: that frame is then named unreadable.
+#[cfg(not(feature = "legacy"))]
+#[inline(always)]
+fn is_user_function(php: &mut PhpWalk, p: &PhpProc, func: u64) -> bool {
+    if func == 0 {
+        return false;
+    }
+    let slot = (super::mix(func, 0xc4ce_b9fe_1a85_ec53) as usize) & (FUNC_SLOTS - 1);
+    let Some(seen) = php.user_funcs.get_mut(slot) else {
+        return false;
+    };
+    if *seen == func {
+        return true;
+    }
+    let Ok(word) = user_u64(func.wrapping_add(u64::from(p.func_type))) else {
+        php.fault = 1;
+        return false;
+    };
+    let kind = word as u8;
+    let user = kind == USER_FUNCTION || kind == EVAL_CODE;
+    if user {
+        *seen = func;
+    }
+    user
 }
 
 /// Marks the last stored frame as its executor call's first, when the frame the executor was

@@ -130,6 +130,15 @@ pub struct BenchArgs {
     /// Interleaved rounds of the Ruby section (medians over rounds).
     #[arg(long, default_value_t = 2)]
     pub(crate) ruby_rounds: usize,
+    /// Only the PHP section (Debian's php8.2 under sonde, and perf with the JIT's perf map).
+    #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "ruby_only"])]
+    pub(crate) php_only: bool,
+    /// Recorded seconds of each run of the PHP section.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) php_seconds: u64,
+    /// Interleaved rounds of the PHP section (medians over rounds).
+    #[arg(long, default_value_t = 2)]
+    pub(crate) php_rounds: usize,
     /// Only the trace-context section (the cost of reading each sample's span).
     #[arg(long, conflicts_with_all = ["offcpu_only", "unwind_only", "symbols_only", "scrape_only", "python_only", "go_only", "java_only", "node_only", "build_only", "busy_only"])]
     pub(crate) trace_context_only: bool,

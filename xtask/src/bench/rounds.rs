@@ -11,11 +11,11 @@ pub(crate) struct Rounds {
 
 /// Runs `measure(round, kind)` for every kind in every round, the order reversed on odd rounds so no
 /// kind is always the first (or last) of a round; returns the runs in the order they were made.
-pub(crate) fn interleaved<K: Copy, R>(
+pub(crate) fn interleaved<K: Copy, R, N: std::fmt::Display>(
     section: &str,
     rounds: usize,
     kinds: &[K],
-    name: impl Fn(K) -> &'static str,
+    name: impl Fn(K) -> N,
     mut measure: impl FnMut(usize, K) -> anyhow::Result<R>,
 ) -> anyhow::Result<Vec<R>> {
     let mut runs = Vec::with_capacity(rounds * kinds.len());

@@ -1,11 +1,14 @@
-//! `## Ruby` of `cargo xtask bench`: Debian 12's `ruby3.1` (stripped `libruby`) running
-//! `tests/workloads/ruby/split.rb` (three pure-Ruby methods at 50/30/20% of its CPU), recorded for the
-//! same span at 99 Hz by `sonde record` with Ruby off and on, by rbspy (`rbspy record`, a crates.io
-//! crate reading the process from outside, as sonde's userspace does not: it walks in the kernel) and
-//! by `perf record -g` (Ruby 3.1 has no perf map: `--yjit-perf` came with 3.2's YJIT, so perf names
-//! the VM's C frames only), in interleaved rounds. Reported per profiler: samples, the share naming
-//! one of the three methods, the profiler's CPU, and for sonde the BPF time per recorded sample
-//! (the issue's target: 6 µs at the median) with the kernel's own p50/p90 on the `ruby` path.
+//! `## Ruby` and `## PHP` of `cargo xtask bench`: the interpreters whose frames sonde appends after
+//! the native ones, as Debian 12 ships them, each running its split workload (three functions at
+//! 50/30/20% of its CPU, `tests/workloads/<lang>/split.*`), recorded for the same span at 99 Hz by
+//! `sonde record` with the runtime off and on, by the language's own sampling profiler where it has
+//! one (rbspy, a crates.io crate reading the process from outside, as sonde's userspace does not: it
+//! walks in the kernel) and by `perf record -g` with the interpreter's perf map where it has one
+//! (PHP's JIT writes one with `opcache.jit_debug`; Ruby 3.1 has none: `--yjit-perf` came with 3.2's
+//! YJIT, so perf names its VM's C frames only), in interleaved rounds. Reported per profiler:
+//! samples, the share naming one of the three functions, the profiler's CPU, and for sonde the BPF
+//! time per recorded sample (the issue's target: 6 µs at the median) with the kernel's own p50/p90 on
+//! the language's path.
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -19,12 +22,60 @@ use anyhow::{Context as _, bail, ensure};
 use super::{cpus, median, sonde_summary, summary_number, wait_usage};
 use crate::util::root;
 
-/// The interpreter profiled: the distribution's own.
-const RUBY: &str = "/usr/bin/ruby3.1";
-/// The issue's budget for the BPF cost of a sample with Ruby frames, ns (median).
+/// The issue's budget for the BPF cost of a sample with the language's frames, ns (median).
 const TARGET_BPF_NS: f64 = 6000.0;
-/// The workload's methods whose names the table counts.
-const METHODS: [&str; 3] = ["burn_a", "burn_b", "burn_c"];
+
+/// One interpreter's section.
+pub(crate) struct Lang {
+    /// Its section's title, and its name in sonde (`--runtimes`, the cost path, the summary).
+    title: &'static str,
+    runtime: &'static str,
+    /// The interpreter profiled: the distribution's own.
+    binary: &'static str,
+    /// Its workload, from the repository's root.
+    script: &'static str,
+    /// The workload's functions whose names the table counts.
+    functions: [&'static str; 3],
+    /// Whether rbspy profiles it.
+    rbspy: bool,
+    /// The interpreter's arguments under perf (its perf map), and what the row says of it.
+    perf_args: &'static [&'static str],
+    perf_note: &'static str,
+}
+
+/// Debian 12's CRuby (stripped `libruby`).
+pub(crate) const RUBY: Lang = Lang {
+    title: "Ruby",
+    runtime: "ruby",
+    binary: "/usr/bin/ruby3.1",
+    script: "tests/workloads/ruby/split.rb",
+    functions: ["burn_a", "burn_b", "burn_c"],
+    rbspy: true,
+    perf_args: &[],
+    perf_note: "no Ruby perf map in 3.1",
+};
+
+/// Debian 12's PHP (CLI): under perf with its JIT on, whose perf map names the functions it
+/// compiled (`opcache.jit_debug=0x10`, `ZEND_JIT_DEBUG_PERF`).
+pub(crate) const PHP: Lang = Lang {
+    title: "PHP",
+    runtime: "php",
+    binary: "/usr/bin/php8.2",
+    script: "tests/workloads/php/split.php",
+    functions: ["burn_a", "Burner::burn_b", "burn_c"],
+    rbspy: false,
+    perf_args: &[
+        "-d",
+        "opcache.enable_cli=1",
+        "-d",
+        "opcache.jit_buffer_size=64M",
+        "-d",
+        "opcache.jit=tracing",
+        "-d",
+        "opcache.jit_debug=0x10",
+    ],
+    perf_note: "the JIT on, with its perf map",
+};
 
 /// Settings of the section (from `cargo xtask bench` flags).
 pub(crate) type Options = super::Rounds;
@@ -38,19 +89,19 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    fn name(self, lang: &Lang) -> String {
         match self {
-            Kind::SondeOff => "sonde record -F 99 --runtimes python,go,java,node,trace-context",
-            Kind::SondeOn => "sonde record -F 99 --runtimes all",
-            Kind::Rbspy => "rbspy record -r 99",
-            Kind::Perf => "perf record -F 99 -g (no Ruby perf map in 3.1)",
+            Kind::SondeOff => format!("sonde record -F 99 --runtimes all but {}", lang.runtime),
+            Kind::SondeOn => "sonde record -F 99 --runtimes all".into(),
+            Kind::Rbspy => "rbspy record -r 99".into(),
+            Kind::Perf => format!("perf record -F 99 -g ({})", lang.perf_note),
         }
     }
 
     fn stem(self) -> &'static str {
         match self {
-            Kind::SondeOff => "sonde-ruby-off",
-            Kind::SondeOn => "sonde-ruby-on",
+            Kind::SondeOff => "sonde-off",
+            Kind::SondeOn => "sonde-on",
             Kind::Rbspy => "rbspy",
             Kind::Perf => "perf",
         }
@@ -65,7 +116,7 @@ struct Run {
     cpu: Duration,
     /// sonde's sampling program's run time over the recording, ns.
     bpf_ns: Option<f64>,
-    /// sonde's kernel-timed cost on the `ruby` path, p50 and p90, ns.
+    /// sonde's kernel-timed cost on the language's path, p50 and p90, ns.
     path_ns: Option<(f64, f64)>,
 }
 
@@ -94,48 +145,69 @@ fn rbspy() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-/// Runs the section and prints it; files are kept in `dir/ruby`.
-pub(crate) fn run(sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result<()> {
-    ensure!(options.seconds > 0, "--ruby-seconds must be at least 1");
-    ensure!(options.rounds > 0, "--ruby-rounds must be at least 1");
+/// The kinds of runs of `lang`'s section, in table order.
+fn kinds(lang: &Lang) -> Vec<Kind> {
+    let mut kinds = vec![Kind::SondeOff, Kind::SondeOn];
+    if lang.rbspy {
+        kinds.push(Kind::Rbspy);
+    }
+    kinds.push(Kind::Perf);
+    kinds
+}
+
+/// Runs `lang`'s section and prints it; files are kept in `dir/<runtime>`.
+pub(crate) fn run(lang: &Lang, sonde: &Path, dir: &Path, options: &Options) -> anyhow::Result<()> {
+    let flag = lang.runtime;
+    ensure!(options.seconds > 0, "--{flag}-seconds must be at least 1");
+    ensure!(options.rounds > 0, "--{flag}-rounds must be at least 1");
     ensure!(
-        Path::new(RUBY).exists(),
-        "{RUBY} is missing: run `cargo xtask setup --peers`"
+        Path::new(lang.binary).exists(),
+        "{} is missing: run `cargo xtask setup --peers`",
+        lang.binary
     );
-    let dir = dir.join("ruby");
+    let dir = dir.join(lang.runtime);
     std::fs::create_dir_all(&dir)?;
-    let rbspy = rbspy()?;
-    let kinds = [Kind::SondeOff, Kind::SondeOn, Kind::Rbspy, Kind::Perf];
-    let runs = super::interleaved("ruby", options.rounds, &kinds, Kind::name, |round, kind| {
+    let rbspy = if lang.rbspy { Some(rbspy()?) } else { None };
+    let kinds = kinds(lang);
+    let name = |kind: Kind| kind.name(lang);
+    let runs = super::interleaved(lang.runtime, options.rounds, &kinds, name, |round, kind| {
         let stem = dir.join(format!("{}-r{round}", kind.stem()));
-        measure(kind, sonde, &rbspy, &stem, options.seconds)
+        measure(lang, kind, sonde, rbspy.as_deref(), &stem, options.seconds)
     })?;
-    print(&runs, options);
+    print(lang, &runs, options);
     Ok(())
 }
 
 /// Starts the workload, then the profiler for `seconds`, and reads what it recorded.
 fn measure(
+    lang: &Lang,
     kind: Kind,
     sonde: &Path,
-    rbspy: &Path,
+    rbspy: Option<&Path>,
     stem: &Path,
     seconds: u64,
 ) -> anyhow::Result<Run> {
-    let script = root().join("tests/workloads/ruby/split.rb");
-    // Outlives the profiler: its bodies stay readable until the profiler is done.
-    let mut workload = Command::new(RUBY)
+    let script = root().join(lang.script);
+    let binary = lang.binary;
+    let perf_args: &[&str] = if kind == Kind::Perf {
+        lang.perf_args
+    } else {
+        &[]
+    };
+    // Outlives the profiler: its code stays readable until the profiler is done.
+    let mut workload = Command::new(binary)
+        .args(perf_args)
         .arg(&script)
         .arg((seconds + 8).to_string())
         .stdout(Stdio::piped())
         .spawn()
-        .with_context(|| format!("starting {RUBY} {}", script.display()))?;
+        .with_context(|| format!("starting {binary} {}", script.display()))?;
     let mut out = BufReader::new(workload.stdout.take().context("piped stdout")?);
     let mut line = String::new();
     out.read_line(&mut line)?;
     if line.trim() != "ready" {
         let _ = workload.kill();
-        bail!("{RUBY} split.rb did not start: {line:?}");
+        bail!("{binary} {} did not start: {line:?}", script.display());
     }
     let pid = workload.id().to_string();
     let secs = seconds.to_string();
@@ -144,11 +216,11 @@ fn measure(
         Kind::SondeOff | Kind::SondeOn => {
             let mut c = Command::new(sonde);
             let runtimes = match kind {
-                Kind::SondeOn => "all",
-                _ => "python,go,java,node,trace-context",
+                Kind::SondeOn => "all".to_owned(),
+                _ => all_but(lang.runtime),
             };
             c.args(["record", "--summary-json", "-", "--frequency", "99"])
-                .args(["--duration", &secs, "--pid", &pid, "--runtimes", runtimes])
+                .args(["--duration", &secs, "--pid", &pid, "--runtimes", &runtimes])
                 .arg("--output")
                 .arg(stem.with_extension("pb.gz"))
                 .arg("--folded")
@@ -156,7 +228,7 @@ fn measure(
             c
         }
         Kind::Rbspy => {
-            let mut c = Command::new(rbspy);
+            let mut c = Command::new(rbspy.context("rbspy is not installed")?);
             c.args(["record", "--rate", "99", "--duration", &secs, "--pid", &pid])
                 .args([
                     "--format",
@@ -183,7 +255,7 @@ fn measure(
     ensure!(
         usage.status.success(),
         "{} failed: {} (log in {})",
-        kind.name(),
+        kind.name(lang),
         usage.status,
         stem.with_extension("log").display()
     );
@@ -191,12 +263,14 @@ fn measure(
         Kind::Perf => perf_folded(&stem.with_extension("perf.data"))?,
         _ => std::fs::read_to_string(stem.with_extension("folded"))?,
     };
-    let (samples, named) = named_share(&folded);
+    let (samples, named) = named_share(&folded, &lang.functions);
     // sonde's own accounting (`bpf_stats`): its sampling program's run time over the recording.
     let summary = sonde_summary(&usage.stdout);
-    let path_ns = summary_number(&summary, "oncpu_sample_nanoseconds[ruby/p50]").zip(
-        summary_number(&summary, "oncpu_sample_nanoseconds[ruby/p90]"),
-    );
+    let path = |q: &str| {
+        let key = format!("oncpu_sample_nanoseconds[{}/{q}]", lang.runtime);
+        summary_number(&summary, &key)
+    };
+    let path_ns = path("p50").zip(path("p90"));
     let bpf_ns = summary_number(&summary, "bpf_program_run_seconds[sonde_on_cpu]").map(|s| s * 1e9);
     Ok(Run {
         kind,
@@ -228,16 +302,33 @@ fn perf_folded(data: &Path) -> anyhow::Result<String> {
     Ok(folded)
 }
 
-/// Samples in `folded` stacks, and those naming one of the workload's methods (sonde writes the
-/// label, rbspy `label - file:line`).
-fn named_share(folded: &str) -> (u64, u64) {
+/// Every runtime sonde knows but `runtime`, as `--runtimes` takes them.
+fn all_but(runtime: &str) -> String {
+    [
+        "python",
+        "go",
+        "java",
+        "node",
+        "ruby",
+        "php",
+        "trace-context",
+    ]
+    .into_iter()
+    .filter(|r| *r != runtime)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+/// Samples in `folded` stacks, and those naming one of `functions` (sonde writes the name, rbspy
+/// `label - file:line`, PHP's perf map `JIT$name`).
+fn named_share(folded: &str, functions: &[&str]) -> (u64, u64) {
     let (mut samples, mut named) = (0, 0);
     for (stack, n) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
         let Ok(n) = n.parse::<u64>() else { continue };
         samples += n;
         let names = |f: &str| {
             let label = f.split(" - ").next().unwrap_or(f);
-            METHODS.contains(&label)
+            functions.contains(&label.trim_start_matches("JIT$"))
         };
         if stack.split(';').any(names) {
             named += n;
@@ -246,18 +337,22 @@ fn named_share(folded: &str) -> (u64, u64) {
     (samples, named)
 }
 
-fn print(runs: &[Run], options: &Options) {
+fn print(lang: &Lang, runs: &[Run], options: &Options) {
     println!(
-        "\n## Ruby ({RUBY}, split.rb, {} s recorded per run, medians of {} rounds, {} CPUs)",
+        "\n## {} ({}, {}, {} s recorded per run, medians of {} rounds, {} CPUs)",
+        lang.title,
+        lang.binary,
+        lang.script,
         options.seconds,
         options.rounds,
         cpus()
     );
     println!(
-        "| profiler | samples | naming a method | profiler CPU s/s | BPF ns/recorded sample | ruby path p50/p90 ns (kernel-timed) |"
+        "| profiler | samples | naming a function | profiler CPU s/s | BPF ns/recorded sample | {} path p50/p90 ns (kernel-timed) |",
+        lang.runtime
     );
     println!("|---|---|---|---|---|---|");
-    for kind in [Kind::SondeOff, Kind::SondeOn, Kind::Rbspy, Kind::Perf] {
+    for kind in kinds(lang) {
         let of: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
         let m = |f: &dyn Fn(&Run) -> f64| median(of.iter().map(|r| f(r)).collect());
         let show = |v: Option<f64>, digits: usize| {
@@ -278,7 +373,7 @@ fn print(runs: &[Run], options: &Options) {
         };
         println!(
             "| {} | {} | {}% | {} | {} | {path} |",
-            kind.name(),
+            kind.name(lang),
             show(samples, 0),
             show(named, 1),
             show(cpu, 4),
@@ -286,24 +381,29 @@ fn print(runs: &[Run], options: &Options) {
         );
     }
     println!(
-        "Naming a method: samples whose stack holds burn_a, burn_b or burn_c by name. Profiler CPU: user + \
+        "Naming a function: samples whose stack holds {} by name. Profiler CPU: user + \
          system of the profiler's process over its run (sonde's load and final symbolization included), \
          per second recorded. BPF ns/recorded sample charges the sampling program's run time (sonde's \
          own bpf_stats figure; the other CPU's runs too) to the workload's samples: an upper bound of one \
-         sample's cost (target with Ruby frames: <= \
-         {TARGET_BPF_NS:.0} ns at the median, which the kernel-timed column gives)."
+         sample's cost (target with {} frames: <= {TARGET_BPF_NS:.0} ns at the median, which the \
+         kernel-timed column gives).",
+        lang.functions.join(", "),
+        lang.title
     );
 }
 
 #[cfg(test)]
 mod tests {
-    use super::named_share;
+    use super::{PHP, RUBY, all_but, named_share};
 
     #[test]
-    fn named_samples_hold_a_method_by_its_label() {
+    fn named_samples_hold_a_function_by_its_label() {
         let folded = "ruby;main;<main>;main;burn_a;churn 7\n\
                       <main> - split.rb:55;main - split.rb:44;burn_b - split.rb:26 2\n\
                       ruby;rb_vm_exec;libruby+0x1 5\n";
-        assert_eq!(named_share(folded), (14, 9));
+        assert_eq!(named_share(folded, &RUBY.functions), (14, 9));
+        let perf = "php;execute_ex;JIT$Burner::burn_b;JIT$churn 3\nphp;execute_ex 1\n";
+        assert_eq!(named_share(perf, &PHP.functions), (4, 3));
+        assert_eq!(all_but("php"), "python,go,java,node,ruby,trace-context");
     }
 }
