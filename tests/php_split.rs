@@ -4,7 +4,9 @@
 //! called from `main`, and measures that split itself. sonde's shares agree with the script's own
 //! accounting within ±5 points, ≥ 80% of each burner's samples sit under `main` and `{main}`, each
 //! PHP frame names the script's file and a line inside the function's body, and the closure sits
-//! above `array_map`'s native frames, in its own executor call's place.
+//! above `array_map`'s native frames, in its own executor call's place. The same holds with
+//! opcache's JIT compiling the script: its code, which has no unwind table, is unwound as the
+//! executor's loop it runs on, so the stacks still reach `main`, and no frame is left in it.
 
 use crate::common;
 use common::{
@@ -36,10 +38,48 @@ fn body(name: &str) -> std::ops::RangeInclusive<i64> {
 
 #[test]
 fn debian_php_splits_fifty_thirty_twenty_by_function_with_file_and_line() {
+    split(&[], "php_split");
+}
+
+/// opcache's tracing JIT on, as a production php-fpm may run it.
+const JIT: &[&str] = &[
+    "-d",
+    "opcache.enable_cli=1",
+    "-d",
+    "opcache.jit_buffer_size=32M",
+    "-d",
+    "opcache.jit=tracing",
+];
+
+#[test]
+fn the_jits_code_is_unwound_as_the_executor_and_named_as_php() {
+    let samples = split(JIT, "php_jit");
+    // The JIT's code is in opcache's shared memory (`/dev/zero`): each frame there took its PHP
+    // frames' place, and each stack goes on below it to the executor's caller and the process's
+    // start (Debian's `php8.2` keeps no name for its own `main`).
+    let in_jit = weight(
+        samples
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f.mapping.contains("zero"))),
+    );
+    let complete = weight(samples.iter().filter(|s| {
+        let has = |name: &str| s.frames.iter().any(|f| f.function == name);
+        has("zend_execute") && has("__libc_start_call_main")
+    }));
+    let all = weight(&samples);
+    assert!(
+        in_jit == 0 && complete as f64 >= 0.95 * all as f64,
+        "{in_jit} of {all} samples keep a JIT frame, {complete} reach zend_execute and libc's start"
+    );
+}
+
+/// Runs `split.php` under `php8.2 flags`, checks what the module's documentation says, and returns
+/// its samples.
+fn split(flags: &[&str], name: &str) -> Vec<PySample> {
     require_root();
-    let (child, out) = PHP.start("split.php", &["11"]);
+    let (child, out) = PHP.start(flags, "split.php", &["11"]);
     let pid = child.id();
-    let profile = temp_dir("php_split").join("profile.pb.gz");
+    let profile = temp_dir(name).join("profile.pb.gz");
     // 199 Hz for 9 s: ~1,800 samples, so a share's sampling error (1.2 points for 50%) stays well
     // inside the ±5 points asked.
     let summary = record_pid(pid, "9", &["--frequency", "199"], &profile);
@@ -122,4 +162,5 @@ fn debian_php_splits_fifty_thirty_twenty_by_function_with_file_and_line() {
         placed as f64 >= 0.9 * in_c as f64,
         "the closure is above zend_call_function and burn_c below in only {placed} of burn_c's {in_c} samples"
     );
+    samples
 }

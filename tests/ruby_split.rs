@@ -31,7 +31,7 @@ fn body(method: &str) -> std::ops::RangeInclusive<i64> {
 #[test]
 fn debian_ruby_splits_fifty_thirty_twenty_by_method_with_file_and_line() {
     require_root();
-    let (child, out) = RUBY.start("split.rb", &["11"]);
+    let (child, out) = RUBY.start(&[], "split.rb", &["11"]);
     let pid = child.id();
     let profile = temp_dir("ruby_split").join("profile.pb.gz");
     // 199 Hz for 9 s: ~1,800 samples, so a share's sampling error (1.2 points for 50%) stays well

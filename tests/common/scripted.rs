@@ -58,12 +58,18 @@ impl Interpreter {
         );
     }
 
-    /// `interpreter script args`, started; returns once it prints `ready`. Its output's rest is
-    /// read by [`finish`].
-    pub fn start(&self, name: &str, args: &[&str]) -> (Child, BufReader<ChildStdout>) {
+    /// `interpreter flags script args`, started; returns once it prints `ready`. Its output's rest
+    /// is read by [`finish`].
+    pub fn start(
+        &self,
+        flags: &[&str],
+        name: &str,
+        args: &[&str],
+    ) -> (Child, BufReader<ChildStdout>) {
         self.require();
         let binary = self.binary;
         let mut child = Command::new(binary)
+            .args(flags)
             .arg(self.script(name))
             .args(args)
             .stdout(Stdio::piped())

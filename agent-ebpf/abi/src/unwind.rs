@@ -34,6 +34,10 @@ pub const MAX_EXEC_MAPPINGS: usize = 256;
 /// [`ExecMapping::flags`]: the code has no unwind information and never will (anonymous or JIT code, a
 /// binary without CFI), as opposed to a table not loaded yet.
 pub const MAPPING_NO_UNWIND_INFO: u32 = 1;
+/// [`ExecMapping::flags`]: every address of the mapping unwinds with the rule its table holds at the
+/// one table address [`ExecMapping::bias`]: JIT code that runs on its interpreter loop's native frame
+/// (PHP's), unwound as that loop is.
+pub const MAPPING_AT_ADDRESS: u32 = 2;
 /// Sampling programs' scratch slots in `UNWIND_SCRATCH` (per CPU): one for the on-CPU program, one for
 /// the off-CPU program, so neither depends on the two never nesting on a CPU.
 pub const SCRATCH_SLOTS: u32 = 2;
@@ -322,11 +326,11 @@ pub struct ExecMapping {
     pub start: u64,
     /// End (exclusive).
     pub end: u64,
-    /// `table_pc = pc - bias`.
+    /// `table_pc = pc - bias`; with [`MAPPING_AT_ADDRESS`], `table_pc = bias`.
     pub bias: u64,
     /// Table of the mapped binary, 0 when none is loaded (not built yet, evicted, or never: see `flags`).
     pub table_id: u32,
-    /// [`MAPPING_NO_UNWIND_INFO`] or 0.
+    /// [`MAPPING_NO_UNWIND_INFO`], [`MAPPING_AT_ADDRESS`] or 0.
     pub flags: u32,
 }
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);

@@ -188,6 +188,26 @@ pub(crate) fn read_bytes(
 }
 
 /// Lowercase hex of `bytes`.
+/// The addresses `.eh_frame` pointer encodings of `file` may be relative to: pc-relative (the
+/// usual encoding), text- or data-relative (gimli resolves datarel against `.got`, as the x86_64
+/// psABI defines it).
+pub(crate) fn eh_frame_bases<'data>(
+    file: &impl object::Object<'data>,
+    eh_frame: u64,
+) -> gimli::BaseAddresses {
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(eh_frame);
+    if let Some(text) = file.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    if let Some(got) = file.section_by_name(".got") {
+        bases = bases.set_got(got.address());
+    }
+    if let Some(hdr) = file.section_by_name(".eh_frame_hdr") {
+        bases = bases.set_eh_frame_hdr(hdr.address());
+    }
+    bases
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

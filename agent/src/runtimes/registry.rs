@@ -61,6 +61,18 @@ pub(crate) fn unwind_rows(binary: &crate::process::Binary, on: Runtimes) -> Opti
         .find_map(|r| (r.unwind?)(binary))
 }
 
+/// Where mapping `m` of `process` unwinds as, if a runtime `process` runs says
+/// (`seam::UnwindAs`).
+pub(crate) fn unwind_as(
+    process: &crate::process::ProcessInfo,
+    m: &crate::process::Mapping,
+) -> Option<(usize, u64)> {
+    RUNTIMES
+        .iter()
+        .filter(|r| process.runtime(r.runtime.name()).is_some())
+        .find_map(|r| (r.unwind_as?)(process, m))
+}
+
 /// The runtimes' fuzz targets, by name.
 pub(crate) fn fuzz_targets() -> impl Iterator<Item = &'static FuzzTarget> {
     RUNTIMES.iter().flat_map(|r| r.fuzz.iter())

@@ -33,6 +33,9 @@ pub(crate) struct Registration {
     /// Its own unwind rows for the code of a binary (Go's SP deltas), where it has them: they
     /// override the binary's CFI wherever both cover an address.
     pub(crate) unwind: Option<UnwindRows>,
+    /// Where code it runs in a mapping with no unwind table of its own unwinds as (JIT code on its
+    /// loop's native frame), for the processes it was found in.
+    pub(crate) unwind_as: Option<UnwindAs>,
     /// What it reads of a process's executable to say what the process is, if it can.
     pub(crate) identify: Option<fn(&Path) -> Option<ExeIdentity>>,
     /// The resource attributes a process published of itself through the runtime (a tracer's
@@ -57,6 +60,11 @@ pub(crate) type PublishedResource = fn(u32) -> Vec<(String, String)>;
 
 /// A runtime's unwind rows for `binary`'s code: None when it is not the runtime's, or it has none.
 pub(crate) type UnwindRows = fn(&Binary) -> Option<Vec<CodeRows>>;
+
+/// For mapping `m` of `process`: the index in `process.mappings` of the binary whose table it unwinds
+/// with, and the link-time address whose rule holds for every address of `m`; None when `m` is not the
+/// runtime's code.
+pub(crate) type UnwindAs = fn(&ProcessInfo, &crate::process::Mapping) -> Option<(usize, u64)>;
 
 /// The unwind rows of one function, as a CFI FDE gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]

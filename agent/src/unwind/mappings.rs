@@ -3,7 +3,7 @@
 
 use sonde_abi::{
     ExecMapping, ProcMappings,
-    unwind::{MAPPING_NO_UNWIND_INFO, MAX_EXEC_MAPPINGS},
+    unwind::{MAPPING_AT_ADDRESS, MAPPING_NO_UNWIND_INFO, MAX_EXEC_MAPPINGS},
 };
 
 /// What the kernel should do for one mapping.
@@ -15,6 +15,14 @@ pub(crate) enum Unwinding {
         id: u32,
         /// Load bias.
         bias: u64,
+    },
+    /// Use table `id`'s rule at table address `address` for every address of the mapping: JIT code
+    /// running on its interpreter loop's native frame (`runtimes::seam::UnwindAs`).
+    At {
+        /// Table id (the loop's binary's).
+        id: u32,
+        /// The loop's address in the table.
+        address: u64,
     },
     /// A table is expected but not loaded (being built, or evicted): frame pointers meanwhile.
     Pending,
@@ -39,6 +47,7 @@ pub(crate) fn proc_mappings(
     for (slot, &(start, end, how)) in out.mappings.iter_mut().zip(mappings) {
         let (table_id, bias, flags) = match how {
             Unwinding::Table { id, bias } => (id, bias, 0),
+            Unwinding::At { id, address } => (id, address, MAPPING_AT_ADDRESS),
             Unwinding::Pending => (0, 0, 0),
             Unwinding::NoInfo => (0, 0, MAPPING_NO_UNWIND_INFO),
         };
@@ -73,6 +82,22 @@ mod tests {
             77,
         );
         assert_eq!(value.refresh_requested_ns, 77);
+        let (jit, _) = proc_mappings(
+            &[(
+                0x1000,
+                0x2000,
+                Unwinding::At {
+                    id: 3,
+                    address: 0x4242,
+                },
+            )],
+            0,
+        );
+        let m = jit.mappings[0];
+        assert_eq!(
+            (m.table_id, m.bias, m.flags),
+            (3, 0x4242, MAPPING_AT_ADDRESS)
+        );
         assert_eq!(
             (
                 value.mappings[0].table_id,

@@ -38,6 +38,8 @@ pub(crate) struct Lang {
     functions: [&'static str; 3],
     /// Whether rbspy profiles it.
     rbspy: bool,
+    /// The interpreter's arguments that turn its JIT on, for a sonde row with it (none: no row).
+    jit_args: &'static [&'static str],
     /// The interpreter's arguments under perf (its perf map), and what the row says of it.
     perf_args: &'static [&'static str],
     perf_note: &'static str,
@@ -51,12 +53,23 @@ pub(crate) const RUBY: Lang = Lang {
     script: "tests/workloads/ruby/split.rb",
     functions: ["burn_a", "burn_b", "burn_c"],
     rbspy: true,
+    jit_args: &[],
     perf_args: &[],
     perf_note: "no Ruby perf map in 3.1",
 };
 
-/// Debian 12's PHP (CLI): under perf with its JIT on, whose perf map names the functions it
-/// compiled (`opcache.jit_debug=0x10`, `ZEND_JIT_DEBUG_PERF`).
+/// opcache's tracing JIT on.
+const PHP_JIT: [&str; 6] = [
+    "-d",
+    "opcache.enable_cli=1",
+    "-d",
+    "opcache.jit_buffer_size=64M",
+    "-d",
+    "opcache.jit=tracing",
+];
+
+/// Debian 12's PHP (CLI): under sonde with its JIT off and on, and under perf with it on, whose
+/// perf map names the code it compiled (`opcache.jit_debug=0x10`, `ZEND_JIT_DEBUG_PERF`).
 pub(crate) const PHP: Lang = Lang {
     title: "PHP",
     runtime: "php",
@@ -64,13 +77,14 @@ pub(crate) const PHP: Lang = Lang {
     script: "tests/workloads/php/split.php",
     functions: ["burn_a", "Burner::burn_b", "burn_c"],
     rbspy: false,
+    jit_args: &PHP_JIT,
     perf_args: &[
-        "-d",
-        "opcache.enable_cli=1",
-        "-d",
-        "opcache.jit_buffer_size=64M",
-        "-d",
-        "opcache.jit=tracing",
+        PHP_JIT[0],
+        PHP_JIT[1],
+        PHP_JIT[2],
+        PHP_JIT[3],
+        PHP_JIT[4],
+        PHP_JIT[5],
         "-d",
         "opcache.jit_debug=0x10",
     ],
@@ -84,6 +98,7 @@ pub(crate) type Options = super::Rounds;
 enum Kind {
     SondeOff,
     SondeOn,
+    SondeJit,
     Rbspy,
     Perf,
 }
@@ -93,6 +108,7 @@ impl Kind {
         match self {
             Kind::SondeOff => format!("sonde record -F 99 --runtimes all but {}", lang.runtime),
             Kind::SondeOn => "sonde record -F 99 --runtimes all".into(),
+            Kind::SondeJit => "sonde record -F 99 --runtimes all (the JIT on)".into(),
             Kind::Rbspy => "rbspy record -r 99".into(),
             Kind::Perf => format!("perf record -F 99 -g ({})", lang.perf_note),
         }
@@ -102,6 +118,7 @@ impl Kind {
         match self {
             Kind::SondeOff => "sonde-off",
             Kind::SondeOn => "sonde-on",
+            Kind::SondeJit => "sonde-jit",
             Kind::Rbspy => "rbspy",
             Kind::Perf => "perf",
         }
@@ -148,6 +165,9 @@ fn rbspy() -> anyhow::Result<PathBuf> {
 /// The kinds of runs of `lang`'s section, in table order.
 fn kinds(lang: &Lang) -> Vec<Kind> {
     let mut kinds = vec![Kind::SondeOff, Kind::SondeOn];
+    if !lang.jit_args.is_empty() {
+        kinds.push(Kind::SondeJit);
+    }
     if lang.rbspy {
         kinds.push(Kind::Rbspy);
     }
@@ -189,14 +209,14 @@ fn measure(
 ) -> anyhow::Result<Run> {
     let script = root().join(lang.script);
     let binary = lang.binary;
-    let perf_args: &[&str] = if kind == Kind::Perf {
-        lang.perf_args
-    } else {
-        &[]
+    let interpreter_args: &[&str] = match kind {
+        Kind::Perf => lang.perf_args,
+        Kind::SondeJit => lang.jit_args,
+        _ => &[],
     };
     // Outlives the profiler: its code stays readable until the profiler is done.
     let mut workload = Command::new(binary)
-        .args(perf_args)
+        .args(interpreter_args)
         .arg(&script)
         .arg((seconds + 8).to_string())
         .stdout(Stdio::piped())
@@ -213,11 +233,11 @@ fn measure(
     let secs = seconds.to_string();
     let log = std::fs::File::create(stem.with_extension("log"))?;
     let mut cmd = match kind {
-        Kind::SondeOff | Kind::SondeOn => {
+        Kind::SondeOff | Kind::SondeOn | Kind::SondeJit => {
             let mut c = Command::new(sonde);
             let runtimes = match kind {
-                Kind::SondeOn => "all".to_owned(),
-                _ => all_but(lang.runtime),
+                Kind::SondeOff => all_but(lang.runtime),
+                _ => "all".to_owned(),
             };
             c.args(["record", "--summary-json", "-", "--frequency", "99"])
                 .args(["--duration", &secs, "--pid", &pid, "--runtimes", &runtimes])

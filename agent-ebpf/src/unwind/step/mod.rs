@@ -19,7 +19,7 @@ use x86_64::{apply, code_address};
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use sonde_abi::{
     ExecMapping, ProcEvent, ProcMappings, proc_event, stat,
-    unwind::{MAPPING_NO_UNWIND_INFO, mode, outcome, with_exact},
+    unwind::{MAPPING_AT_ADDRESS, MAPPING_NO_UNWIND_INFO, mode, outcome, with_exact},
 };
 
 use super::{Scratch, lookup};
@@ -71,7 +71,13 @@ pub fn with_mapping(s: &mut Scratch, m: &ExecMapping, addr: u64) -> Flow {
             no_info(s, stat::FALLBACK_NO_TABLE)
         };
     }
-    match lookup::rule_cached(&mut s.rows, m.table_id, addr.wrapping_sub(m.bias)) {
+    // JIT code on its loop's frame: the loop's rule, wherever in the code (`MAPPING_AT_ADDRESS`).
+    let at = if m.flags & MAPPING_AT_ADDRESS != 0 {
+        m.bias
+    } else {
+        addr.wrapping_sub(m.bias)
+    };
+    match lookup::rule_cached(&mut s.rows, m.table_id, at) {
         Some(rule) => apply(s, rule),
         None => no_info(s, stat::FALLBACK_NO_INFO),
     }

@@ -30,6 +30,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     families: figures::FAMILIES,
     fuzz: &[],
     unwind: Some(unwind_rows::rows),
+    unwind_as: None,
     identify: Some(identify),
     resource: None,
     cache: || Arc::new(()),

@@ -76,6 +76,7 @@ impl PhpCapture {
             binary: binary.path.clone(),
             layout,
             settings: layout.kernel_settings(bias.wrapping_add(executor_globals)),
+            loop_body: php.loop_body,
         })
     }
 }

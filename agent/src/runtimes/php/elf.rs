@@ -2,11 +2,15 @@
 //! (`process::elf_info::ElfReader`): that it holds the executor (it exports `execute_ex`, as the
 //! CLI, php-fpm and Apache's `libphp` all do), where its executor globals are (`executor_globals`,
 //! exported by non-thread-safe builds; a thread-safe build keeps them per thread and has none), and
-//! its version, which PHP exports no symbol for: the `X-Powered-By: PHP/8.2.7` header it sends.
+//! its version, which PHP exports no symbol for: the `X-Powered-By: PHP/8.2.7` header it sends;
+//! and the address of `execute_ex`'s body, whose unwind rule its JIT's code shares (`super::jit`).
 
 use std::sync::Arc;
 
-use crate::process::{ElfReader, RuntimeFact, elf_info::symbol};
+use crate::process::{
+    ElfReader, RuntimeFact,
+    elf_info::{eh_frame_bases, symbol},
+};
 
 /// The executor's facts of one binary.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,6 +19,9 @@ pub(crate) struct PhpElf {
     pub(crate) version: Option<(u8, u8, u8)>,
     /// Link-time address of `executor_globals`; None in a thread-safe build.
     pub(crate) executor_globals: Option<u64>,
+    /// Link-time address in `execute_ex` whose CFI row covers most of it: its body, after the
+    /// prologue and outside the epilogues. None when its CFI cannot be read.
+    pub(crate) loop_body: Option<u64>,
 }
 
 /// Reads [`PhpElf`] of every binary as it is first opened.
@@ -27,14 +34,40 @@ pub(crate) const READER: ElfReader = ElfReader {
 const VERSION_NEEDLE: &[u8] = b"X-Powered-By: PHP/";
 
 fn read(file: &object::File, bytes: &[u8]) -> Option<RuntimeFact> {
-    symbol(file, "execute_ex")?;
+    let execute_ex = symbol(file, "execute_ex")?;
     // Looked up only in binaries holding the executor: a miss scans the whole symbol table.
     let executor_globals = symbol(file, "executor_globals");
     let version = version_in(bytes);
     Some(Arc::new(PhpElf {
         version,
         executor_globals,
+        loop_body: widest_row(file, execute_ex),
     }))
+}
+
+/// The start of the widest CFI row of the function at `function` in `file`'s `.eh_frame`: a
+/// function's body keeps one rule while its prologue and epilogues each change it for a few bytes.
+fn widest_row(file: &object::File, function: u64) -> Option<u64> {
+    use gimli::UnwindSection as _;
+    use object::{Object as _, ObjectSection as _};
+    let section = file.section_by_name(".eh_frame")?;
+    let data = section.data().ok()?;
+    let bases = eh_frame_bases(file, section.address());
+    let mut eh_frame = gimli::EhFrame::new(data, gimli::LittleEndian);
+    eh_frame.set_address_size(8);
+    let fde = eh_frame
+        .fde_for_address(&bases, function, gimli::EhFrame::cie_from_offset)
+        .ok()?;
+    let mut context = Box::new(gimli::UnwindContext::new());
+    let mut table = fde.rows(&eh_frame, &bases, &mut context).ok()?;
+    let mut widest: Option<(u64, u64)> = None;
+    while let Ok(Some(row)) = table.next_row() {
+        let width = row.end_address().saturating_sub(row.start_address());
+        if widest.is_none_or(|(w, _)| width > w) {
+            widest = Some((width, row.start_address()));
+        }
+    }
+    widest.map(|(_, start)| start)
 }
 
 /// (major, minor, patch) of the version after `X-Powered-By: PHP/` in `bytes`.
@@ -87,5 +120,12 @@ mod tests {
         let php = fact.downcast::<PhpElf>().unwrap();
         assert_eq!(php.version.map(|v| (v.0, v.1)), Some((8, 2)));
         assert!(php.executor_globals.is_some_and(|a| a > 0), "{php:?}");
+        // Inside `execute_ex`, past its first bytes (the prologue).
+        let execute_ex = symbol(&file, "execute_ex").unwrap();
+        let body = php.loop_body.expect("execute_ex's CFI");
+        assert!(
+            body > execute_ex + 4 && body < execute_ex + (1 << 20),
+            "{php:?}"
+        );
     }
 }

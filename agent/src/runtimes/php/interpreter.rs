@@ -1,9 +1,10 @@
 //! PHP as an interpreter of appended frames (`runtimes::appended`): its frames run functions
 //! ([`Function`], at the line the kernel read), and its loop is `execute_ex`, the executor every
-//! build exports. One call of it runs a file's code and every PHP function that code calls; a C
-//! function calling back into PHP (`array_map`, `usort`, an autoloader) enters a new one.
+//! build exports, or the JIT's code running on its frame (`super::jit`). One call of it runs a
+//! file's code and every PHP function that code calls; a C function calling back into PHP
+//! (`array_map`, `usort`, an autoloader) enters a new one.
 
-use super::{function::Function, vm::PhpVm};
+use super::{function::Function, jit, vm::PhpVm};
 use crate::{
     profile::{Frame, Symbol},
     runtimes::{Runtime, appended::Interpreter, memory::ProcessMemory},
@@ -30,12 +31,12 @@ impl Interpreter for Php {
         Symbol {
             name: function.name.clone(),
             file: Some(function.file.clone()),
-            line: Some(if line == 0 { function.first_line } else { line }),
+            line: Some(function.line(line)),
         }
     }
 
     fn is_loop(frames: &[Frame], i: usize) -> bool {
-        frames[i].function() == Some(EXECUTE_EX)
+        frames[i].function() == Some(EXECUTE_EX) || jit::is_jit(&frames[i])
     }
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod elf;
 pub(crate) mod figures;
 mod function;
 pub(crate) mod interpreter;
+mod jit;
 pub(crate) mod offsets;
 pub(crate) mod register;
 mod vm;

@@ -12,4 +12,6 @@ pub(crate) struct PhpVm {
     pub(crate) layout: Layout,
     /// What the kernel was given.
     pub(crate) settings: PhpProc,
+    /// Link-time address of the loop's body in `binary` (`super::jit`).
+    pub(crate) loop_body: Option<u64>,
 }

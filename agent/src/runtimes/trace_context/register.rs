@@ -31,6 +31,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     families: &[],
     fuzz: &[],
     unwind: None,
+    unwind_as: None,
     identify: None,
     resource: Some(|pid| {
         super::process_ctx::read(pid)

@@ -57,18 +57,7 @@ pub(super) fn find_cfi<'data>(file: &Elf<'data>) -> Result<FoundCfi<'data>, Tabl
             section: name,
             source,
         })?;
-        // `.eh_frame` pointers may be pc-relative (the usual encoding), text- or data-relative
-        // (gimli resolves datarel against `.got`, as the x86_64 psABI defines it).
-        let mut bases = BaseAddresses::default().set_eh_frame(section.address());
-        if let Some(text) = file.section_by_name(".text") {
-            bases = bases.set_text(text.address());
-        }
-        if let Some(got) = file.section_by_name(".got") {
-            bases = bases.set_got(got.address());
-        }
-        if let Some(hdr) = file.section_by_name(".eh_frame_hdr") {
-            bases = bases.set_eh_frame_hdr(hdr.address());
-        }
+        let bases = crate::process::elf_info::eh_frame_bases(file, section.address());
         return Ok(FoundCfi {
             source: FrameSource::EhFrame,
             name,

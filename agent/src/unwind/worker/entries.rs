@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{BinaryState, TableKey, Worker, key_of, monotonic_ns};
 use crate::{
     process::{Mapping, ProcessInfo},
+    runtimes::registry,
     unwind::mappings::{self, Unwinding},
 };
 
@@ -72,6 +73,19 @@ impl Worker {
         }
     }
 
+    /// How the kernel walks mapping `m` of `process`: as a runtime says its code there unwinds (JIT
+    /// code on its loop's frame, with the loop's binary's table), else as its own binary.
+    fn unwinding_in(&mut self, process: &ProcessInfo, m: &Mapping) -> Unwinding {
+        let Some((binary, address)) = registry::unwind_as(process, m) else {
+            return self.unwinding(m);
+        };
+        match process.mappings.get(binary).map(|b| self.unwinding(b)) {
+            Some(Unwinding::Table { id, .. }) => Unwinding::At { id, address },
+            Some(other) => other,
+            None => Unwinding::NoInfo,
+        }
+    }
+
     pub(super) fn write_entries(&mut self, pid: u32) {
         let Some(info) = self.procs.get(&pid).cloned() else {
             return;
@@ -79,7 +93,7 @@ impl Worker {
         let entries: Vec<(u64, u64, Unwinding)> = info
             .mappings
             .iter()
-            .map(|m| (m.module.start, m.module.limit, self.unwinding(m)))
+            .map(|m| (m.module.start, m.module.limit, self.unwinding_in(&info, m)))
             .collect();
         let (value, dropped) = mappings::proc_mappings(&entries, monotonic_ns());
         if dropped > 0 {

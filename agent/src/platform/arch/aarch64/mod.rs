@@ -39,6 +39,10 @@ pub(crate) const VDSO_SIGRETURN: Option<(&str, u32)> = Some(("__kernel_rt_sigret
 /// The TLS base (tpidr_el0) is not read from the task yet.
 pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> = None;
 
+/// PHP's JIT code sets up a frame of its own here (the OpenTelemetry eBPF profiler restarts its
+/// unwinding there from the frame pointer): it keeps the frame-pointer step.
+pub(crate) const PHP_JIT_ON_LOOP_FRAME: bool = false;
+
 /// The syscall tracepoints' layout is not read on AArch64 yet.
 pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = false;
 

@@ -27,6 +27,10 @@ pub(crate) const VDSO_SIGRETURN: Option<(&str, u32)> = None;
 pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> =
     Some(&["task_struct", "thread", "fsbase"]);
 
+/// PHP's JIT code runs on the native frame of the executor's loop (`execute_ex` jumps to it and it
+/// keeps the loop's stack frame), so it unwinds with the loop's rule (`runtimes::php::jit`).
+pub(crate) const PHP_JIT_ON_LOOP_FRAME: bool = true;
+
 /// The kernel programs record new processes' executable mappings from x86_64's syscall tracepoints.
 pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = true;
 
