@@ -17,4 +17,5 @@ mod python_short_lived;
 mod python_threads;
 mod ruby_rdoc;
 mod ruby_split;
+mod scripted_offcpu;
 mod trace_context_ddtrace;

@@ -11,9 +11,10 @@ use std::{
 
 use super::python::{Frame, PySample};
 
-/// One interpreter: its binary, where its workloads live, the mapping sonde reports its frames in,
-/// and the Debian package that installs it.
+/// One interpreter: its name in sonde (`--runtimes`, its figures), its binary, where its workloads
+/// live, the mapping sonde reports its frames in, and the Debian package that installs it.
 pub struct Interpreter {
+    pub runtime: &'static str,
     pub binary: &'static str,
     pub workloads: &'static str,
     pub mapping: &'static str,
@@ -22,6 +23,7 @@ pub struct Interpreter {
 
 /// Debian 12's Ruby (`ruby3.1`, installed by `cargo xtask setup --peers`).
 pub const RUBY: Interpreter = Interpreter {
+    runtime: "ruby",
     binary: "/usr/bin/ruby3.1",
     workloads: "tests/workloads/ruby",
     mapping: "[ruby]",
@@ -30,6 +32,7 @@ pub const RUBY: Interpreter = Interpreter {
 
 /// Debian 12's PHP (`php8.2-cli`, installed by `cargo xtask setup --peers`).
 pub const PHP: Interpreter = Interpreter {
+    runtime: "php",
     binary: "/usr/bin/php8.2",
     workloads: "tests/workloads/php",
     mapping: "[php]",
