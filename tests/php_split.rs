@@ -8,17 +8,10 @@
 //! opcache's JIT compiling the script: its code, which has no unwind table, is unwound as the
 //! executor's loop it runs on, so the stacks still reach `main`, and no frame is left in it.
 
-use crate::common;
-use common::{
-    python::{Frame, PySample, of_pid, resolve_frames, weight},
-    read_pprof, record_pid, require_root,
-    scripted::{PHP, finish},
-    summary_field, temp_dir,
+use crate::common::{
+    python::{PySample, weight},
+    scripted::{PHP, Split},
 };
-
-fn php_frames(s: &PySample) -> impl Iterator<Item = &Frame> {
-    PHP.frames(s)
-}
 
 /// The lines of the function `name` (`Class::method` or `function`) in `split.php`, from its
 /// `function` line to its closing brace.
@@ -76,74 +69,13 @@ fn the_jits_code_is_unwound_as_the_executor_and_named_as_php() {
 /// Runs `split.php` under `php8.2 flags`, checks what the module's documentation says, and returns
 /// its samples.
 fn split(flags: &[&str], name: &str) -> Vec<PySample> {
-    require_root();
-    let (child, out) = PHP.start(flags, "split.php", &["11"]);
-    let pid = child.id();
-    let profile = temp_dir(name).join("profile.pb.gz");
-    // 199 Hz for 9 s: ~1,800 samples, so a share's sampling error (1.2 points for 50%) stays well
-    // inside the ±5 points asked.
-    let summary = record_pid(pid, "9", &["--frequency", "199"], &profile);
-    let accounted = common::java::accounted(&finish(child, out));
-    let samples = of_pid(resolve_frames(&read_pprof(&profile)), pid);
-    let all = weight(&samples);
-    eprintln!("php split: {all} samples, accounted {accounted:?}\n{summary}");
-    assert!(all > 1000, "only {all} samples in 9 s at 199 Hz\n{summary}");
-    common::assert_sample_cost(&summary, "php");
-    let walks = summary_field(&summary, "php_walks");
-    let faults =
-        summary_field(&summary, "php_read_fault") + summary_field(&summary, "php_truncated");
-    assert!(
-        walks >= 0.9 * all as f64 && faults <= 0.01 * walks,
-        "{walks} PHP walks for {all} samples, {faults} failed\n{summary}"
-    );
-    let has = |s: &PySample, f: &str| php_frames(s).any(|p| p.function == f);
-    let burners: i64 = weight(samples.iter().filter(|s| {
-        ["burn_a", "Burner::burn_b", "burn_c"]
-            .iter()
-            .any(|f| has(s, f))
-    }));
-    let file = PHP.script("split.php");
-    for (function, want) in &accounted {
-        let of: Vec<&PySample> = samples.iter().filter(|s| has(s, function)).collect();
-        let got = 100.0 * weight(of.iter().copied()) as f64 / burners as f64;
-        let under_main = weight(
-            of.iter()
-                .copied()
-                .filter(|s| has(s, "main") && has(s, "{main}")),
-        ) as f64
-            / weight(of.iter().copied()).max(1) as f64;
-        eprintln!(
-            "{function}: {got:.1}% (accounted {want:.1}%), under main {:.1}%",
-            100.0 * under_main
-        );
-        assert!(
-            (got - want).abs() <= 5.0,
-            "{function} has {got:.1}% of the burners' samples, the script measured {want:.1}%"
-        );
-        assert!(
-            under_main >= 0.8,
-            "{function} is under main and {{main}} in only {:.1}% of its samples",
-            100.0 * under_main
-        );
-        // The burner's frame: the script's file, a line of its body (its call).
-        let lines = body(function);
-        for s in &of {
-            let f = php_frames(s).find(|f| f.function == *function).unwrap();
-            assert!(
-                f.file == file.to_str().unwrap() && lines.contains(&f.line),
-                "{function} at {}:{}, want {}:{lines:?}",
-                f.file,
-                f.line,
-                file.display()
-            );
-        }
-    }
-    // `churn`, where the time goes, is a PHP frame above each burner, in the executor's place.
-    let in_churn = weight(samples.iter().filter(|s| has(s, "churn")));
-    assert!(
-        in_churn as f64 >= 0.9 * burners as f64,
-        "churn is in only {in_churn} of the burners' {burners} samples"
-    );
+    let split = Split {
+        script: "split.php",
+        roots: ["main", "{main}"],
+        body: &body,
+    };
+    let samples = PHP.split(flags, &split, name);
+    let has = |s: &PySample, f: &str| PHP.frames(s).any(|p| p.function == f);
     // burn_c's closure runs in an executor call `array_map` entered: its frame is above the C
     // function's native frames (`zend_call_function`), burn_c below them.
     let closures: Vec<&PySample> = samples

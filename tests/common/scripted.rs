@@ -5,11 +5,12 @@
 
 use std::{
     io::{BufRead as _, BufReader, Read as _},
+    ops::RangeInclusive,
     path::PathBuf,
     process::{Child, ChildStdout, Command, Stdio},
 };
 
-use super::python::{Frame, PySample};
+use super::python::{Frame, PySample, of_pid, resolve_frames, weight};
 
 /// One interpreter: its name in sonde (`--runtimes`, its figures), its binary, where its workloads
 /// live, the mapping sonde reports its frames in, and the Debian package that installs it.
@@ -86,6 +87,88 @@ impl Interpreter {
             panic!("{binary} {name} did not start (see its stderr above): {line:?}");
         }
         (child, out)
+    }
+}
+
+/// A split workload: a script that spends a known share of its CPU in each of three burners (each
+/// under both `roots`, each calling `churn`, where the time goes) and measures that split itself.
+pub struct Split<'a> {
+    pub script: &'a str,
+    pub roots: [&'a str; 2],
+    /// The lines of each burner's body in the script.
+    pub body: &'a dyn Fn(&str) -> RangeInclusive<i64>,
+}
+
+impl Interpreter {
+    /// Runs `split` under `interpreter flags`, records it at 199 Hz for 9 s (~1,800 samples, so a
+    /// share's sampling error, 1.2 points for 50%, stays well inside the ±5 asked), and checks what
+    /// every split test asks: the language's walks did not fail; each burner's share of the burners'
+    /// samples within 5 points of the script's own accounting; ≥ 80% of each burner's samples under
+    /// both roots; each burner's frame in the script's file, at a line of its body; `churn` in ≥ 90%
+    /// of the burners' samples. Returns the samples. `name` names its files.
+    pub fn split(&self, flags: &[&str], split: &Split, name: &str) -> Vec<PySample> {
+        super::require_root();
+        let (child, out) = self.start(flags, split.script, &["11"]);
+        let pid = child.id();
+        let profile = super::temp_dir(name).join("profile.pb.gz");
+        let summary = super::record_pid(pid, "9", &["--frequency", "199"], &profile);
+        let accounted = super::java::accounted(&finish(child, out));
+        let samples = of_pid(resolve_frames(&super::read_pprof(&profile)), pid);
+        let all = weight(&samples);
+        let runtime = self.runtime;
+        eprintln!("{runtime} split: {all} samples, accounted {accounted:?}\n{summary}");
+        assert!(all > 1000, "only {all} samples in 9 s at 199 Hz\n{summary}");
+        super::assert_sample_cost(&summary, runtime);
+        let field = |f: &str| super::summary_field(&summary, &format!("{runtime}_{f}"));
+        let (walks, faults) = (field("walks"), field("read_fault") + field("truncated"));
+        assert!(
+            walks >= 0.9 * all as f64 && faults <= 0.01 * walks,
+            "{walks} {runtime} walks for {all} samples, {faults} failed\n{summary}"
+        );
+        let has = |s: &PySample, f: &str| self.frames(s).any(|p| p.function == f);
+        let of_any = |s: &&PySample| accounted.iter().any(|(f, _)| has(s, f));
+        let burners = weight(samples.iter().filter(of_any));
+        let file = self.script(split.script);
+        for (function, want) in &accounted {
+            let of: Vec<&PySample> = samples.iter().filter(|s| has(s, function)).collect();
+            let got = 100.0 * weight(of.iter().copied()) as f64 / burners as f64;
+            let [outer, root] = split.roots;
+            let rooted = |s: &&PySample| has(s, outer) && has(s, root);
+            let under = weight(of.iter().copied().filter(rooted)) as f64
+                / weight(of.iter().copied()).max(1) as f64;
+            eprintln!(
+                "{function}: {got:.1}% (accounted {want:.1}%), under {outer} {:.1}%",
+                100.0 * under
+            );
+            assert!(
+                (got - want).abs() <= 5.0,
+                "{function} has {got:.1}% of the burners' samples, the script measured {want:.1}%"
+            );
+            assert!(
+                under >= 0.8,
+                "{function} is under {outer} and {root} in only {:.1}% of its samples",
+                100.0 * under
+            );
+            // The burner's frame: the script's file, a line of its body (its call of `churn`).
+            let lines = (split.body)(function);
+            for s in &of {
+                let f = self.frames(s).find(|f| f.function == *function).unwrap();
+                assert!(
+                    f.file == file.to_str().unwrap() && lines.contains(&f.line),
+                    "{function} at {}:{}, want {}:{lines:?}",
+                    f.file,
+                    f.line,
+                    file.display()
+                );
+            }
+        }
+        // `churn`, where the time goes, is a language frame above each burner, in the loop's place.
+        let in_churn = weight(samples.iter().filter(|s| has(s, "churn")));
+        assert!(
+            in_churn as f64 >= 0.9 * burners as f64,
+            "churn is in only {in_churn} of the burners' {burners} samples"
+        );
+        samples
     }
 }
 
