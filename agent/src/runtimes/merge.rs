@@ -90,6 +90,47 @@ pub(crate) fn merge(
     out
 }
 
+/// Frames for the merge tests of each interpreter.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::sync::Arc;
+
+    use super::{Frame, GroupedFrame};
+    use crate::profile::{FrameKind, Symbol};
+
+    /// A native frame named `name`, or unnamed.
+    pub(crate) fn native_frame(name: Option<&str>) -> Frame {
+        Frame {
+            address: 0x1000,
+            kind: FrameKind::User,
+            return_address: false,
+            module: None,
+            symbols: Arc::from(
+                name.map(|n| Symbol {
+                    name: n.into(),
+                    file: None,
+                    line: None,
+                })
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ),
+        }
+    }
+
+    /// An interpreter's frame named `name`, the first of its loop call's when `entry`.
+    pub(crate) fn grouped(name: &str, entry: bool) -> GroupedFrame {
+        GroupedFrame {
+            frame: native_frame(Some(name)),
+            entry,
+        }
+    }
+
+    /// The function names of `frames`, `?` for an unnamed one.
+    pub(crate) fn names(frames: &[Frame]) -> Vec<&str> {
+        frames.iter().map(|f| f.function().unwrap_or("?")).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -98,17 +139,7 @@ mod tests {
     use crate::profile::{FrameKind, Symbol};
 
     fn native(name: &str) -> Frame {
-        Frame {
-            address: 0x1000,
-            kind: FrameKind::User,
-            return_address: false,
-            module: None,
-            symbols: Arc::from(vec![Symbol {
-                name: name.into(),
-                file: None,
-                line: None,
-            }]),
-        }
+        fixtures::native_frame(Some(name))
     }
 
     fn py(name: &str, entry: bool) -> GroupedFrame {

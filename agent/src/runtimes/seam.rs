@@ -309,6 +309,28 @@ pub(crate) fn mapped_fact<'a, T>(
     })
 }
 
+/// What a capture found in a process captured again (new code mapped): `previous` when `same` says
+/// it is the same instance, so what was read through it stays, else `found`; counted in `counts`
+/// once per process image.
+pub(crate) fn kept_instance<T>(
+    found: Option<T>,
+    previous: Option<&RuntimeInstance>,
+    same: impl Fn(&T, &T) -> bool,
+    counts: &mut super::ProcessCounts,
+) -> Option<std::sync::Arc<T>>
+where
+    T: Send + Sync + 'static,
+{
+    let previous = previous.and_then(typed::<T>);
+    if found.is_some() && previous.is_none() {
+        counts.found += 1;
+    }
+    found.map(|found| match previous {
+        Some(p) if same(&p, &found) => p,
+        _ => std::sync::Arc::new(found),
+    })
+}
+
 /// The instance of type `T` that `process` runs under `name`, if any.
 pub(crate) fn instance_of<T: Send + Sync + 'static>(
     process: &ProcessInfo,

@@ -144,6 +144,25 @@ impl<I: Interpreter> AppendedNames<I> {
     }
 }
 
+/// `RuntimeCapture::announced` of an interpreter whose announcements are `kind`: the object
+/// `event` announces, read into `names` through `instance` while it lives.
+pub(crate) fn announced<I: Interpreter>(
+    names: &std::sync::Mutex<AppendedNames<I>>,
+    kind: u32,
+    pid: u32,
+    instance: &crate::process::RuntimeInstance,
+    event: &sonde_abi::ProcEvent,
+) -> bool {
+    if event.kind != kind {
+        return false;
+    }
+    if let Some(vm) = crate::runtimes::seam::typed::<I::Vm>(instance) {
+        let mut names = names.lock().unwrap_or_else(|e| e.into_inner());
+        names.read_object(pid, &vm, event.address);
+    }
+    true
+}
+
 /// The frame of `symbol`. Its address stands for (name, file, line), as Python's do: two lines of a
 /// function stay two locations, and the same line in two processes is one.
 fn named_frame(module: &Arc<Module>, symbol: Symbol) -> Frame {

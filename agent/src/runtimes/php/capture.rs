@@ -12,10 +12,10 @@ use crate::{
     process::{ProcessInfo, RuntimeInstance},
     runtimes::{
         ProcessCounts, Runtime,
-        appended::names::AppendedNames,
+        appended::names::{AppendedNames, announced},
         publish::Publisher,
         refusals::Refusals,
-        seam::{RuntimeCapture, mapped_fact, typed},
+        seam::{RuntimeCapture, kept_instance, mapped_fact},
     },
 };
 
@@ -92,16 +92,10 @@ impl RuntimeCapture for PhpCapture {
         previous: Option<&RuntimeInstance>,
         counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
-        let previous = previous.and_then(typed::<PhpVm>);
         // Captured again after new code was mapped: the same executor, and the functions read
         // through it.
-        let found = self.find(process, counts).map(|found| match &previous {
-            Some(p) if p.binary == found.binary && p.settings == found.settings => p.clone(),
-            _ => Arc::new(found),
-        });
-        if found.is_some() && previous.is_none() {
-            counts.found += 1;
-        }
+        let same = |p: &PhpVm, f: &PhpVm| p.binary == f.binary && p.settings == f.settings;
+        let found = kept_instance(self.find(process, counts), previous, same, counts);
         if let Some(publisher) = &mut self.publisher {
             publisher.captured(process.pid, found.as_ref().map(|vm| vm.settings));
         }
@@ -119,13 +113,6 @@ impl RuntimeCapture for PhpCapture {
     }
 
     fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
-        if event.kind != proc_event::PHP_FUNCTION {
-            return false;
-        }
-        if let Some(vm) = typed::<PhpVm>(instance) {
-            let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-            names.read_object(pid, &vm, event.address);
-        }
-        true
+        announced(&self.names, proc_event::PHP_FUNCTION, pid, instance, event)
     }
 }

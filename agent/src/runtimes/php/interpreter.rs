@@ -42,33 +42,14 @@ impl Interpreter for Php {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::{
-        profile::FrameKind,
-        runtimes::merge::{GroupedFrame, merge},
+    use crate::runtimes::merge::{
+        fixtures::{grouped as php, names, native_frame},
+        merge,
     };
 
     fn frame(name: &str) -> Frame {
-        Frame {
-            address: 0x1000,
-            kind: FrameKind::User,
-            return_address: false,
-            module: None,
-            symbols: Arc::from(vec![Symbol {
-                name: name.into(),
-                file: None,
-                line: None,
-            }]),
-        }
-    }
-
-    fn php(name: &str, entry: bool) -> GroupedFrame {
-        GroupedFrame {
-            frame: frame(name),
-            entry,
-        }
+        native_frame(Some(name))
     }
 
     /// A closure `array_map` (C) calls runs in an executor call of its own, above the C function's
@@ -92,9 +73,8 @@ mod tests {
             ],
             Php::is_loop,
         );
-        let names: Vec<&str> = out.iter().map(|f| f.function().unwrap_or("?")).collect();
         assert_eq!(
-            names,
+            names(&out),
             [
                 "{closure}",
                 "zend_call_function",

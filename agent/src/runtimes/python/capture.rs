@@ -15,7 +15,7 @@ use crate::{
         ProcessCounts, Runtime,
         publish::{FilePublisher, Publisher},
         refusals::Refusals,
-        seam::{RuntimeCapture, typed},
+        seam::{RuntimeCapture, kept_instance, typed},
     },
 };
 
@@ -95,17 +95,10 @@ impl RuntimeCapture for PythonCapture {
         previous: Option<&RuntimeInstance>,
         counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
-        let previous = previous.and_then(typed::<Interpreter>);
         // Captured again after new code was mapped: the same interpreter, and the code objects read
         // through it (announced once, and gone with the process if it exits).
-        let found = self.detect(process, counts).map(|found| match &previous {
-            Some(previous) if previous.same_image(&found) => previous.clone(),
-            _ => Arc::new(found),
-        });
-        // Counted once per process image.
-        if found.is_some() && previous.is_none() {
-            counts.found += 1;
-        }
+        let same = |p: &Interpreter, f: &Interpreter| p.same_image(f);
+        let found = kept_instance(self.detect(process, counts), previous, same, counts);
         if let Some(publisher) = &mut self.publisher {
             publisher.captured(process.pid, found.as_ref().map(|i| i.kernel_settings()));
         }

@@ -18,12 +18,12 @@ use crate::{
     process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
         ProcessCounts, Runtime,
-        appended::names::AppendedNames,
+        appended::names::{AppendedNames, announced},
         memory::ProcessMemory,
         publish::Publisher,
         refusals::Refusals,
         retry::Retries,
-        seam::{RuntimeCapture, mapped_fact},
+        seam::{RuntimeCapture, kept_instance, mapped_fact},
         tls::{self, Libc, Unplaced},
     },
 };
@@ -150,15 +150,9 @@ impl RuntimeCapture for RubyCapture {
         previous: Option<&RuntimeInstance>,
         counts: &mut ProcessCounts,
     ) -> Option<RuntimeInstance> {
-        let previous = previous.and_then(crate::runtimes::seam::typed::<RubyVm>);
         // Captured again after new code was mapped: the same VM, and the bodies read through it.
-        let found = self.find(process, counts).map(|found| match &previous {
-            Some(p) if p.binary == found.binary && p.settings == found.settings => p.clone(),
-            _ => Arc::new(found),
-        });
-        if found.is_some() && previous.is_none() {
-            counts.found += 1;
-        }
+        let same = |p: &RubyVm, f: &RubyVm| p.binary == f.binary && p.settings == f.settings;
+        let found = kept_instance(self.find(process, counts), previous, same, counts);
         if let Some(publisher) = &mut self.publisher {
             publisher.captured(process.pid, found.as_ref().map(|vm| vm.settings));
         }
@@ -183,13 +177,6 @@ impl RuntimeCapture for RubyCapture {
     }
 
     fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
-        if event.kind != proc_event::RUBY_ISEQ {
-            return false;
-        }
-        if let Some(vm) = crate::runtimes::seam::typed::<RubyVm>(instance) {
-            let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-            names.read_object(pid, &vm, event.address);
-        }
-        true
+        announced(&self.names, proc_event::RUBY_ISEQ, pid, instance, event)
     }
 }

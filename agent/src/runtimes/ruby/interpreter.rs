@@ -49,38 +49,11 @@ impl Interpreter for Ruby {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::{
-        profile::FrameKind,
-        runtimes::merge::{GroupedFrame, merge},
+    use crate::runtimes::merge::{
+        fixtures::{grouped as ruby, names, native_frame as frame},
+        merge,
     };
-
-    fn frame(name: Option<&str>) -> Frame {
-        Frame {
-            address: 0x1000,
-            kind: FrameKind::User,
-            return_address: false,
-            module: None,
-            symbols: Arc::from(
-                name.map(|n| Symbol {
-                    name: n.into(),
-                    file: None,
-                    line: None,
-                })
-                .into_iter()
-                .collect::<Vec<_>>(),
-            ),
-        }
-    }
-
-    fn ruby(name: &str, finish: bool) -> GroupedFrame {
-        GroupedFrame {
-            frame: frame(Some(name)),
-            entry: finish,
-        }
-    }
 
     /// Debian's stripped libruby: `vm_exec_core` unnamed below each `rb_vm_exec`; a block run by
     /// `Integer#times` (C) is its own loop call.
@@ -105,9 +78,8 @@ mod tests {
             ],
             Ruby::is_loop,
         );
-        let names: Vec<&str> = out.iter().map(|f| f.function().unwrap_or("?")).collect();
         assert_eq!(
-            names,
+            names(&out),
             [
                 "block in work",
                 "rb_vm_exec",
