@@ -71,7 +71,14 @@ impl EventThread {
                     // Never wait for the table here: the symbolizer may hold it for a while.
                     let mut wanted = Vec::new();
                     if let Ok(mut table) = table.try_lock() {
-                        table.retry();
+                        for info in table.retry() {
+                            let kept = targets
+                                .as_ref()
+                                .is_none_or(|t| t.get_or_decide(info.pid).kept());
+                            if let (Some(unwinder), true) = (&unwinder, kept) {
+                                unwinder.process_changed(info);
+                            }
+                        }
                         wanted.extend(table.programs_needed());
                     }
                     // A runtime's kernel program, the first time one of its processes is

@@ -89,9 +89,11 @@ impl Capturer {
 
     /// Looks again at the processes a runtime waits for (a JVM that had no code cache yet), those
     /// whose delay is over: cheap when none is waited for. Call often (the event thread does, every
-    /// 50 ms).
-    pub(crate) fn retry(&mut self) {
+    /// 50 ms). Returns the processes a runtime was found in: how their code unwinds may have changed
+    /// with it (`seam::UnwindAs`).
+    pub(crate) fn retry(&mut self) -> Vec<Arc<ProcessInfo>> {
         let now = Instant::now();
+        let mut found_in = Vec::new();
         for runtime in &mut self.runtimes {
             for pid in runtime.due(now) {
                 let Some(info) = self.table.get(pid).filter(|p| p.exited_at.is_none()) else {
@@ -101,9 +103,11 @@ impl Capturer {
                 let counts = &mut self.found.of_mut(runtime.runtime()).processes;
                 if let Some(found) = runtime.captured(&info, None, counts) {
                     self.table.set_runtime(pid, runtime.name(), found);
+                    found_in.extend(self.table.get(pid));
                 }
             }
         }
+        found_in
     }
 
     /// The runtimes' kernel programs that published processes need
