@@ -2,9 +2,15 @@
 //! runs `split.rb`, which spends 50/30/20% of its CPU in three pure-Ruby methods called from `main`
 //! and measures that split itself. sonde's shares agree with the script's own accounting within ±5
 //! points, ≥ 80% of each method's samples sit under `main` and `<main>`, and each Ruby frame names
-//! the script's file and a line inside the method's body.
+//! the script's file and a line inside the method's body. The same holds with YJIT compiling the
+//! script (`--yjit`, Ruby 3.1's own JIT): its code, in anonymous memory no table covers, is unwound
+//! by its entry frame's fixed shape, so the stacks still reach the process's start, and its frames
+//! are taken by the Ruby frames its code ran.
 
-use crate::common::scripted::{RUBY, Split};
+use crate::common::{
+    python::weight,
+    scripted::{RUBY, Split},
+};
 
 /// The `def` line of `method` in `split.rb` up to its `end`, as line numbers.
 fn body(method: &str) -> std::ops::RangeInclusive<i64> {
@@ -18,12 +24,32 @@ fn body(method: &str) -> std::ops::RangeInclusive<i64> {
     (def as i64 + 1)..=(end as i64 + 1)
 }
 
+const SPLIT: Split = Split {
+    script: "split.rb",
+    roots: ["main", "<main>"],
+    body: &body,
+};
+
 #[test]
 fn debian_ruby_splits_fifty_thirty_twenty_by_method_with_file_and_line() {
-    let split = Split {
-        script: "split.rb",
-        roots: ["main", "<main>"],
-        body: &body,
-    };
-    RUBY.split(&[], &split, "ruby_split");
+    RUBY.split(&[], &SPLIT, "ruby_split");
+}
+
+#[test]
+fn yjits_code_is_unwound_to_the_root_and_named_as_ruby() {
+    let samples = RUBY.split(&["--yjit"], &SPLIT, "ruby_yjit");
+    let in_jit = weight(
+        samples
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f.mapping == "[jit]")),
+    );
+    let rooted = weight(samples.iter().filter(|s| {
+        let has = |name: &str| s.frames.iter().any(|f| f.function == name);
+        has("ruby_run_node") && has("__libc_start_call_main")
+    }));
+    let all = weight(&samples);
+    assert!(
+        in_jit == 0 && rooted as f64 >= 0.95 * all as f64,
+        "{in_jit} of {all} samples keep a YJIT frame, {rooted} reach ruby_run_node and libc's start"
+    );
 }

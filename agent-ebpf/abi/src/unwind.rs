@@ -38,6 +38,10 @@ pub const MAPPING_NO_UNWIND_INFO: u32 = 1;
 /// one table address [`ExecMapping::bias`]: JIT code that runs on its interpreter loop's native frame
 /// (PHP's), unwound as that loop is.
 pub const MAPPING_AT_ADDRESS: u32 = 2;
+/// [`ExecMapping::flags`]: every address of the mapping unwinds with the one rule at index
+/// [`ExecMapping::bias`] of `UNWIND_RULES`, no table involved: JIT code whose frame has a fixed shape
+/// no binary describes (YJIT 3.1's entry frame).
+pub const MAPPING_RULE: u32 = 4;
 /// Sampling programs' scratch slots in `UNWIND_SCRATCH` (per CPU): one for the on-CPU program, one for
 /// the off-CPU program, so neither depends on the two never nesting on a CPU.
 pub const SCRATCH_SLOTS: u32 = 2;
@@ -326,11 +330,12 @@ pub struct ExecMapping {
     pub start: u64,
     /// End (exclusive).
     pub end: u64,
-    /// `table_pc = pc - bias`; with [`MAPPING_AT_ADDRESS`], `table_pc = bias`.
+    /// `table_pc = pc - bias`; with [`MAPPING_AT_ADDRESS`], `table_pc = bias`; with
+    /// [`MAPPING_RULE`], the rule's index.
     pub bias: u64,
     /// Table of the mapped binary, 0 when none is loaded (not built yet, evicted, or never: see `flags`).
     pub table_id: u32,
-    /// [`MAPPING_NO_UNWIND_INFO`], [`MAPPING_AT_ADDRESS`] or 0.
+    /// [`MAPPING_NO_UNWIND_INFO`], [`MAPPING_AT_ADDRESS`], [`MAPPING_RULE`] or 0.
     pub flags: u32,
 }
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);

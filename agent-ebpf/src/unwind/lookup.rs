@@ -107,6 +107,13 @@ pub fn rule_cached(
     Some(found)
 }
 
+/// The rule at `index` of the rules all tables share (`ExecMapping::bias` of a `MAPPING_RULE`
+/// mapping).
+#[inline(always)]
+pub fn rule_at(index: u64) -> Option<UnwindRule> {
+    UNWIND_RULES.get(u32::try_from(index).ok()?).copied()
+}
+
 /// The rule of table `table_id` in effect at `pc`; None when the page has no rows.
 #[inline(always)]
 fn rule(table_id: u32, pc: u32) -> Option<UnwindRule> {

@@ -66,7 +66,7 @@ pub(crate) fn unwind_rows(binary: &crate::process::Binary, on: Runtimes) -> Opti
 pub(crate) fn unwind_as(
     process: &crate::process::ProcessInfo,
     m: &crate::process::Mapping,
-) -> Option<(usize, u64)> {
+) -> Option<super::seam::JitFrame> {
     RUNTIMES
         .iter()
         .filter(|r| process.runtime(r.runtime.name()).is_some())

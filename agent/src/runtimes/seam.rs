@@ -61,10 +61,19 @@ pub(crate) type PublishedResource = fn(u32) -> Vec<(String, String)>;
 /// A runtime's unwind rows for `binary`'s code: None when it is not the runtime's, or it has none.
 pub(crate) type UnwindRows = fn(&Binary) -> Option<Vec<CodeRows>>;
 
-/// For mapping `m` of `process`: the index in `process.mappings` of the binary whose table it unwinds
-/// with, and the link-time address whose rule holds for every address of `m`; None when `m` is not the
-/// runtime's code.
-pub(crate) type UnwindAs = fn(&ProcessInfo, &crate::process::Mapping) -> Option<(usize, u64)>;
+/// How the frames of mapping `m` of `process` unwind; None when `m` is not the runtime's code.
+pub(crate) type UnwindAs = fn(&ProcessInfo, &crate::process::Mapping) -> Option<JitFrame>;
+
+/// How the frame of a runtime's code in a mapping with no unwind table of its own unwinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JitFrame {
+    /// On its interpreter loop's native frame (PHP's JIT): with the rule the table of the binary at
+    /// `process.mappings[binary]` holds at link-time address `address`, for every address of `m`.
+    OnLoop { binary: usize, address: u64 },
+    /// In a frame of its own whose shape is the same wherever it runs (YJIT 3.1's entry frame):
+    /// this rule, an architecture's (`platform::arch`).
+    Fixed(sonde_abi::UnwindRule),
+}
 
 /// The unwind rows of one function, as a CFI FDE gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -160,6 +160,15 @@ impl<K: std::hash::Hash + Eq + Clone, M: TableMaps> TableStore<K, M> {
         Some(index)
     }
 
+    /// The index of `rule` among the kernel's shared rules, written there the first time; None when
+    /// it cannot be written.
+    pub(crate) fn rule_index(&mut self, rule: UnwindRule) -> Option<u16> {
+        let mut failed = None;
+        let index = Self::intern(&mut self.rules, &mut self.maps, rule, &mut failed);
+        self.stats.rules = self.rules.len() as u64;
+        index
+    }
+
     /// Loads the table of `rows` as `key`, evicting the least recently used tables (never one of
     /// `keep`) when the budget is short.
     pub(crate) fn load(

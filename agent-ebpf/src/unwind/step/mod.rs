@@ -19,7 +19,7 @@ use x86_64::{apply, code_address};
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use sonde_abi::{
     ExecMapping, ProcEvent, ProcMappings, proc_event, stat,
-    unwind::{MAPPING_AT_ADDRESS, MAPPING_NO_UNWIND_INFO, mode, outcome, with_exact},
+    unwind::{MAPPING_AT_ADDRESS, MAPPING_NO_UNWIND_INFO, MAPPING_RULE, mode, outcome, with_exact},
 };
 
 use super::{Scratch, lookup};
@@ -64,6 +64,13 @@ pub fn lookup_address(s: &Scratch) -> u64 {
 /// One frame at `addr` in mapping `m`.
 #[inline(always)]
 pub fn with_mapping(s: &mut Scratch, m: &ExecMapping, addr: u64) -> Flow {
+    // JIT code with a frame of its own fixed shape: its one rule (`MAPPING_RULE`).
+    if m.flags & MAPPING_RULE != 0 {
+        return match lookup::rule_at(m.bias) {
+            Some(rule) => apply(s, rule),
+            None => no_info(s, stat::FALLBACK_NO_INFO),
+        };
+    }
     if m.table_id == 0 {
         return if m.flags & MAPPING_NO_UNWIND_INFO != 0 {
             no_info(s, stat::FALLBACK_NO_INFO)

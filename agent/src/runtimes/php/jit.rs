@@ -14,7 +14,7 @@ use crate::{
     platform::arch::PHP_JIT_ON_LOOP_FRAME as ON_LOOP_FRAME,
     process::{Mapping, ProcessInfo},
     profile::Frame,
-    runtimes::seam::instance_of,
+    runtimes::seam::{JitFrame, instance_of},
 };
 
 /// The path of the mapping holding the JIT's code (` (deleted)` stripped).
@@ -22,7 +22,7 @@ const JIT_PATH: &str = "/dev/zero";
 
 /// `seam::UnwindAs` of PHP: the JIT's code buffer of a process running PHP unwinds with
 /// `execute_ex`'s body rule, from the table of the binary holding the executor.
-pub(crate) fn unwind_as(process: &ProcessInfo, m: &Mapping) -> Option<(usize, u64)> {
+pub(crate) fn unwind_as(process: &ProcessInfo, m: &Mapping) -> Option<JitFrame> {
     if !ON_LOOP_FRAME || m.module.path != JIT_PATH {
         return None;
     }
@@ -31,7 +31,10 @@ pub(crate) fn unwind_as(process: &ProcessInfo, m: &Mapping) -> Option<(usize, u6
         .mappings
         .iter()
         .position(|b| b.binary.as_deref().and_then(elf::of).is_some())?;
-    Some((binary, body))
+    Some(JitFrame::OnLoop {
+        binary,
+        address: body,
+    })
 }
 
 /// Whether `frame` is in the JIT's code: the loop's frame of the frames that code runs.

@@ -2,9 +2,10 @@
 //! sequence bodies ([`Iseq`]), and its loop is `vm_exec_core`, which `rb_vm_exec` (exported by every
 //! CRuby) calls. Distributions strip `vm_exec_core`'s name (it is static), so a loop frame is the one
 //! right below an `rb_vm_exec` frame, named `vm_exec_core` or not named at all; where there is none
-//! (a JIT's frame in between), `rb_vm_exec` itself.
+//! (a JIT's frame in between), `rb_vm_exec` itself. A YJIT frame is a loop frame of its own: its code
+//! runs the frames of its VM call.
 
-use super::{iseq::Iseq, vm::RubyVm};
+use super::{iseq::Iseq, jit, vm::RubyVm};
 use crate::{
     profile::{Frame, Symbol},
     runtimes::{Runtime, appended::Interpreter, memory::ProcessMemory},
@@ -40,10 +41,16 @@ impl Interpreter for Ruby {
     fn is_loop(frames: &[Frame], i: usize) -> bool {
         let is_exec = |f: &Frame| f.function() == Some(VM_EXEC);
         let is_core = |f: &Frame| f.function().is_none_or(|n| n.starts_with(VM_EXEC_CORE));
-        if frames.get(i + 1).is_some_and(is_exec) && is_core(&frames[i]) {
+        // YJIT's code runs the frames of its VM call in place of the loop; the unnamed frame
+        // between it and `rb_vm_exec` is the call into it.
+        if jit::is_jit(&frames[i]) {
             return true;
         }
-        is_exec(&frames[i]) && !(i > 0 && is_core(&frames[i - 1]))
+        let below_jit = i > 0 && jit::is_jit(&frames[i - 1]);
+        if frames.get(i + 1).is_some_and(is_exec) && is_core(&frames[i]) && !below_jit {
+            return true;
+        }
+        is_exec(&frames[i]) && !(i > 0 && is_core(&frames[i - 1])) && !below_jit
     }
 }
 
@@ -92,6 +99,49 @@ mod tests {
                 "main"
             ]
         );
+    }
+
+    /// YJIT (3.1): a C function its code called, its code, the call into it, `rb_vm_exec`. The
+    /// Ruby frames take the JIT frame's place; the C function stays above them.
+    #[test]
+    fn a_yjit_frame_takes_its_group() {
+        let native = vec![
+            frame(Some("rb_hash_aref")),
+            jit_frame(),
+            frame(None),
+            frame(Some("rb_vm_exec")),
+            frame(Some("ruby_run_node")),
+        ];
+        assert!(Ruby::is_loop(&native, 1));
+        assert!(!Ruby::is_loop(&native, 2) && !Ruby::is_loop(&native, 3));
+        let out = merge(
+            native,
+            vec![ruby("churn", false), ruby("<main>", true)],
+            Ruby::is_loop,
+        );
+        assert_eq!(
+            names(&out),
+            [
+                "rb_hash_aref",
+                "churn",
+                "<main>",
+                "?",
+                "rb_vm_exec",
+                "ruby_run_node"
+            ]
+        );
+    }
+
+    fn jit_frame() -> Frame {
+        let mut f = frame(None);
+        f.module = Some(std::sync::Arc::new(crate::profile::Module {
+            path: crate::process::JIT_PATH.into(),
+            build_id: None,
+            start: 0,
+            limit: u64::MAX,
+            file_offset: 0,
+        }));
+        f
     }
 
     /// A named frame right below `rb_vm_exec` (not the loop): `rb_vm_exec` stands for it.

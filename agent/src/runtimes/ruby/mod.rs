@@ -10,6 +10,7 @@ pub(crate) mod elf;
 pub(crate) mod figures;
 pub(crate) mod interpreter;
 mod iseq;
+mod jit;
 pub(crate) mod offsets;
 pub(crate) mod register;
 mod strings;

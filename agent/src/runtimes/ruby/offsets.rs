@@ -28,6 +28,9 @@ pub(crate) struct Layout {
     /// `RString`: up to 3.1 an embedded string's bytes start at 16 and its length is in the flags;
     /// from 3.2 `len` is at 16 for both kinds and the embedded bytes start at 24.
     pub(crate) string_len_field: bool,
+    /// YJIT is 3.1's C implementation, whose code runs in one frame of a fixed shape
+    /// (`platform::arch::YJIT_3_1_FRAME`); later YJITs are not described yet.
+    pub(crate) yjit_3_1: bool,
 }
 
 /// `rb_execution_context_t`: `vm_stack`, `vm_stack_size`, `cfp`; the same from 2.5 to 3.4.
@@ -68,6 +71,7 @@ pub(crate) fn layout(version: (u8, u8, u8)) -> Option<Layout> {
         insn_info_size: if v < (3, 1) { 8 } else { 12 },
         first_lineno_fixnum: v < (3, 3),
         string_len_field: !before_3_2,
+        yjit_3_1: v == (3, 1),
     })
 }
 

@@ -31,7 +31,7 @@ pub(crate) const REGISTRATION: Registration = Registration {
     families: figures::FAMILIES,
     fuzz: &[],
     unwind: None,
-    unwind_as: None,
+    unwind_as: Some(super::jit::unwind_as),
     identify: None,
     resource: None,
     cache: || Arc::new(Mutex::new(AppendedNames::<Ruby>::default())),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{BinaryState, TableKey, Worker, key_of, monotonic_ns};
 use crate::{
     process::{Mapping, ProcessInfo},
-    runtimes::registry,
+    runtimes::{registry, seam::JitFrame},
     unwind::mappings::{self, Unwinding},
 };
 
@@ -76,13 +76,20 @@ impl Worker {
     /// How the kernel walks mapping `m` of `process`: as a runtime says its code there unwinds (JIT
     /// code on its loop's frame, with the loop's binary's table), else as its own binary.
     fn unwinding_in(&mut self, process: &ProcessInfo, m: &Mapping) -> Unwinding {
-        let Some((binary, address)) = registry::unwind_as(process, m) else {
-            return self.unwinding(m);
-        };
-        match process.mappings.get(binary).map(|b| self.unwinding(b)) {
-            Some(Unwinding::Table { id, .. }) => Unwinding::At { id, address },
-            Some(other) => other,
-            None => Unwinding::NoInfo,
+        match registry::unwind_as(process, m) {
+            None => self.unwinding(m),
+            Some(JitFrame::OnLoop { binary, address }) => {
+                match process.mappings.get(binary).map(|b| self.unwinding(b)) {
+                    Some(Unwinding::Table { id, .. }) => Unwinding::At { id, address },
+                    Some(other) => other,
+                    None => Unwinding::NoInfo,
+                }
+            }
+            // The rules' table full (never seen): frame pointers.
+            Some(JitFrame::Fixed(rule)) => match self.store.rule_index(rule) {
+                Some(index) => Unwinding::Rule { index },
+                None => Unwinding::NoInfo,
+            },
         }
     }
 

@@ -43,6 +43,9 @@ pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> = None;
 /// unwinding there from the frame pointer): it keeps the frame-pointer step.
 pub(crate) const PHP_JIT_ON_LOOP_FRAME: bool = false;
 
+/// YJIT came to AArch64 in Ruby 3.2: 3.1 runs no JIT code here.
+pub(crate) const YJIT_3_1_FRAME: Option<sonde_abi::UnwindRule> = None;
+
 /// The syscall tracepoints' layout is not read on AArch64 yet.
 pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = false;
 

@@ -31,6 +31,16 @@ pub(crate) const THREAD_POINTER_IN_TASK: Option<&[&str]> =
 /// keeps the loop's stack frame), so it unwinds with the loop's rule (`runtimes::php::jit`).
 pub(crate) const PHP_JIT_ON_LOOP_FRAME: bool = true;
 
+/// YJIT 3.1's code runs in the frame its entry sets up (`yjit_entry_prologue`: three pushes, of the
+/// registers it keeps the control frame, execution context and VM stack pointer in, and no frame
+/// pointer) and calls C with that frame unchanged: CFA = rsp + 32, the return address below it, rbp
+/// the caller's (`runtimes::ruby::jit`).
+pub(crate) const YJIT_3_1_FRAME: Option<sonde_abi::UnwindRule> = Some(sonde_abi::UnwindRule {
+    cfa_offset: 32,
+    rbp_offset: 0,
+    kind: sonde_abi::unwind::cfa::RSP | sonde_abi::unwind::rbp::SAME,
+});
+
 /// The kernel programs record new processes' executable mappings from x86_64's syscall tracepoints.
 pub(crate) const KERNEL_RECORDS_MAPPINGS: bool = true;
 
