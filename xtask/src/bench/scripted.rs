@@ -53,7 +53,7 @@ pub(crate) const RUBY: Lang = Lang {
     script: "tests/workloads/ruby/split.rb",
     functions: ["burn_a", "burn_b", "burn_c"],
     rbspy: true,
-    jit_args: &[],
+    jit_args: &["--yjit"],
     perf_args: &[],
     perf_note: "no Ruby perf map in 3.1",
 };
