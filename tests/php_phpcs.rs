@@ -28,7 +28,7 @@ fn phpcs_over_phpunit_is_named_in_php() {
     let out = temp_dir("php_phpcs");
     // `phpcs` is Debian's script for the default `php`: run it under `php8.2` explicitly. It
     // reports the sources' style violations, which are not what is tested.
-    let child = Command::new(PHP.binary)
+    let child = Command::new(PHP.binary())
         .args([
             PHPCS,
             "--standard=PSR12",

@@ -21,7 +21,7 @@ fn rdoc_over_rubygems_is_named_in_ruby() {
     let _ = std::fs::remove_dir_all(&docs);
     // `rdoc` is Debian's script for the default `ruby`: run it under `ruby3.1` explicitly.
     RUBY.require();
-    let child = Command::new(RUBY.binary)
+    let child = Command::new(RUBY.binary())
         .args(["/usr/bin/rdoc", "--quiet", "--op"])
         .arg(&docs)
         .arg("/usr/lib/ruby/3.1.0/rubygems")

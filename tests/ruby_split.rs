@@ -5,11 +5,12 @@
 //! the script's file and a line inside the method's body. The same holds with YJIT compiling the
 //! script (`--yjit`, Ruby 3.1's own JIT): its code, in anonymous memory no table covers, is unwound
 //! by its entry frame's fixed shape, so the stacks still reach the process's start, and its frames
-//! are taken by the Ruby frames its code ran.
+//! are taken by the Ruby frames its code ran. Debian 11's Ruby 2.7, whose running context is a
+//! global rather than thread-local, splits alike.
 
 use crate::common::{
     python::weight,
-    scripted::{RUBY, Split},
+    scripted::{RUBY, RUBY27, Split},
 };
 
 /// The `def` line of `method` in `split.rb` up to its `end`, as line numbers.
@@ -52,4 +53,9 @@ fn yjits_code_is_unwound_to_the_root_and_named_as_ruby() {
         in_jit == 0 && rooted as f64 >= 0.95 * all as f64,
         "{in_jit} of {all} samples keep a YJIT frame, {rooted} reach ruby_run_node and libc's start"
     );
+}
+
+#[test]
+fn debian_11s_ruby_2_7_splits_alike() {
+    RUBY27.split(&["--disable-gems"], &SPLIT, "ruby27_split");
 }

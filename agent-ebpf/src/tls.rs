@@ -2,7 +2,7 @@
 //! (`sonde_abi::tls::TlsPlace`): shared by the readers of the OpenTelemetry thread context and of
 //! Ruby's execution context.
 
-use sonde_abi::tls::{TLS_DTV, TLS_STATIC, TlsPlace};
+use sonde_abi::tls::{TLS_DTV, TLS_SHARED, TLS_STATIC, TlsPlace};
 
 use crate::user::user_u64;
 
@@ -10,6 +10,9 @@ use crate::user::user_u64;
 /// thread pointer, or a DTV that does not reach the module: the thread never touched it).
 #[inline(always)]
 pub fn address(p: &TlsPlace) -> Result<u64, ()> {
+    if p.mode == TLS_SHARED {
+        return Ok(p.offset as u64);
+    }
     let tp = crate::regs::thread_pointer()?;
     if tp == 0 {
         return Ok(0);

@@ -105,6 +105,8 @@ impl Frame {
 #[derive(Debug)]
 pub struct PySample {
     pub pid: i64,
+    /// The sampled thread's id (`thread_id`).
+    pub tid: i64,
     pub comm: String,
     pub frames: Vec<Frame>,
     pub values: Vec<i64>,
@@ -184,6 +186,7 @@ pub fn resolve_frames(p: &proto::Profile) -> Vec<PySample> {
             let label = |k: &str| sample.label.iter().find(|l| s(l.key) == k);
             PySample {
                 pid: label("pid").map(|l| l.num).unwrap_or(-1),
+                tid: label("thread_id").map(|l| l.num).unwrap_or(-1),
                 comm: label("comm").map(|l| s(l.str)).unwrap_or_default(),
                 frames,
                 values: sample.value.clone(),

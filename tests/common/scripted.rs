@@ -1,7 +1,7 @@
-//! Interpreters whose frames sonde appends after the native ones, as Debian 12 ships them: CRuby
-//! (`ruby3.1`, stripped `libruby`) and PHP (`php8.2`): their split scripts, started and finished
-//! alike, and the language frames of a sample (the interpreter's mapping, with file and line), read
-//! with the frame resolver the Python tests use.
+//! Interpreters whose frames sonde appends after the native ones, as Debian ships them: CRuby
+//! (Debian 12's `ruby3.1`, stripped `libruby`, and Debian 11's `ruby2.7`) and PHP (`php8.2`): their
+//! split scripts, started and finished alike, and the language frames of a sample (the interpreter's
+//! mapping, with file and line), read with the frame resolver the Python tests use.
 
 use std::{
     io::{BufRead as _, BufReader, Read as _},
@@ -16,7 +16,10 @@ use super::python::{Frame, PySample, of_pid, resolve_frames, weight};
 /// live, the mapping sonde reports its frames in, and the Debian package that installs it.
 pub struct Interpreter {
     pub runtime: &'static str,
+    /// Its binary: installed, or (with `peer`) below the directory that environment variable
+    /// names, a Debian package `cargo xtask setup --peers` unpacked, run with its own libraries.
     pub binary: &'static str,
+    pub peer: Option<&'static str>,
     pub workloads: &'static str,
     pub mapping: &'static str,
     pub package: &'static str,
@@ -26,6 +29,7 @@ pub struct Interpreter {
 pub const RUBY: Interpreter = Interpreter {
     runtime: "ruby",
     binary: "/usr/bin/ruby3.1",
+    peer: None,
     workloads: "tests/workloads/ruby",
     mapping: "[ruby]",
     package: "ruby3.1",
@@ -35,12 +39,40 @@ pub const RUBY: Interpreter = Interpreter {
 pub const PHP: Interpreter = Interpreter {
     runtime: "php",
     binary: "/usr/bin/php8.2",
+    peer: None,
     workloads: "tests/workloads/php",
     mapping: "[php]",
     package: "php8.2-cli",
 };
 
+/// Debian 11's Ruby 2.7 (`ruby2.7` and `libruby2.7` from Debian's archive, unpacked by `cargo xtask
+/// setup --peers` into `SONDE_TEST_RUBY27`), run without RubyGems, which it does not unpack.
+pub const RUBY27: Interpreter = Interpreter {
+    runtime: "ruby",
+    binary: "usr/bin/ruby2.7",
+    peer: Some("SONDE_TEST_RUBY27"),
+    workloads: "tests/workloads/ruby",
+    mapping: "[ruby]",
+    package: "ruby2.7 (Debian 11, from its archive)",
+};
+
 impl Interpreter {
+    /// The directory a peer interpreter is unpacked in.
+    fn peer_root(&self) -> Option<PathBuf> {
+        let var = self.peer?;
+        let root = std::env::var_os(var)
+            .unwrap_or_else(|| panic!("{var} is unset: run the tests with `cargo xtask test`"));
+        Some(PathBuf::from(root))
+    }
+
+    /// Its binary's path.
+    pub fn binary(&self) -> PathBuf {
+        match self.peer_root() {
+            Some(root) => root.join(self.binary),
+            None => PathBuf::from(self.binary),
+        }
+    }
+
     /// A workload's script.
     pub fn script(&self, name: &str) -> PathBuf {
         super::root().join(self.workloads).join(name)
@@ -55,9 +87,9 @@ impl Interpreter {
     /// Panics, saying how to install it, unless the interpreter is here.
     pub fn require(&self) {
         assert!(
-            std::path::Path::new(self.binary).exists(),
+            self.binary().exists(),
             "{} is missing: `cargo xtask setup --peers` installs Debian's {}",
-            self.binary,
+            self.binary().display(),
             self.package
         );
     }
@@ -71,8 +103,13 @@ impl Interpreter {
         args: &[&str],
     ) -> (Child, BufReader<ChildStdout>) {
         self.require();
-        let binary = self.binary;
-        let mut child = Command::new(binary)
+        let binary = self.binary();
+        let binary = binary.display();
+        let mut command = Command::new(self.binary());
+        if let Some(root) = self.peer_root() {
+            command.env("LD_LIBRARY_PATH", root.join("usr/lib/x86_64-linux-gnu"));
+        }
+        let mut child = command
             .args(flags)
             .arg(self.script(name))
             .args(args)

@@ -184,6 +184,7 @@ fn test_command(arm64: bool) -> anyhow::Result<Command> {
         std::env::join_paths(setup::esbuild_paths())?,
     );
     cmd.env("SONDE_TEST_JDK11", setup::jdk11_path());
+    cmd.env("SONDE_TEST_RUBY27", setup::ruby27_dir());
     // `test-hooks`: the hidden flags the tests use to make the agent stall, panic or fail a
     // kernel program; release builds have none of them.
     cmd.args(["test", "--release", "--features", "sonde/test-hooks"]);

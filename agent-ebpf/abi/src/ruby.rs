@@ -47,6 +47,11 @@ pub struct RbProc {
     pub iseq_body: u16,
     /// `rb_iseq_constant_body.iseq_encoded`.
     pub body_encoded: u16,
-    pub _pad: [u16; 3],
+    /// With a shared execution context (2.7, `TLS_SHARED`): `rb_execution_context_t.thread_ptr`
+    /// and `rb_thread_t.thread_id` (the thread's `pthread_t`), so a thread is walked only when the
+    /// context is its own (it holds the VM's lock); 0 when the context is thread-local.
+    pub ec_thread: u16,
+    pub thread_id: u16,
+    pub _pad: [u16; 1],
 }
 const _: () = assert!(core::mem::size_of::<RbProc>() == 56);

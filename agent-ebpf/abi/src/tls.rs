@@ -9,12 +9,17 @@ pub const TLS_STATIC: u32 = 1;
 /// [`TlsPlace::mode`]: the variable is at the thread's DTV entry `module` plus `offset` (the block
 /// of a module `dlopen` loaded, allocated as each thread first touches it).
 pub const TLS_DTV: u32 = 2;
+/// [`TlsPlace::mode`]: not thread-local: the one variable every thread shares, at the absolute
+/// address `offset` (a runtime from before thread-local storage: CRuby 2.7's
+/// `ruby_current_execution_context_ptr`, which the VM points at the context of the thread holding
+/// its lock).
+pub const TLS_SHARED: u32 = 3;
 
 /// Where a process's threads keep one thread-local variable.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct TlsPlace {
-    /// [`TLS_STATIC`] or [`TLS_DTV`].
+    /// [`TLS_STATIC`], [`TLS_DTV`] or [`TLS_SHARED`].
     pub mode: u32,
     /// [`TLS_DTV`]: the module's index in the DTV.
     pub module: u32,

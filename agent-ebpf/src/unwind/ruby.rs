@@ -97,7 +97,7 @@ pub fn walk(scratch: *mut Scratch, tgid: u32) -> u32 {
         bump(stat::RB_READ_FAULT);
         return 0;
     };
-    if ec == 0 {
+    if ec == 0 || !own_context(p, ec) {
         bump(stat::RB_NO_CONTEXT);
         return 0;
     }
@@ -132,6 +132,28 @@ pub fn walk(scratch: *mut Scratch, tgid: u32) -> u32 {
         bump(stat::RB_TRUNCATED);
     }
     s.rb.frames
+}
+
+/// Whether context `ec` is the sampled thread's. A thread-local context always is; 2.7's shared one
+/// is the context of the thread holding the VM's lock, whose `pthread_t` is compared with the
+/// sampled thread's (architecture-specific: glibc's `pthread_t` is the thread pointer on x86_64, the
+/// only architecture that walks Ruby, see `runtimes::ruby::capture`).
+#[cfg(not(feature = "legacy"))]
+#[inline(always)]
+fn own_context(p: &RbProc, ec: u64) -> bool {
+    if p.ec_thread == 0 {
+        return true;
+    }
+    let Ok(thread) = user_u64(ec + u64::from(p.ec_thread)) else {
+        return false;
+    };
+    let (Ok(id), Ok(tp)) = (
+        user_u64(thread + u64::from(p.thread_id)),
+        crate::regs::thread_pointer(),
+    ) else {
+        return false;
+    };
+    id == tp
 }
 
 /// The legacy object walks no Ruby frames (see the module's documentation).

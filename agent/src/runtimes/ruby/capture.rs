@@ -11,7 +11,11 @@ use std::{
     time::Instant,
 };
 
-use sonde_abi::{ProcEvent, proc_event, ruby::RbProc};
+use sonde_abi::{
+    ProcEvent, proc_event,
+    ruby::RbProc,
+    tls::{TLS_SHARED, TlsPlace},
+};
 
 use super::{elf, interpreter::Ruby, offsets, vm::RubyVm};
 use crate::{
@@ -84,16 +88,8 @@ impl RubyCapture {
             );
             return None;
         };
-        let Some(ec) = &rb.ec else {
-            refused(
-                self,
-                counts,
-                "it defines no `ruby_current_ec` (a build without thread-local storage)".into(),
-            );
-            return None;
-        };
-        // Each thread's context is found from its TLS base, which the kernel side reads from the
-        // task where the architecture says how (`platform::arch`).
+        // Each thread's context is found from its TLS base (in 2.7, checked against it), which the
+        // kernel side reads from the task where the architecture says how (`platform::arch`).
         if crate::platform::arch::THREAD_POINTER_IN_TASK.is_none() {
             refused(
                 self,
@@ -104,7 +100,23 @@ impl RubyCapture {
         }
         let libc = Libc::of(process.mappings.iter().map(|m| m.module.path.as_str()));
         let memory = ProcessMemory::new(pid);
-        let place = match tls::place(ec, bias, libc, &|at| memory.u64(at)) {
+        let place = match (layout.shared_context, &rb.ec, rb.shared_ec) {
+            (true, _, Some(at)) => Ok(TlsPlace {
+                mode: TLS_SHARED,
+                offset: at.wrapping_add(bias) as i64,
+                ..Default::default()
+            }),
+            (false, Some(ec), _) => tls::place(ec, bias, libc, &|at| memory.u64(at)),
+            (shared, ..) => {
+                let name = match shared {
+                    true => "`ruby_current_execution_context_ptr`",
+                    false => "`ruby_current_ec` (a build without thread-local storage)",
+                };
+                refused(self, counts, format!("it defines no {name}"));
+                return None;
+            }
+        };
+        let place = match place {
             Ok(place) => place,
             Err(Unplaced::NotReady) => {
                 self.retries

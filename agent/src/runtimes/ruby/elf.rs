@@ -1,7 +1,8 @@
 //! What a binary holding CRuby's VM says of itself, read once per binary as it is first opened
 //! (`process::elf_info::ElfReader`): that it holds the VM (it defines `rb_vm_exec`, exported by every
 //! CRuby since 2.6), its version (`ruby_version`, a string every build exports), and where it keeps
-//! the thread-local `ruby_current_ec` (3.0+; exported by Debian's stripped `libruby`).
+//! the thread-local `ruby_current_ec` (3.0+; exported by Debian's stripped `libruby`), or before it
+//! the global `ruby_current_execution_context_ptr` (2.5 to 2.7, exported too).
 
 use std::sync::Arc;
 
@@ -20,6 +21,9 @@ pub(crate) struct RbElf {
     pub(crate) version: Option<(u8, u8, u8)>,
     /// `ruby_current_ec`, when the binary defines it.
     pub(crate) ec: Option<TlsVariable>,
+    /// The link-time address of `ruby_current_execution_context_ptr`, when the binary defines it
+    /// and no `ruby_current_ec`.
+    pub(crate) shared_ec: Option<u64>,
 }
 
 /// Reads [`RbElf`] of every binary as it is first opened.
@@ -35,7 +39,15 @@ fn read(file: &object::File, bytes: &[u8]) -> Option<RuntimeFact> {
         .and_then(|addr| read_bytes(file, bytes, addr, 16))
         .and_then(|b| version_of(&b));
     let ec = variable(file, "ruby_current_ec");
-    Some(Arc::new(RbElf { version, ec }))
+    let shared_ec = match ec {
+        Some(_) => None,
+        None => symbol(file, "ruby_current_execution_context_ptr"),
+    };
+    Some(Arc::new(RbElf {
+        version,
+        ec,
+        shared_ec,
+    }))
 }
 
 /// (major, minor, patch) of a `ruby_version` string such as `3.1.2`, NUL-terminated.
@@ -76,5 +88,6 @@ mod tests {
         assert_eq!(rb.version.map(|v| (v.0, v.1)), Some((3, 1)));
         let ec = rb.ec.as_ref().expect("ruby_current_ec");
         assert!(!ec.program && !ec.slots.is_empty(), "{ec:?}");
+        assert_eq!(rb.shared_ec, None);
     }
 }

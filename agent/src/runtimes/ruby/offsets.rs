@@ -13,6 +13,9 @@ pub(crate) struct Layout {
     /// `sizeof(rb_control_frame_t)`: 56 (2.6-3.0: `pc sp iseq self ep block_code __bp__`), 64 (3.1,
     /// 3.2: `jit_return` added), 56 again (3.3+: `__bp__` removed).
     pub(crate) cfp_size: u16,
+    /// The running context is the global `ruby_current_execution_context_ptr` (2.7), the context
+    /// of the thread holding the VM's lock, rather than the thread-local `ruby_current_ec` (3.0+).
+    pub(crate) shared_context: bool,
     /// `rb_iseq_constant_body.insns_info`: `.body` (entries), `.positions`, `.size`,
     /// `.succ_index_table`: 120/128/136/144 up to 3.1, 112/120/128/136 from 3.2 (a field before
     /// them removed).
@@ -35,6 +38,10 @@ pub(crate) struct Layout {
 
 /// `rb_execution_context_t`: `vm_stack`, `vm_stack_size`, `cfp`; the same from 2.5 to 3.4.
 const EC: (u16, u16, u16) = (0, 8, 16);
+/// 2.7: `rb_execution_context_t.thread_ptr` and `rb_thread_t.thread_id` (its `pthread_t`), checked
+/// against a live Debian 11 `ruby2.7` (2.7.4) with two threads: the thread's `ec` points back, and
+/// the id is its thread control block (which points to itself).
+const THREAD_OF_CONTEXT: (u16, u16) = (56, 72);
 /// `rb_control_frame_t`: `pc`, `iseq`, `ep`; the same from 2.5 to 3.4.
 const CFP: (u16, u16, u16) = (0, 16, 32);
 /// `rb_iseq_t.body`.
@@ -46,21 +53,21 @@ pub(crate) const BODY_ENCODED: u16 = 8;
 pub(crate) const BODY_LOCATION: u64 = 64;
 
 /// The versions sonde walks, for messages.
-pub(crate) const SUPPORTED: &str = "3.0 to 3.4";
+pub(crate) const SUPPORTED: &str = "2.7 to 3.4";
 
 /// The layout of Ruby `version`, if sonde knows it.
 pub(crate) fn layout(version: (u8, u8, u8)) -> Option<Layout> {
     let (major, minor, _) = version;
-    // `ruby_current_ec` became thread-local in 3.0: before, the running context was a global the
-    // kernel would have to find another way.
     let v = (major, minor);
-    if !((3, 0)..=(3, 4)).contains(&v) {
+    if !((2, 7)..=(3, 4)).contains(&v) {
         return None;
     }
     let before_3_2 = v < (3, 2);
     Some(Layout {
+        // `ruby_current_ec` became thread-local in 3.0.
+        shared_context: v < (3, 0),
         cfp_size: match v {
-            (3, 0) => 56,
+            (2, 7) | (3, 0) => 56,
             (3, 1) | (3, 2) => 64,
             _ => 56,
         },
@@ -90,7 +97,17 @@ impl Layout {
             cfp_ep: CFP.2,
             iseq_body: ISEQ_BODY,
             body_encoded: BODY_ENCODED,
-            _pad: [0; 3],
+            ec_thread: if self.shared_context {
+                THREAD_OF_CONTEXT.0
+            } else {
+                0
+            },
+            thread_id: if self.shared_context {
+                THREAD_OF_CONTEXT.1
+            } else {
+                0
+            },
+            _pad: [0; 1],
         }
     }
 }
@@ -101,7 +118,11 @@ mod tests {
 
     #[test]
     fn versions_outside_the_table_are_refused() {
-        assert!(layout((2, 7, 8)).is_none());
+        assert!(layout((2, 6, 10)).is_none());
+        let l27 = layout((2, 7, 4)).unwrap();
+        assert!(l27.shared_context && !l27.yjit_3_1);
+        assert_eq!((l27.cfp_size, l27.insn_info_size), (56, 8));
+        assert_eq!(l27.kernel_settings(Default::default()).ec_thread, 56);
         assert!(layout((3, 5, 0)).is_none());
         let l31 = layout((3, 1, 2)).unwrap();
         assert_eq!((l31.cfp_size, l31.insn_info_size), (64, 12));
@@ -110,7 +131,14 @@ mod tests {
         assert_eq!((l33.cfp_size, l33.insns_body), (56, 112));
         assert!(!l33.first_lineno_fixnum && l33.string_len_field);
         // Every field the kernel reads of a control frame lies within what it reads at once.
-        for v in [(3, 0, 0), (3, 1, 0), (3, 2, 0), (3, 3, 0), (3, 4, 0)] {
+        for v in [
+            (2, 7, 0),
+            (3, 0, 0),
+            (3, 1, 0),
+            (3, 2, 0),
+            (3, 3, 0),
+            (3, 4, 0),
+        ] {
             let p = layout(v).unwrap().kernel_settings(Default::default());
             for field in [p.cfp_pc, p.cfp_iseq, p.cfp_ep] {
                 assert!(u32::from(field) + 8 <= sonde_abi::ruby::CFP_READ);
