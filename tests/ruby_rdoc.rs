@@ -1,6 +1,7 @@
 //! A Ruby program nobody here wrote: Debian's `rdoc` (Ruby's documentation generator, run by
 //! Debian 12's `ruby3.1`) over RubyGems' sources as Debian ships them. ≥ 60% of its samples carry
-//! Ruby frames, ≤ 10% hold an unnamed one, and rdoc's own parser is among them by name and file.
+//! Ruby frames, ≤ 10% hold an unnamed one, and rdoc's own parser is among them by name and file,
+//! its methods named with their classes (`RDoc::Parser::Ruby#...`).
 
 use std::process::{Command, Stdio};
 
@@ -62,5 +63,22 @@ fn rdoc_over_rubygems_is_named_in_ruby() {
     assert!(
         in_parser > 0,
         "no sample in rdoc's parsers (rdoc/parser/*.rb)\n{summary}"
+    );
+    // Its methods carry their classes, read from the process: `RDoc::Parser::Ruby#parse_statements`.
+    let parser_frames: Vec<&str> = samples
+        .iter()
+        .flat_map(|s| RUBY.frames(s))
+        .filter(|f| f.file.contains("/rdoc/parser/"))
+        .map(|f| f.function.as_str())
+        .collect();
+    let of_rdoc = parser_frames
+        .iter()
+        .filter(|n| n.contains("RDoc::Parser"))
+        .count();
+    assert!(
+        of_rdoc as f64 >= 0.9 * parser_frames.len() as f64,
+        "only {of_rdoc} of {} frames in rdoc's parsers name an RDoc::Parser class: {:?}",
+        parser_frames.len(),
+        &parser_frames[..parser_frames.len().min(20)]
     );
 }

@@ -45,7 +45,7 @@ fn sleeps_split_two_to_one(lang: &Interpreter, script: &str) {
             .any(|p| p.function == f && p.file == file.to_str().unwrap())
     };
     let ns = |f: &str| weight(samples.iter().filter(|s| has(s, f))) as f64;
-    let (twenty, ten) = (ns("sleep_twenty"), ns("sleep_ten"));
+    let (twenty, ten) = (ns(&lang.top("sleep_twenty")), ns(&lang.top("sleep_ten")));
     eprintln!(
         "{script}: sleep_twenty={:.0}ms sleep_ten={:.0}ms all={:.0}ms",
         twenty / 1e6,
@@ -64,7 +64,10 @@ fn sleeps_split_two_to_one(lang: &Interpreter, script: &str) {
         lang.runtime
     );
     let kernel_under_language = samples.iter().any(|s| {
-        let at = s.frames.iter().position(|f| f.function == "sleep_twenty");
+        let at = s
+            .frames
+            .iter()
+            .position(|f| f.function == lang.top("sleep_twenty"));
         let kernel = s.frames.iter().position(|f| f.is_kernel());
         matches!((kernel, at), (Some(k), Some(p)) if k < p)
     });
@@ -102,8 +105,9 @@ fn own_frames_per_thread(lang: &Interpreter, flags: &[&str]) {
     let main = |s: &&PySample| s.tid == i64::from(pid);
     let off = of_pid(resolve_frames(&read_pprof(&off)), pid);
     let asleep: Vec<&PySample> = off.iter().filter(main).collect();
-    let wrong = weight(asleep.iter().copied().filter(|s| has(s, "burn")));
-    let napping = weight(asleep.iter().copied().filter(|s| has(s, "nap")));
+    let (burn, nap) = (lang.top("burn"), lang.top("nap"));
+    let wrong = weight(asleep.iter().copied().filter(|s| has(s, &burn)));
+    let napping = weight(asleep.iter().copied().filter(|s| has(s, &nap)));
     let all = weight(asleep.iter().copied());
     eprintln!(
         "{}: main thread off CPU {all} ns, {napping} in nap, {wrong} in burn",
@@ -122,7 +126,7 @@ fn own_frames_per_thread(lang: &Interpreter, flags: &[&str]) {
     );
     let on = of_pid(resolve_frames(&read_pprof(&on)), pid);
     let burning: Vec<&PySample> = on.iter().filter(|s| !main(s)).collect();
-    let burns = weight(burning.iter().copied().filter(|s| has(s, "burn")));
+    let burns = weight(burning.iter().copied().filter(|s| has(s, &burn)));
     let all = weight(burning.iter().copied());
     assert!(
         all > 200 && burns as f64 >= 0.8 * all as f64,

@@ -23,6 +23,9 @@ pub struct Interpreter {
     pub workloads: &'static str,
     pub mapping: &'static str,
     pub package: &'static str,
+    /// What sonde puts before a function defined at the script's top level: Ruby names its class
+    /// (`Object#churn`, as Ruby 3.4's backtraces do), PHP nothing.
+    pub top_level: &'static str,
 }
 
 /// Debian 12's Ruby (`ruby3.1`, installed by `cargo xtask setup --peers`).
@@ -33,6 +36,7 @@ pub const RUBY: Interpreter = Interpreter {
     workloads: "tests/workloads/ruby",
     mapping: "[ruby]",
     package: "ruby3.1",
+    top_level: "Object#",
 };
 
 /// Debian 12's PHP (`php8.2-cli`, installed by `cargo xtask setup --peers`).
@@ -43,6 +47,7 @@ pub const PHP: Interpreter = Interpreter {
     workloads: "tests/workloads/php",
     mapping: "[php]",
     package: "php8.2-cli",
+    top_level: "",
 };
 
 /// Debian 11's Ruby 2.7 (`ruby2.7` and `libruby2.7` from Debian's archive, unpacked by `cargo xtask
@@ -54,6 +59,7 @@ pub const RUBY27: Interpreter = Interpreter {
     workloads: "tests/workloads/ruby",
     mapping: "[ruby]",
     package: "ruby2.7 (Debian 11, from its archive)",
+    top_level: "Object#",
 };
 
 impl Interpreter {
@@ -71,6 +77,11 @@ impl Interpreter {
             Some(root) => root.join(self.binary),
             None => PathBuf::from(self.binary),
         }
+    }
+
+    /// The name sonde gives `function`, defined at a script's top level.
+    pub fn top(&self, function: &str) -> String {
+        format!("{}{function}", self.top_level)
     }
 
     /// A workload's script.
@@ -200,7 +211,8 @@ impl Interpreter {
             }
         }
         // `churn`, where the time goes, is a language frame above each burner, in the loop's place.
-        let in_churn = weight(samples.iter().filter(|s| has(s, "churn")));
+        let churn = self.top("churn");
+        let in_churn = weight(samples.iter().filter(|s| has(s, &churn)));
         assert!(
             in_churn as f64 >= 0.9 * burners as f64,
             "churn is in only {in_churn} of the burners' {burners} samples"

@@ -23,8 +23,14 @@ pub const FRAME_MAGIC_MASK: u64 = 0x7fff_0001;
 pub const MAGIC_CFUNC: u64 = 0x5555_0001;
 pub const MAGIC_IFUNC: u64 = 0x6666_0001;
 pub const MAGIC_DUMMY: u64 = 0x7999_0001;
+/// A method's frame (`VM_FRAME_MAGIC_METHOD`): its `ep[-2]` is its method entry.
+pub const MAGIC_METHOD: u64 = 0x1111_0001;
 /// `VM_FRAME_FLAG_FINISH`: the frame returns from the VM's loop to its C caller.
 pub const FRAME_FLAG_FINISH: u64 = 0x0020;
+/// Bytes below `ep` read with it in one read: `ep[-2]` (the method entry or cref,
+/// `VM_ENV_DATA_INDEX_ME_CREF`) and `ep[-1]`, then `ep[0]` (the flags), the same from 2.3 to 3.4. A
+/// method frame's entry is announced with its iseq: its owner is the method's class.
+pub const EP_BEFORE: u64 = 16;
 
 /// One CRuby process's settings, written by userspace when it finds the interpreter (`RB_PROCS`, by
 /// tgid). Offsets are in bytes, for the process's Ruby version.

@@ -17,8 +17,8 @@ use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use sonde_abi::{
     appended::{self, ENTRY},
     ruby::{
-        CFP_READ, FRAME_FLAG_FINISH, FRAME_MAGIC_MASK, MAGIC_CFUNC, MAGIC_DUMMY, MAGIC_IFUNC,
-        RbProc,
+        CFP_READ, EP_BEFORE, FRAME_FLAG_FINISH, FRAME_MAGIC_MASK, MAGIC_CFUNC, MAGIC_DUMMY,
+        MAGIC_IFUNC, MAGIC_METHOD, RbProc,
     },
 };
 #[cfg(not(feature = "legacy"))]
@@ -203,8 +203,12 @@ pub extern "C" fn sonde_step_ruby(scratch: *mut Scratch, settings: *const RbProc
     };
     // A bounded stride, so a wrong size cannot loop in place.
     s.rb.cfp = cfp + u64::from(p.cfp_size.clamp(8, 256));
-    // `ep[0]` holds the frame's flags: what it is, and whether it ends its VM loop's call.
-    let Ok(flags) = user_u64(ep) else {
+    // `ep[0]` holds the frame's flags: what it is, and whether it ends its VM loop's call;
+    // `ep[-2]` a method frame's method entry.
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    let Ok([entry, _, flags]) =
+        (unsafe { bpf_probe_read_user(ep.wrapping_sub(EP_BEFORE) as *const [u64; 3]) })
+    else {
         s.rb.fault = 1;
         return 1;
     };
@@ -235,13 +239,14 @@ pub extern "C" fn sonde_step_ruby(scratch: *mut Scratch, settings: *const RbProc
     s.rb.frames += 1;
     s.rb.open = if finish { 0 } else { s.rb.open + 1 };
     // Code compiled by `eval` (templates, `instance_eval` blocks) is freed once run: its body is
-    // read while it lives.
+    // read while it lives. A method's entry goes with it: its class names its frames.
     let object = super::announce::Object {
         address: body,
         check: 0,
         tgid: s.rb.tgid,
     };
-    super::announce::announce_object(&mut s.announced, object, proc_event::RUBY_ISEQ, body, 0);
+    let entry = if magic == MAGIC_METHOD { entry } else { 0 };
+    super::announce::announce_object(&mut s.announced, object, proc_event::RUBY_ISEQ, body, entry);
     0
 }
 

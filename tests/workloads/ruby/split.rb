@@ -1,6 +1,9 @@
-# Spends 50/30/20% of its CPU in burn_a, burn_b and burn_c, called from `main`, and measures that
-# split itself with the thread's CPU clock. Prints `ready`, runs for ARGV[0] seconds, then prints
-# `accounted burn_a=P burn_b=P burn_c=P` (percent of the three's CPU time).
+# Spends 50/30/20% of its CPU in Object#burn_a (a method at the top level),
+# Split::Burner#burn_b (an instance method) and Split::Burner.burn_c (a class method, whose work a
+# block does under `Integer#times`, a C method entering the VM again), called from `main`, and
+# measures that split itself with the thread's CPU clock. Prints `ready`, runs for ARGV[0] seconds,
+# then prints `accounted Object#burn_a=P Split::Burner#burn_b=P Split::Burner.burn_c=P` (percent of
+# the three's CPU time), named as Ruby 3.4's backtraces name them.
 
 def cpu_now
   Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
@@ -21,29 +24,36 @@ def burn_a
   churn(50_000)
 end
 
-def burn_b
-  churn(30_000)
-end
+module Split
+  class Burner
+    def burn_b
+      churn(30_000)
+    end
 
-def burn_c
-  churn(20_000)
+    def self.burn_c
+      x = 0
+      1.times { x = churn(20_000) }
+      x
+    end
+  end
 end
 
 def main(seconds)
-  spent = { "burn_a" => 0.0, "burn_b" => 0.0, "burn_c" => 0.0 }
+  spent = { "Object#burn_a" => 0.0, "Split::Burner#burn_b" => 0.0, "Split::Burner.burn_c" => 0.0 }
+  burner = Split::Burner.new
   deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
   $stdout.puts "ready"
   $stdout.flush
   while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
     t = cpu_now
     burn_a
-    spent["burn_a"] += cpu_now - t
+    spent["Object#burn_a"] += cpu_now - t
     t = cpu_now
-    burn_b
-    spent["burn_b"] += cpu_now - t
+    burner.burn_b
+    spent["Split::Burner#burn_b"] += cpu_now - t
     t = cpu_now
-    burn_c
-    spent["burn_c"] += cpu_now - t
+    Split::Burner.burn_c
+    spent["Split::Burner.burn_c"] += cpu_now - t
   end
   all = spent.values.sum
   $stdout.puts "accounted " + spent.map { |k, v| format("%s=%.2f", k, 100.0 * v / all) }.join(" ")

@@ -51,7 +51,11 @@ pub(crate) const RUBY: Lang = Lang {
     runtime: "ruby",
     binary: "/usr/bin/ruby3.1",
     script: "tests/workloads/ruby/split.rb",
-    functions: ["burn_a", "burn_b", "burn_c"],
+    functions: [
+        "Object#burn_a",
+        "Split::Burner#burn_b",
+        "Split::Burner.burn_c",
+    ],
     rbspy: true,
     jit_args: &["--yjit"],
     perf_args: &[],
@@ -340,15 +344,22 @@ fn all_but(runtime: &str) -> String {
 }
 
 /// Samples in `folded` stacks, and those naming one of `functions` (sonde writes the name, rbspy
-/// `label - file:line`, PHP's perf map `JIT$name`).
+/// `label - file:line`, PHP's perf map `JIT$name`). A Ruby method counts by its qualified name
+/// (`Split::Burner#burn_b`, sonde's) or by its bare one (`burn_b`, rbspy's label).
 fn named_share(folded: &str, functions: &[&str]) -> (u64, u64) {
     let (mut samples, mut named) = (0, 0);
     for (stack, n) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
         let Ok(n) = n.parse::<u64>() else { continue };
         samples += n;
         let names = |f: &str| {
-            let label = f.split(" - ").next().unwrap_or(f);
-            functions.contains(&label.trim_start_matches("JIT$"))
+            let label = f
+                .split(" - ")
+                .next()
+                .unwrap_or(f)
+                .trim_start_matches("JIT$");
+            functions
+                .iter()
+                .any(|&name| name == label || name.rsplit(['#', '.']).next() == Some(label))
         };
         if stack.split(';').any(names) {
             named += n;
@@ -418,10 +429,11 @@ mod tests {
 
     #[test]
     fn named_samples_hold_a_function_by_its_label() {
-        let folded = "ruby;main;<main>;main;burn_a;churn 7\n\
+        let folded = "ruby;main;<main>;Object#main;Object#burn_a;Object#churn 7\n\
                       <main> - split.rb:55;main - split.rb:44;burn_b - split.rb:26 2\n\
+                      ruby;<main>;block in Split::Burner.burn_c 4\n\
                       ruby;rb_vm_exec;libruby+0x1 5\n";
-        assert_eq!(named_share(folded, &RUBY.functions), (14, 9));
+        assert_eq!(named_share(folded, &RUBY.functions), (18, 9));
         let perf = "php;execute_ex;JIT$Burner::burn_b;JIT$churn 3\nphp;execute_ex 1\n";
         assert_eq!(named_share(perf, &PHP.functions), (4, 3));
         assert_eq!(all_but("php"), "python,go,java,node,ruby,trace-context");

@@ -30,8 +30,16 @@ pub(crate) trait Interpreter: Send + Sync + 'static {
 
     /// Reads the object at `object` in a process running `vm`; None when unreadable.
     fn read(memory: &ProcessMemory, vm: &Self::Vm, object: u64) -> Option<Self::Code>;
-    /// The symbol of a frame running `code` at `position`.
-    fn symbol(code: &Self::Code, position: u32) -> Symbol;
+    /// Notes what the kernel announced with `object` (`detail`, non-zero), at each announcement,
+    /// whether the object was read before or not.
+    fn note(_memory: &ProcessMemory, _vm: &Self::Vm, _object: u64, _detail: u64) {}
+    /// The symbol of a frame running `code` at `position`, in a process running `vm`.
+    fn symbol(vm: &Self::Vm, code: &Self::Code, position: u32) -> Symbol;
+    /// Whether the symbol of `code`'s frames is final; when not (it waits for a note), they are
+    /// named again at each window until it is.
+    fn settled(_vm: &Self::Vm, _code: &Self::Code) -> bool {
+        true
+    }
     /// Whether native frame `i` of `frames` (leaf to root) is a call of the interpreter's loop,
     /// which the frames one call ran take the place of.
     fn is_loop(frames: &[Frame], i: usize) -> bool;

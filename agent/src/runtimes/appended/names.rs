@@ -28,6 +28,8 @@ struct Process<I: Interpreter> {
     objects: HashMap<u64, Option<I::Code>>,
     /// Frames by (object, position).
     frames: HashMap<(u64, u32), Frame>,
+    /// Frames whose names are not final yet (`Interpreter::settled`).
+    unsettled: HashSet<(u64, u32)>,
 }
 
 /// The frame cache of interpreter `I`.
@@ -60,6 +62,7 @@ impl<I: Interpreter> AppendedNames<I> {
             vm: vm.clone(),
             objects: HashMap::new(),
             frames: HashMap::new(),
+            unsettled: HashSet::new(),
         };
         let process = self.processes.entry(pid).or_insert_with(fresh);
         if !Arc::ptr_eq(&process.vm, vm) {
@@ -70,13 +73,18 @@ impl<I: Interpreter> AppendedNames<I> {
     }
 
     /// Reads the object at `object` in `pid` unless cached: at the window's end, or as soon as the
-    /// kernel announces it (`proc_event::RUBY_ISEQ`, `PHP_FUNCTION`), while it lives.
-    pub(crate) fn read_object(&mut self, pid: u32, vm: &Arc<I::Vm>, object: u64) {
+    /// kernel announces it (`proc_event::RUBY_ISEQ`, `PHP_FUNCTION`) with `detail` (0 for none),
+    /// while it lives.
+    pub(crate) fn read_object(&mut self, pid: u32, vm: &Arc<I::Vm>, object: u64, detail: u64) {
+        let memory = ProcessMemory::new(pid);
+        if detail != 0 {
+            I::note(&memory, vm, object, detail);
+        }
         let process = self.process(pid, vm);
         if process.objects.contains_key(&object) {
             return;
         }
-        let code = I::read(&ProcessMemory::new(pid), vm, object);
+        let code = I::read(&memory, vm, object);
         process.objects.insert(object, code);
         self.entries += 1;
     }
@@ -84,18 +92,24 @@ impl<I: Interpreter> AppendedNames<I> {
     /// Reads the object of `frame` in `pid` unless cached, and builds its frame.
     pub(crate) fn resolve(&mut self, pid: u32, vm: &Arc<I::Vm>, frame: Appended) {
         let key = (frame.object, frame.position);
-        if self.process(pid, vm).frames.contains_key(&key) {
+        let process = self.process(pid, vm);
+        if process.frames.contains_key(&key) && !process.unsettled.contains(&key) {
             return;
         }
-        self.read_object(pid, vm, frame.object);
+        self.read_object(pid, vm, frame.object, 0);
         let module = self.module.clone();
         let process = self.process(pid, vm);
         let Some(Some(code)) = process.objects.get(&frame.object) else {
             return;
         };
-        let named = named_frame(&module, I::symbol(code, frame.position));
-        process.frames.insert(key, named);
-        self.entries += 1;
+        let named = named_frame(&module, I::symbol(vm, code, frame.position));
+        match I::settled(vm, code) {
+            true => process.unsettled.remove(&key),
+            false => process.unsettled.insert(key),
+        };
+        if process.frames.insert(key, named).is_none() {
+            self.entries += 1;
+        }
     }
 
     /// The frame of `frame` in `pid`, resolved before: named, or (object unreadable) the
@@ -158,7 +172,7 @@ pub(crate) fn announced<I: Interpreter>(
     }
     if let Some(vm) = crate::runtimes::seam::typed::<I::Vm>(instance) {
         let mut names = names.lock().unwrap_or_else(|e| e.into_inner());
-        names.read_object(pid, &vm, event.address);
+        names.read_object(pid, &vm, event.address, event.data);
     }
     true
 }

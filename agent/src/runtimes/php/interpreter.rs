@@ -27,7 +27,7 @@ impl Interpreter for Php {
         Function::read(memory, &vm.layout, func)
     }
 
-    fn symbol(function: &Function, line: u32) -> Symbol {
+    fn symbol(_vm: &PhpVm, function: &Function, line: u32) -> Symbol {
         Symbol {
             name: function.name.clone(),
             file: Some(function.file.clone()),

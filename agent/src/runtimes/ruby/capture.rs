@@ -143,11 +143,13 @@ impl RubyCapture {
         };
         self.retries.done(pid);
         tracing::debug!(pid, binary = %binary.path, ?version, ?libc, mode = place.mode, module = place.module, offset = place.offset, "Ruby VM found");
-        Some(RubyVm {
-            binary: binary.path.clone(),
+        let object_class = rb.object_class.map_or(0, |at| at.wrapping_add(bias));
+        Some(RubyVm::new(
+            binary.path.clone(),
             layout,
-            settings: layout.kernel_settings(place),
-        })
+            layout.kernel_settings(place),
+            object_class,
+        ))
     }
 }
 

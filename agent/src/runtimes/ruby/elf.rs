@@ -24,6 +24,9 @@ pub(crate) struct RbElf {
     /// The link-time address of `ruby_current_execution_context_ptr`, when the binary defines it
     /// and no `ruby_current_ec`.
     pub(crate) shared_ec: Option<u64>,
+    /// The link-time address of `rb_cObject` (the variable holding `Object`), from which class
+    /// names are learned (`super::owner`).
+    pub(crate) object_class: Option<u64>,
 }
 
 /// Reads [`RbElf`] of every binary as it is first opened.
@@ -43,10 +46,12 @@ fn read(file: &object::File, bytes: &[u8]) -> Option<RuntimeFact> {
         Some(_) => None,
         None => symbol(file, "ruby_current_execution_context_ptr"),
     };
+    let object_class = symbol(file, "rb_cObject");
     Some(Arc::new(RbElf {
         version,
         ec,
         shared_ec,
+        object_class,
     }))
 }
 

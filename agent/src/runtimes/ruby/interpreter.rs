@@ -5,7 +5,11 @@
 //! (a JIT's frame in between), `rb_vm_exec` itself. A YJIT frame is a loop frame of its own: its code
 //! runs the frames of its VM call.
 
-use super::{iseq::Iseq, jit, vm::RubyVm};
+use super::{
+    iseq::{Iseq, MethodOf},
+    jit,
+    vm::RubyVm,
+};
 use crate::{
     profile::{Frame, Symbol},
     runtimes::{Runtime, appended::Interpreter, memory::ProcessMemory},
@@ -30,12 +34,37 @@ impl Interpreter for Ruby {
         Iseq::read(memory, &vm.layout, body)
     }
 
-    fn symbol(iseq: &Iseq, position: u32) -> Symbol {
+    /// `entry`: a method frame's method entry, announced with its body.
+    fn note(memory: &ProcessMemory, vm: &RubyVm, body: u64, entry: u64) {
+        vm.note_method(memory, body, entry);
+    }
+
+    /// Named by its method's class where known (`super::owner`), else by its label.
+    fn symbol(vm: &RubyVm, iseq: &Iseq, position: u32) -> Symbol {
+        let named = |m: &MethodOf| {
+            let class = vm.method_class(m.body)?;
+            Some(format!("{}{}", m.prefix, class.name(&m.name)))
+        };
+        let name = iseq
+            .method
+            .as_ref()
+            .and_then(named)
+            .unwrap_or_else(|| iseq.label.clone());
         Symbol {
-            name: iseq.label.clone(),
+            name,
             file: Some(iseq.file.clone()),
             line: Some(iseq.line(position)),
         }
+    }
+
+    /// Final once its method's class is known (or it runs in no method, or never will be: the
+    /// versions whose class paths sonde does not read).
+    fn settled(vm: &RubyVm, iseq: &Iseq) -> bool {
+        !vm.layout.class_paths_in_variables
+            || iseq
+                .method
+                .as_ref()
+                .is_none_or(|m| vm.method_class(m.body).is_some())
     }
 
     fn is_loop(frames: &[Frame], i: usize) -> bool {

@@ -8,10 +8,14 @@
 //! and an entry's index is the rank of the position: the count of set bits up to it.
 
 use super::{
-    offsets::{BODY_LOCATION, BODY_SIZE, Layout},
+    offsets::{BODY_LOCATION, BODY_SIZE, ISEQ_BODY, Layout},
     strings,
 };
 use crate::runtimes::memory::ProcessMemory;
+
+/// `enum iseq_type` (`vm_core.h`, the same from 2.3 to 3.4), in the body's first word.
+const TYPE_METHOD: u32 = 1;
+const TYPE_BLOCK: u32 = 2;
 
 /// Entries read of one line table at most (an iseq of a 64 Ki-line generated file).
 const MAX_ENTRIES: u64 = 1 << 16;
@@ -30,6 +34,47 @@ pub(crate) struct Iseq {
     /// The line it starts at: its frames' line when the table cannot say.
     pub(crate) first_line: u32,
     lines: Lines,
+    /// The method it is or runs in, whose class names its frames (`super::owner`).
+    pub(crate) method: Option<MethodOf>,
+}
+
+/// The method an iseq is (a `def`) or runs in (a block).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MethodOf {
+    /// The method's body.
+    pub(crate) body: u64,
+    /// What comes before the method's name: `block in `, `block (2 levels) in `, nothing.
+    pub(crate) prefix: String,
+    /// The method's name.
+    pub(crate) name: String,
+}
+
+impl MethodOf {
+    /// The method `body`, labelled `label`, is or runs in, when it is a method or a block.
+    fn read(memory: &ProcessMemory, layout: &Layout, body: u64, label: &str) -> Option<Self> {
+        match memory.u64(body).ok()? as u32 {
+            TYPE_METHOD => Some(Self {
+                body,
+                prefix: String::new(),
+                name: label.to_string(),
+            }),
+            TYPE_BLOCK => {
+                let local = memory.u64(body + u64::from(layout.local_iseq)).ok()?;
+                let method = memory.u64(local + u64::from(ISEQ_BODY)).ok()?;
+                // A block in a class body or at the top level runs in no method.
+                if memory.u64(method).ok()? as u32 != TYPE_METHOD {
+                    return None;
+                }
+                let at = label.rfind(" in ")? + 4;
+                Some(Self {
+                    body: method,
+                    prefix: label[..at].to_string(),
+                    name: label[at..].to_string(),
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// How an iseq's instruction positions map to its line numbers.
@@ -57,11 +102,13 @@ impl Iseq {
             false => first as u32,
         };
         let lines = read_lines(memory, layout, body).unwrap_or(Lines::One(None));
+        let method = MethodOf::read(memory, layout, body, &label);
         Some(Self {
             label,
             file,
             first_line,
             lines,
+            method,
         })
     }
 
@@ -208,6 +255,7 @@ mod tests {
             file: "spin.rb".into(),
             first_line: 1,
             lines,
+            method: None,
         };
         let sorted = iseq(Lines::Positions(vec![0, 4, 9], vec![2, 3, 5]));
         assert_eq!(

@@ -12,6 +12,7 @@ pub(crate) mod interpreter;
 mod iseq;
 mod jit;
 pub(crate) mod offsets;
+mod owner;
 pub(crate) mod register;
 mod strings;
 mod vm;

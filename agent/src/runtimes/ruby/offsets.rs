@@ -31,6 +31,13 @@ pub(crate) struct Layout {
     /// `RString`: up to 3.1 an embedded string's bytes start at 16 and its length is in the flags;
     /// from 3.2 `len` is at 16 for both kinds and the embedded bytes start at 24.
     pub(crate) string_len_field: bool,
+    /// `rb_iseq_constant_body.local_iseq`: the method a block runs in.
+    pub(crate) local_iseq: u16,
+    /// A class's path is among its instance variables (`__classpath__`, up to 3.1), where sonde
+    /// reads it (`super::owner`).
+    pub(crate) class_paths_in_variables: bool,
+    /// `FL_SINGLETON` in a class's flags: `FL_USER0` up to 3.3, `FL_USER1` from 3.4.
+    pub(crate) fl_singleton: u64,
     /// YJIT is 3.1's C implementation, whose code runs in one frame of a fixed shape
     /// (`platform::arch::YJIT_3_1_FRAME`); later YJITs are not described yet.
     pub(crate) yjit_3_1: bool,
@@ -78,6 +85,9 @@ pub(crate) fn layout(version: (u8, u8, u8)) -> Option<Layout> {
         insn_info_size: if v < (3, 1) { 8 } else { 12 },
         first_lineno_fixnum: v < (3, 3),
         string_len_field: !before_3_2,
+        local_iseq: if before_3_2 { 176 } else { 168 },
+        class_paths_in_variables: before_3_2,
+        fl_singleton: if v < (3, 4) { 1 << 12 } else { 1 << 13 },
         yjit_3_1: v == (3, 1),
     })
 }
