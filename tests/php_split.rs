@@ -10,7 +10,7 @@
 
 use crate::common::{
     python::{PySample, weight},
-    scripted::{PHP, Split},
+    scripted::{PHP, Split, assert_jit_unwound},
 };
 
 /// The lines of the function `name` (`Class::method` or `function`) in `split.php`, from its
@@ -50,20 +50,7 @@ fn the_jits_code_is_unwound_as_the_executor_and_named_as_php() {
     // The JIT's code is in opcache's shared memory (`/dev/zero`): each frame there took its PHP
     // frames' place, and each stack goes on below it to the executor's caller and the process's
     // start (Debian's `php8.2` keeps no name for its own `main`).
-    let in_jit = weight(
-        samples
-            .iter()
-            .filter(|s| s.frames.iter().any(|f| f.mapping.contains("zero"))),
-    );
-    let complete = weight(samples.iter().filter(|s| {
-        let has = |name: &str| s.frames.iter().any(|f| f.function == name);
-        has("zend_execute") && has("__libc_start_call_main")
-    }));
-    let all = weight(&samples);
-    assert!(
-        in_jit == 0 && complete as f64 >= 0.95 * all as f64,
-        "{in_jit} of {all} samples keep a JIT frame, {complete} reach zend_execute and libc's start"
-    );
+    assert_jit_unwound(&samples, "zero", "zend_execute");
 }
 
 /// Runs `split.php` under `php8.2 flags`, checks what the module's documentation says, and returns

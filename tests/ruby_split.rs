@@ -14,7 +14,7 @@
 
 use crate::common::{
     python::{PySample, weight},
-    scripted::{RUBY, RUBY27, Split},
+    scripted::{RUBY, RUBY27, Split, assert_jit_unwound},
 };
 
 /// The `def` line of `method` (`Class#name`, `Class.name`) in `split.rb` up to its `end`, as line
@@ -61,20 +61,7 @@ fn debian_ruby_splits_fifty_thirty_twenty_by_method_with_file_and_line() {
 #[test]
 fn yjits_code_is_unwound_to_the_root_and_named_as_ruby() {
     let samples = RUBY.split(&["--yjit"], &SPLIT, "ruby_yjit");
-    let in_jit = weight(
-        samples
-            .iter()
-            .filter(|s| s.frames.iter().any(|f| f.mapping == "[jit]")),
-    );
-    let rooted = weight(samples.iter().filter(|s| {
-        let has = |name: &str| s.frames.iter().any(|f| f.function == name);
-        has("ruby_run_node") && has("__libc_start_call_main")
-    }));
-    let all = weight(&samples);
-    assert!(
-        in_jit == 0 && rooted as f64 >= 0.95 * all as f64,
-        "{in_jit} of {all} samples keep a YJIT frame, {rooted} reach ruby_run_node and libc's start"
-    );
+    assert_jit_unwound(&samples, "[jit]", "ruby_run_node");
 }
 
 #[test]

@@ -221,6 +221,26 @@ impl Interpreter {
     }
 }
 
+/// Checks the samples of a script run with the interpreter's JIT on: no frame is left in the JIT's
+/// code (mapping `jit`: each took its language frames' place), and ≥ 95% of samples go on below it
+/// to `entry` (the interpreter's native caller of its loop) and the process's start.
+pub fn assert_jit_unwound(samples: &[PySample], jit: &str, entry: &str) {
+    let in_jit = weight(
+        samples
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f.mapping.contains(jit))),
+    );
+    let complete = weight(samples.iter().filter(|s| {
+        let has = |name: &str| s.frames.iter().any(|f| f.function == name);
+        has(entry) && has("__libc_start_call_main")
+    }));
+    let all = weight(samples);
+    assert!(
+        in_jit == 0 && complete as f64 >= 0.95 * all as f64,
+        "{in_jit} of {all} samples keep a JIT frame, {complete} reach {entry} and libc's start"
+    );
+}
+
 /// Waits for the workload to exit; the rest of its output.
 pub fn finish(mut child: Child, mut out: BufReader<ChildStdout>) -> String {
     let mut rest = String::new();
