@@ -36,8 +36,6 @@ pub(crate) struct Layout {
     /// A class's path is among its instance variables (`__classpath__`, up to 3.1), where sonde
     /// reads it (`super::owner`).
     pub(crate) class_paths_in_variables: bool,
-    /// `FL_SINGLETON` in a class's flags: `FL_USER0` up to 3.3, `FL_USER1` from 3.4.
-    pub(crate) fl_singleton: u64,
     /// YJIT is 3.1's C implementation, whose code runs in one frame of a fixed shape
     /// (`platform::arch::YJIT_3_1_FRAME`); later YJITs are not described yet.
     pub(crate) yjit_3_1: bool,
@@ -87,7 +85,6 @@ pub(crate) fn layout(version: (u8, u8, u8)) -> Option<Layout> {
         string_len_field: !before_3_2,
         local_iseq: if before_3_2 { 176 } else { 168 },
         class_paths_in_variables: before_3_2,
-        fl_singleton: if v < (3, 4) { 1 << 12 } else { 1 << 13 },
         yjit_3_1: v == (3, 1),
     })
 }

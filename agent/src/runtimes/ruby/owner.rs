@@ -22,6 +22,9 @@ const T_MASK: u64 = 0x1f;
 const T_CLASS: u64 = 0x02;
 const T_MODULE: u64 = 0x03;
 const T_IMEMO: u64 = 0x1a;
+/// `FL_SINGLETON` (`FL_USER0`) in a class's flags, up to 3.1: the versions whose class paths are
+/// read (3.4 moved it to `FL_USER1`).
+const FL_SINGLETON: u64 = 1 << 12;
 /// An internal object's kind (`imemo_type`, 4 bits from `FL_USHIFT`): a method entry.
 const IMEMO_SHIFT: u32 = 12;
 const IMEMO_MENT: u64 = 6;
@@ -119,7 +122,7 @@ impl<'a> ClassPaths<'a> {
         }
         let owner = self.memory.u64(entry + ENTRY_OWNER).ok()?;
         let class = self.memory.u64(owner).ok()?;
-        if class & T_MASK == T_CLASS && class & self.layout.fl_singleton != 0 {
+        if class & T_MASK == T_CLASS && class & FL_SINGLETON != 0 {
             // A singleton class's variables hold its attached object (`__attached__`): the class
             // or module whose own method this is.
             let attached = variables(self.memory, owner)?
