@@ -68,14 +68,22 @@ impl Interpreter for Ruby {
     }
 
     fn is_loop(frames: &[Frame], i: usize) -> bool {
+        /// Unnamed frames at most between YJIT's code and `rb_vm_exec`: the loop, then the call.
+        const JIT_CALL_FRAMES: usize = 2;
         let is_exec = |f: &Frame| f.function() == Some(VM_EXEC);
         let is_core = |f: &Frame| f.function().is_none_or(|n| n.starts_with(VM_EXEC_CORE));
-        // YJIT's code runs the frames of its VM call in place of the loop; the unnamed frame
-        // between it and `rb_vm_exec` is the call into it.
+        // YJIT's code runs the frames of its VM call in place of the loop; the unnamed frames
+        // between it and `rb_vm_exec` (the loop that called into it, the call) are that same VM
+        // call's, not loops of their own.
         if jit::is_jit(&frames[i]) {
             return true;
         }
-        let below_jit = i > 0 && jit::is_jit(&frames[i - 1]);
+        let below_jit = frames[..i]
+            .iter()
+            .rev()
+            .take(JIT_CALL_FRAMES)
+            .find(|f| jit::is_jit(f) || f.function().is_some())
+            .is_some_and(jit::is_jit);
         if frames.get(i + 1).is_some_and(is_exec) && is_core(&frames[i]) && !below_jit {
             return true;
         }
@@ -143,6 +151,11 @@ mod tests {
         ];
         assert!(Ruby::is_loop(&native, 1));
         assert!(!Ruby::is_loop(&native, 2) && !Ruby::is_loop(&native, 3));
+        // Stripped `libruby`, called from the loop: its frame is as unnamed as the call's, and one
+        // VM call's all the same.
+        let mut from_loop = native.clone();
+        from_loop.insert(3, frame(None));
+        assert!((2..5).all(|i| !Ruby::is_loop(&from_loop, i)));
         let out = merge(
             native,
             vec![ruby("churn", false), ruby("<main>", true)],
