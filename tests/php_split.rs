@@ -50,7 +50,7 @@ fn the_jits_code_is_unwound_as_the_executor_and_named_as_php() {
     // The JIT's code is in opcache's shared memory (`/dev/zero`): each frame there took its PHP
     // frames' place, and each stack goes on below it to the executor's caller and the process's
     // start (Debian's `php8.2` keeps no name for its own `main`).
-    assert_jit_unwound(&samples, "zero", "zend_execute");
+    assert_jit_unwound(&samples, &PHP, "zero", "zend_execute");
 }
 
 /// Runs `split.php` under `php8.2 flags`, checks what the module's documentation says, and returns

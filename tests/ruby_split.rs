@@ -61,7 +61,7 @@ fn debian_ruby_splits_fifty_thirty_twenty_by_method_with_file_and_line() {
 #[test]
 fn yjits_code_is_unwound_to_the_root_and_named_as_ruby() {
     let samples = RUBY.split(&["--yjit"], &SPLIT, "ruby_yjit");
-    assert_jit_unwound(&samples, "[jit]", "ruby_run_node");
+    assert_jit_unwound(&samples, &RUBY, "[jit]", "ruby_run_node");
 }
 
 #[test]

@@ -359,6 +359,25 @@ fn flag_last(s: &mut Scratch, flag: u64) {
     }
 }
 
+/// Clears `flag` from the last stored word, when `frames` (an interpreter's walk's count) says that
+/// word is the walk's. A walk cut short (a fault, a full stack) ends this way on a frame left open,
+/// so that userspace takes a closed last frame to mean the walk reached its thread's root
+/// (`runtimes::merge` pairs loop calls from the root then).
+#[inline(always)]
+fn unflag_last(s: &mut Scratch, frames: u32, flag: u64) {
+    if frames == 0 {
+        return;
+    }
+    let last = (s.stack.len as usize).wrapping_sub(1);
+    if let Some(word) = s.stack.frames.get_mut(last)
+        && *word & flag != 0
+    {
+        *word &= !flag;
+        s.hash = mix(s.hash ^ flag, 0x9e37_79b9_7f4a_7c15);
+        s.check = mix(s.check ^ flag, 0xc2b2_ae3d_27d4_eb4f);
+    }
+}
+
 /// One round of a multiply-xorshift hash.
 #[inline(always)]
 pub(crate) fn mix(x: u64, k: u64) -> u64 {

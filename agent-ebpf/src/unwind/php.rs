@@ -98,6 +98,9 @@ pub fn walk(scratch: *mut Scratch, tgid: u32) -> u32 {
     } else if s.php.ex != 0 {
         bump(stat::PHP_TRUNCATED);
     }
+    if s.php.fault != 0 || s.php.ex != 0 {
+        super::unflag_last(s, s.php.frames, ENTRY);
+    }
     s.php.frames
 }
 

@@ -111,6 +111,9 @@ pub fn walk(scratch: *mut Scratch, slot: u32, tgid: u32, gil_holder_ok: bool) ->
     } else if s.py.frame != 0 {
         bump(stat::PY_TRUNCATED);
     }
+    if s.py.fault != 0 || s.py.frame != 0 {
+        super::unflag_last(s, s.py.frames, PY_ENTRY);
+    }
     s.py.frames
 }
 

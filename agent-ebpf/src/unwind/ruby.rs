@@ -131,6 +131,9 @@ pub fn walk(scratch: *mut Scratch, tgid: u32) -> u32 {
     } else if s.rb.cfp < s.rb.end {
         bump(stat::RB_TRUNCATED);
     }
+    if s.rb.fault != 0 || s.rb.cfp < s.rb.end {
+        super::unflag_last(s, s.rb.frames, ENTRY);
+    }
     s.rb.frames
 }
 

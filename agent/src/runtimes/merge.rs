@@ -10,6 +10,13 @@
 //! back into the interpreter, zlib under a Python function) stay where they are. Groups left over
 //! when the native walk was cut short go at the root end; loop frames left without a group stay
 //! native.
+//!
+//! One exception pairs them from the root: a walk that reached its thread's root (its last frame
+//! closes a group: the kernel leaves the last frame of a walk it cut open) with fewer groups than
+//! loop frames. Frames are pushed and popped at the leaf only, so the loop call without a group is the
+//! leaf-most: one caught entering (its first frame not yet current) or leaving (its last frame
+//! already popped, PHP's JIT freeing a closure). Paired from the leaf, every group would sit one
+//! loop call too deep, and the root-most loop frame (a JIT's, unnamed) would be left over.
 
 use super::FrameTally;
 use crate::profile::Frame;
@@ -63,6 +70,7 @@ pub(crate) fn merge(
     if interpreted.is_empty() {
         return native;
     }
+    let reached_root = interpreted.last().is_some_and(|f| f.entry);
     let mut groups: Vec<Vec<Frame>> = Vec::new();
     let mut open: Vec<Frame> = Vec::new();
     for f in interpreted {
@@ -77,10 +85,21 @@ pub(crate) fn merge(
         groups.push(open);
     }
     let loops: Vec<bool> = (0..native.len()).map(|i| is_loop(&native, i)).collect();
+    let mut idle = match reached_root {
+        true => loops
+            .iter()
+            .filter(|l| **l)
+            .count()
+            .saturating_sub(groups.len()),
+        false => 0,
+    };
     let mut groups = groups.into_iter();
     let mut out = Vec::with_capacity(native.len() + groups.len());
     for (f, is_loop) in native.into_iter().zip(loops) {
-        if is_loop && let Some(group) = groups.next() {
+        if is_loop && idle > 0 {
+            idle -= 1;
+            out.push(f);
+        } else if is_loop && let Some(group) = groups.next() {
             out.extend(group);
         } else {
             out.push(f);
@@ -247,7 +266,7 @@ mod tests {
     }
 
     /// 3.9/3.10: every Python frame is its own evaluation-loop call; an evaluation-loop frame without
-    /// a group (the Python walk stopped early) stays native.
+    /// a group (the Python walk was cut: the kernel left its last frame open) stays native.
     #[test]
     fn one_frame_per_group_before_3_11() {
         let out = merge(
@@ -259,7 +278,7 @@ mod tests {
                 native("_PyEval_EvalFrameDefault"),
                 native("main"),
             ],
-            vec![py("f", true), py("g", true)],
+            vec![py("f", true), py("g", false)],
         );
         assert_eq!(
             names(&out),
@@ -273,5 +292,42 @@ mod tests {
             ]
         );
         assert_eq!(merge(vec![native("main")], Vec::new()).len(), 1);
+    }
+
+    /// A walk that reached its root with a loop call too few: the leaf-most call ran nothing yet (or
+    /// any more), so the groups pair from the root and that call's frame stays native.
+    #[test]
+    fn a_leaf_loop_call_without_frames_leaves_the_groups_to_the_root() {
+        let native = || {
+            vec![
+                native("_PyEval_EvalFrameDefault"),
+                native("builtin_map"),
+                native("_PyEval_EvalFrameDefault"),
+                native("Py_RunMain"),
+            ]
+        };
+        let out = merge(native(), vec![py("caller", false), py("<module>", true)]);
+        assert_eq!(
+            names(&out),
+            [
+                "_PyEval_EvalFrameDefault",
+                "builtin_map",
+                "caller",
+                "<module>",
+                "Py_RunMain"
+            ]
+        );
+        // Cut short (its last frame open), the same walk pairs from the leaf.
+        let out = merge(native(), vec![py("caller", false), py("<module>", false)]);
+        assert_eq!(
+            names(&out),
+            [
+                "caller",
+                "<module>",
+                "builtin_map",
+                "_PyEval_EvalFrameDefault",
+                "Py_RunMain"
+            ]
+        );
     }
 }
