@@ -238,7 +238,7 @@ pub fn assert_jit_unwound(samples: &[PySample], language: &Interpreter, jit: &st
         .iter()
         .filter(|s| position(s, language.mapping).is_some_and(|at| Some(at) < position(s, jit)))
         .count();
-    let (in_jit, all) = (weight(in_jit.into_iter()), weight(samples));
+    let (in_jit, all) = (weight(in_jit), weight(samples));
     let complete = weight(samples.iter().filter(|s| {
         let has = |name: &str| s.frames.iter().any(|f| f.function == name);
         has(entry) && has("__libc_start_call_main")
