@@ -24,6 +24,7 @@ mod record_kernel_frames;
 mod record_output_atomic;
 mod record_pprof_format;
 mod record_stripped;
+mod record_warm_up;
 mod symbols_debuginfod;
 mod symbols_jit_perfmap;
 mod symbols_local_files;

@@ -27,8 +27,13 @@ use crate::{
     unwind::{UnwindStats, Unwinder},
 };
 
-/// How long `record --pid` waits for the named processes' unwind tables before sampling starts.
+/// How long `record` waits for the unwind tables of the processes it will sample before its window
+/// starts.
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long host-wide `record` lets the programs sample before it loads what they saw: at 99 Hz a
+/// process busy on a CPU is sampled within 10 ms, one holding a twentieth of it within this span.
+const WARM_UP: Duration = Duration::from_millis(150);
 
 /// One window, symbolized.
 #[derive(Debug)]
@@ -198,23 +203,34 @@ impl Sampler {
         Ok(sampler)
     }
 
-    /// With a pid filter, captures the named processes and loads their unwind tables before the first
-    /// window starts, so their first samples are complete too. What the programs recorded while the
-    /// tables loaded (they are attached already) is left out: ~100 ms of frame-pointer walks of
-    /// binaries without frame pointers, a tenth of a short off-CPU recording's episodes.
+    /// Before the first window, captures the processes a recording is about to sample and loads
+    /// their unwind tables, so their first samples are complete too: with a pid filter the named
+    /// processes; host-wide (`sonde record`, one window), those the programs sample during
+    /// [`WARM_UP`], which they announce as they would at any time. A node's long-lived programs (a
+    /// JVM, Node.js) and the binaries its build loops run again and again are then known when the
+    /// window opens, rather than walked by frame pointers, and their runtimes' frames unnamed, for the
+    /// window's first seconds. What the programs recorded meanwhile is left out: its frame-pointer
+    /// walks of binaries without frame pointers, a tenth of a short off-CPU recording's episodes.
     /// The loader sizes a single-window recording's maps for the slot after this drain.
     fn prepare(&mut self) {
-        if self.options.pids.is_empty() {
+        let host_wide = self.options.pids.is_empty();
+        if host_wide && !self.options.single_window {
             return;
         }
         if let Some(unwinder) = &self.unwinder {
-            let mut procs = self.procs.lock().expect("process table lock");
-            for pid in &self.options.pids {
-                if let Some(info) = procs.capture(*pid) {
-                    unwinder.handle().process_changed(info);
+            if host_wide {
+                std::thread::sleep(WARM_UP);
+                // The event thread holds the table while it captures what was announced: its batch
+                // is handed to the unwinder by the time the lock is free.
+                drop(self.procs.lock().expect("process table lock"));
+            } else {
+                let mut procs = self.procs.lock().expect("process table lock");
+                for pid in &self.options.pids {
+                    if let Some(info) = procs.capture(*pid) {
+                        unwinder.handle().process_changed(info);
+                    }
                 }
             }
-            drop(procs);
             if !unwinder.settle(PREPARE_TIMEOUT) {
                 tracing::warn!(
                     "unwind tables still building after {PREPARE_TIMEOUT:?}; early samples use frame pointers"

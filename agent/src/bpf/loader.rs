@@ -108,13 +108,9 @@ pub fn load(options: &LoadOptions) -> Result<Loaded, BpfError> {
         (Some(_), None) => (stacks, 1),
         (None, _) => (1, stacks),
     };
-    // A recording of named processes drains once before it starts (`Sampler::prepare`, what was
-    // sampled while their tables loaded), so its one window is the second slot's.
-    let single = match (options.single_window, options.pids.is_empty()) {
-        (false, _) => None,
-        (true, true) => Some(0),
-        (true, false) => Some(1),
-    };
+    // A recording drains once before it starts (`Sampler::prepare`, what was sampled while the
+    // tables of its processes loaded), so its one window is the second slot's.
+    let single = options.single_window.then_some(1);
     let names = sizes_for(on_size, off_size, stack_maps, single);
     let globals = Globals::new(options, layout.as_ref(), &tracefs);
     let mut loader = EbpfLoader::new();
