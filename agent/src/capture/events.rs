@@ -138,10 +138,16 @@ fn drain(
         return;
     }
     let mut table = table.lock().expect("process table lock");
-    let mut announced = Vec::new();
+    // An announced object is read at once when its process is captured: the process may exit any
+    // moment, and the captures of the batch (a busy node's new processes) may take a while.
+    let mut uncaptured = Vec::new();
     for ev in events {
         match ev.kind {
-            kind if proc_event::is_announcement(kind) => announced.push(ev),
+            kind if proc_event::is_announcement(kind) => {
+                if !table.announced(&ev) {
+                    uncaptured.push(ev);
+                }
+            }
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if ev.kind == proc_event::EXEC {
                     table.forget_image(ev.tgid);
@@ -180,8 +186,9 @@ fn drain(
             _ => {}
         }
     }
-    // After the captures above, so a process's first code objects find its interpreter.
-    for ev in &announced {
+    // After the captures above, so a process's first code objects find its interpreter (the ring
+    // may hold them before the process's first-sample event, sent from another CPU).
+    for ev in &uncaptured {
         table.announced(ev);
     }
 }

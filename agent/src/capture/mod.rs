@@ -119,17 +119,19 @@ impl Capturer {
             .collect()
     }
 
-    /// Hands `event` (a code object, a runtime frame) to the runtime of its process that reads it.
-    pub(crate) fn announced(&mut self, event: &ProcEvent) {
+    /// Hands `event` (a code object, a runtime frame) to the runtime of its process that reads it;
+    /// false when its process is not captured (yet).
+    pub(crate) fn announced(&mut self, event: &ProcEvent) -> bool {
         let Some(info) = self.table.get(event.tgid) else {
-            return;
+            return false;
         };
         for (name, instance) in &info.runtimes {
             let runtime = self.runtimes.iter_mut().find(|r| r.name() == *name);
             if runtime.is_some_and(|r| r.announced(info.pid, instance, event)) {
-                return;
+                break;
             }
         }
+        true
     }
 
     /// The process table.
