@@ -143,10 +143,9 @@ fn drain(
     let mut uncaptured = Vec::new();
     for ev in events {
         match ev.kind {
-            kind if proc_event::is_announcement(kind) => {
-                if !table.announced(&ev) {
-                    uncaptured.push(ev);
-                }
+            // Read here when its process is captured (the guard reads it), else kept for later.
+            kind if proc_event::is_announcement(kind) && !table.announced(&ev) => {
+                uncaptured.push(ev)
             }
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if ev.kind == proc_event::EXEC {
