@@ -354,8 +354,7 @@ fn flag_last(s: &mut Scratch, flag: u64) {
     let last = (s.stack.len as usize).wrapping_sub(1);
     if let Some(word) = s.stack.frames.get_mut(last) {
         *word |= flag;
-        s.hash = mix(s.hash ^ flag, 0x9e37_79b9_7f4a_7c15);
-        s.check = mix(s.check ^ flag, 0xc2b2_ae3d_27d4_eb4f);
+        mix_flag(s, flag);
     }
 }
 
@@ -373,9 +372,16 @@ fn unflag_last(s: &mut Scratch, frames: u32, flag: u64) {
         && *word & flag != 0
     {
         *word &= !flag;
-        s.hash = mix(s.hash ^ flag, 0x9e37_79b9_7f4a_7c15);
-        s.check = mix(s.check ^ flag, 0xc2b2_ae3d_27d4_eb4f);
+        mix_flag(s, flag);
     }
+}
+
+/// Mixes a change of `flag` on the last word into the stack's hashes, so stacks differing only in
+/// it stay apart.
+#[inline(always)]
+fn mix_flag(s: &mut Scratch, flag: u64) {
+    s.hash = mix(s.hash ^ flag, 0x9e37_79b9_7f4a_7c15);
+    s.check = mix(s.check ^ flag, 0xc2b2_ae3d_27d4_eb4f);
 }
 
 /// One round of a multiply-xorshift hash.
