@@ -85,13 +85,12 @@ pub(crate) fn merge(
         groups.push(open);
     }
     let loops: Vec<bool> = (0..native.len()).map(|i| is_loop(&native, i)).collect();
-    let mut idle = match reached_root {
-        true => loops
-            .iter()
-            .filter(|l| **l)
-            .count()
-            .saturating_sub(groups.len()),
-        false => 0,
+    // Loop calls left native at the leaf (see the module's documentation).
+    let mut idle = if reached_root {
+        let calls = loops.iter().filter(|l| **l).count();
+        calls.saturating_sub(groups.len())
+    } else {
+        0
     };
     let mut groups = groups.into_iter();
     let mut out = Vec::with_capacity(native.len() + groups.len());
