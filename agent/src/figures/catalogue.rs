@@ -41,7 +41,7 @@ pub(crate) const FAMILIES: &[(&str, &str)] = &[
     ),
     (
         "sonde_process_captures",
-        "Process captures by result; files mapped but not openable are counted as unopenable_file.",
+        "Process captures by result (captured_exited: of those captured, the processes that exited while their files were opened); files mapped but not openable are counted as unopenable_file.",
     ),
     (
         "sonde_processes_unreadable",
@@ -270,6 +270,10 @@ pub(crate) static WINDOW: &[Figure] = &[
         .at(series!("sonde_process_captures", "result", "captured")),
     so_far("processes_gone", "Processes gone before they could be captured.", |i| i.window.capture.gone as f64)
         .at(series!("sonde_process_captures", "result", "gone")),
+    so_far("processes_captured_exited", "Of the processes captured, those that exited while their files were opened (captured from what was read).", |i| {
+        i.window.capture.captured_exited as f64
+    })
+    .at(series!("sonde_process_captures", "result", "captured_exited")),
     so_far("unopenable_files", "Mapped files that could not be opened.", |i| i.window.capture.unopenable_files as f64)
         .at(series!("sonde_process_captures", "result", "unopenable_file")),
     so_far("maps_denied", "Processes whose mappings the kernel refused to show (CAP_SYS_PTRACE).", |i| {

@@ -102,6 +102,8 @@ pub(crate) struct CaptureStats {
     pub captured: u64,
     /// Processes that were gone before they could be captured.
     pub gone: u64,
+    /// Processes that exited while their files were opened, captured from what was read of them.
+    pub captured_exited: u64,
     /// Mapped files that could not be opened (frames in them stay unsymbolized, and are counted there).
     pub unopenable_files: u64,
     /// Processes whose mappings the kernel refused to show (CAP_SYS_PTRACE).
@@ -260,10 +262,33 @@ impl ProcessTable {
     }
 
     fn read_process(&mut self, pid: u32) -> Result<ProcessInfo, maps_file::Unreadable> {
+        self.read_process_with(pid, maps_file::read)
+    }
+
+    /// [`Self::read_process`], reading the maps file with `read_maps`.
+    fn read_process_with(
+        &mut self,
+        pid: u32,
+        mut read_maps: impl FnMut(u32) -> Result<(String, Vec<MapsLine>), maps_file::Unreadable>,
+    ) -> Result<ProcessInfo, maps_file::Unreadable> {
         let mut attempts = 0;
-        let (name, mut mappings, unopenable) = loop {
+        let mut read_before = None;
+        let (name, mut mappings, unopenable, exited_at) = loop {
             attempts += 1;
-            let (name, lines) = maps_file::read(pid)?;
+            let (name, lines) = match read_maps(pid) {
+                Ok(read) => read,
+                // Gone while its files were opened (a compiler pass lives a few milliseconds, and
+                // opening a large binary the first time takes longer on a busy node): what was
+                // read names the frames it left, and gives the unwinder its binaries, whose tables
+                // the program's next run is walked with from its first sample.
+                Err(maps_file::Unreadable::Gone) if read_before.is_some() => {
+                    let (name, mappings, unopenable) =
+                        read_before.take().expect("checked by the guard");
+                    self.stats.captured_exited += 1;
+                    break (name, mappings, unopenable, Some(Instant::now()));
+                }
+                Err(e) => return Err(e),
+            };
             let mut unopenable = Vec::new();
             let mappings: Vec<Mapping> = lines
                 .into_iter()
@@ -272,10 +297,13 @@ impl ProcessTable {
             // A mapping that changed between the read and the open (its map_files range is gone) is a
             // race with the process, not a refusal: read again.
             if attempts < OPEN_ATTEMPTS && unopenable.iter().any(|(_, why)| why.range_gone()) {
+                if mappings.iter().any(|m| m.binary.is_some()) {
+                    read_before = Some((name, mappings, unopenable));
+                }
                 std::thread::sleep(std::time::Duration::from_millis(1));
                 continue;
             }
-            break (name, mappings, unopenable);
+            break (name, mappings, unopenable, None);
         };
         self.stats.unopenable_files += unopenable.len() as u64;
         let unopenable = unopenable.into_iter().next();
@@ -294,7 +322,7 @@ impl ProcessTable {
             pid,
             name,
             mappings,
-            exited_at: None,
+            exited_at,
             runtimes: Vec::new(),
         })
     }
@@ -365,5 +393,64 @@ pub(crate) fn warn_once(warned: &mut bool, message: &str) {
         tracing::debug!("{message}");
     } else {
         tracing::warn!("{message}; further ones are logged at debug level");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mapping whose range is gone by the time its file is opened (`map_files` has no link for it).
+    fn unmapped_since() -> MapsLine {
+        MapsLine {
+            start: 0x1000,
+            end: 0x2000,
+            offset: 0,
+            path: "/nonexistent/unmapped-since.so".into(),
+            dev: 1,
+            inode: 1,
+        }
+    }
+
+    #[test]
+    fn a_process_gone_while_its_files_open_keeps_what_was_read_of_it() {
+        let pid = std::process::id();
+        let (name, mut lines) = maps_file::read(pid).expect("reading this test's own mappings");
+        let exe = lines.first().expect("an executable mapping").path.clone();
+        lines.push(unmapped_since());
+        let mut reads = 0;
+        let mut table = ProcessTable::default();
+        let info = table
+            .read_process_with(pid, |_| {
+                reads += 1;
+                match reads {
+                    1 => Ok((name.clone(), lines.clone())),
+                    _ => Err(maps_file::Unreadable::Gone),
+                }
+            })
+            .expect("captured from the first read");
+        assert_eq!(reads, 2, "the gone range asks for a second read");
+        assert!(info.exited_at.is_some(), "captured as exited");
+        let program = info.mappings.iter().find(|m| m.module.path == exe);
+        assert!(
+            program.is_some_and(|m| m.binary.is_some()),
+            "the program's binary was opened: its table can be built"
+        );
+        assert_eq!(table.stats.captured_exited, 1);
+
+        // Gone at the first read, or with nothing opened: gone, as before.
+        let mut table = ProcessTable::default();
+        let gone = table.read_process_with(pid, |_| Err(maps_file::Unreadable::Gone));
+        assert!(matches!(gone, Err(maps_file::Unreadable::Gone)));
+        let mut reads = 0;
+        let nothing = table.read_process_with(pid, |_| {
+            reads += 1;
+            match reads {
+                1 => Ok((name.clone(), vec![unmapped_since()])),
+                _ => Err(maps_file::Unreadable::Gone),
+            }
+        });
+        assert!(matches!(nothing, Err(maps_file::Unreadable::Gone)));
+        assert_eq!(table.stats.captured_exited, 0);
     }
 }
