@@ -170,6 +170,12 @@ mod tests {
         assert!(file.complete_and_named());
         let go = judge(&user(&["runtime.goexit", "main.main"]), Language::Native);
         assert!(go.complete_and_named());
+        // A process running its libraries' initializers, in ld.so before the program's `_start`.
+        let init = judge(
+            &user(&["_dl_start_user", "_dl_init", "call_init"]),
+            Language::Native,
+        );
+        assert!(init.complete_and_named());
     }
 
     #[test]

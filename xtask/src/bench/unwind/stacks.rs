@@ -8,8 +8,9 @@
 //! the program's constructors, or exiting) is as complete: its only caller is `_start`.
 
 /// Thread entry points (glibc), as in agent/src/symbolize/roots.rs minus the Go and musl names.
-pub(crate) const ROOTS: [&str; 9] = [
+pub(crate) const ROOTS: [&str; 10] = [
     "_start",
+    "_dl_start_user",
     "__libc_start_call_main",
     "__libc_start_main",
     "__libc_start_main_impl",
