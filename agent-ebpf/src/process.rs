@@ -83,5 +83,6 @@ fn send(kind: u32, tgid: u32) -> Result<(), i32> {
         time_ns: unsafe { bpf_ktime_get_ns() },
         address: 0,
         data: 0,
+        extra: 0,
     })
 }

@@ -248,7 +248,10 @@ pub mod proc_event {
     pub const MAPPINGS_STALE: u32 = 4;
     /// A Python frame named a code object this CPU had not seen in the process lately: read it now,
     /// while the process lives ([`super::ProcEvent::address`]), so a process that exits before the
-    /// window ends keeps its Python names.
+    /// window ends keeps its Python names. The event carries the addresses of the object's name
+    /// and file name strings, read by the walk ([`super::ProcEvent::data`],
+    /// [`super::ProcEvent::extra`]): a module's code is freed once it ran, often before userspace
+    /// reads it, while its name (`<module>`) and file (shared with the module's functions) live on.
     pub const PYTHON_CODE: u32 = 5;
     /// A runtime frame (of any runtime: a Java method or compiled code, a JavaScript function or
     /// code object) named an object this CPU had not announced lately ([`super::ProcEvent::address`]
@@ -287,10 +290,15 @@ pub struct ProcEvent {
     /// ([`proc_event::RUNTIME_FRAME`]), the iseq body's address ([`proc_event::RUBY_ISEQ`]); 0
     /// otherwise.
     pub address: u64,
-    /// The runtime frame's data word ([`proc_event::RUNTIME_FRAME`]); 0 otherwise.
+    /// The runtime frame's data word ([`proc_event::RUNTIME_FRAME`]); the code object's name
+    /// (`co_qualname`, `co_name` before 3.11) as the walk read it ([`proc_event::PYTHON_CODE`]); 0
+    /// otherwise.
     pub data: u64,
+    /// The code object's file name (`co_filename`) as the walk read it
+    /// ([`proc_event::PYTHON_CODE`]); 0 otherwise.
+    pub extra: u64,
 }
-const _: () = assert!(core::mem::size_of::<ProcEvent>() == 32);
+const _: () = assert!(core::mem::size_of::<ProcEvent>() == 40);
 
 /// Indexes of the per-CPU `STATS` counters. Every sample or event that is not aggregated lands in one.
 pub mod stat {

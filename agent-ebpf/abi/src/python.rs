@@ -133,8 +133,13 @@ pub struct PyProc {
     pub tstate_pthread: u16,
     /// [`origin`].
     pub origin: u16,
+    /// The code object's name (`co_qualname` from 3.11, `co_name` before).
+    pub code_name: u16,
+    /// The code object's file name (`co_filename`).
+    pub code_filename: u16,
+    pub _pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<PyProc>() == 48);
+const _: () = assert!(core::mem::size_of::<PyProc>() == 56);
 
 #[cfg(test)]
 mod tests {

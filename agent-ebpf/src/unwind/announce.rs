@@ -44,6 +44,7 @@ pub fn announce(announced: &mut [Announced; ANNOUNCED_SLOTS], tgid: u32, head: u
 }
 
 /// An object of a process, told apart from another at a reused address by `check`.
+#[derive(Clone, Copy)]
 pub struct Object {
     pub address: u64,
     pub check: u32,
@@ -61,6 +62,14 @@ pub fn announce_object(
     address: u64,
     data: u64,
 ) {
+    if first_time(announced, object) {
+        send(kind, object.tgid, address, data, 0);
+    }
+}
+
+/// Whether this CPU did not announce `object` lately; remembers it as announced.
+#[inline(always)]
+pub fn first_time(announced: &mut [Announced; ANNOUNCED_SLOTS], object: Object) -> bool {
     let Object {
         address: at,
         check,
@@ -69,21 +78,28 @@ pub fn announce_object(
     let key = at ^ u64::from(check) << 17 ^ u64::from(tgid);
     let slot = (mix(key, 0xff51_afd7_ed55_8ccd) as usize) & (ANNOUNCED_SLOTS - 1);
     let Some(seen) = announced.get_mut(slot) else {
-        return;
+        return false;
     };
     if seen.address == at && seen.check == check && seen.tgid == tgid {
-        return;
+        return false;
     }
     *seen = Announced {
         address: at,
         check,
         tgid,
     };
+    true
+}
+
+/// Sends an announcement of `kind` with its payload.
+#[inline(always)]
+pub fn send(kind: u32, tgid: u32, address: u64, data: u64, extra: u64) {
     let _ = send_proc_event(&ProcEvent {
         kind,
         tgid,
         time_ns: 0,
         address,
         data,
+        extra,
     });
 }

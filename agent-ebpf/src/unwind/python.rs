@@ -375,8 +375,24 @@ pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyPr
         check: 0,
         tgid: s.py.tgid,
     };
-    super::announce::announce_object(&mut s.announced, object, proc_event::PYTHON_CODE, code, 0);
+    if super::announce::first_time(&mut s.announced, object) {
+        // The strings' addresses, read while the code surely lives: userspace reads the object
+        // later, and a module's code is freed once it ran (its name and file live on).
+        let name = code_field(code, p.code_name);
+        let file = code_field(code, p.code_filename);
+        super::announce::send(proc_event::PYTHON_CODE, s.py.tgid, code, name, file);
+    }
     0
+}
+
+/// The pointer at `offset` in the code object at `code`, or 0 (no offset, or unreadable).
+#[inline(always)]
+fn code_field(code: u64, offset: u16) -> u64 {
+    if offset == OFFSET_NONE {
+        return 0;
+    }
+    // SAFETY: a user-memory read the helper checks; a fault gives 0.
+    unsafe { bpf_probe_read_user((code + u64::from(offset)) as *const u64) }.unwrap_or(0)
 }
 
 /// Flags the last stored Python frame as its evaluation call's first (3.12+, where the call's end is

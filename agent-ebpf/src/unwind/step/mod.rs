@@ -167,5 +167,6 @@ pub fn request_refresh(procs: &mut ProcMappings, tgid: u32) {
         time_ns: now,
         address: 0,
         data: 0,
+        extra: 0,
     });
 }

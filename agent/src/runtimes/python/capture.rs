@@ -127,7 +127,12 @@ impl RuntimeCapture for PythonCapture {
         }
         if let Some(interpreter) = typed::<Interpreter>(instance) {
             let mut names = self.names.lock().expect("python names lock");
-            names.read_code(pid, &interpreter, event.address);
+            names.read_code(
+                pid,
+                &interpreter,
+                event.address,
+                Some((event.data, event.extra)),
+            );
         }
         true
     }

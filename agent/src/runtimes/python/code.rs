@@ -129,6 +129,29 @@ impl<'a> CodeReader<'a> {
         })
     }
 
+    /// A code object freed before it was read, from what the kernel read of it while it ran
+    /// (`proc_event::PYTHON_CODE`): its name and file strings, at `name` and `file`, which outlive
+    /// it (a module's `<module>`, and its file, shared with its functions). No line: the line table
+    /// went with the object.
+    pub(crate) fn read_remains(&self, name: u64, file: u64) -> Result<Code, ObjectError> {
+        let o = self.offsets;
+        let name = read_str(&self.mem, o, name, MAX_NAME_CHARS, "function name")?;
+        let file = read_str(&self.mem, o, file, MAX_FILE_CHARS, "file name")?;
+        if name.is_empty() {
+            return Err(ObjectError::Implausible {
+                what: "function name",
+                addr: 0,
+                why: "empty".into(),
+            });
+        }
+        Ok(Code {
+            name,
+            file,
+            first_line: 0,
+            lines: LineTable::new(self.format, 0, Box::new([])),
+        })
+    }
+
     /// Checks that `ty`, the object's type, is `PyCode_Type`.
     fn check_type(&self, addr: u64, ty: u64, known: &mut Option<u64>) -> Result<(), ObjectError> {
         let not_code = |why: String| ObjectError::Implausible {

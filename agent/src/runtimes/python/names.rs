@@ -87,7 +87,7 @@ impl PythonNames {
     /// Reads the code object of `word` in `pid` unless cached, and builds its frame for `word`'s
     /// instruction offset.
     pub(crate) fn resolve(&mut self, pid: u32, interpreter: &Arc<Interpreter>, word: Word) {
-        self.read_code(pid, interpreter, word.code);
+        self.read_code(pid, interpreter, word.code, None);
         let module = &self.module;
         let Some(Some(entry)) = self
             .processes
@@ -104,8 +104,16 @@ impl PythonNames {
     }
 
     /// Reads the code object at `code` in `pid` unless cached: at the window's end, or as soon as the
-    /// kernel announces it (`proc_event::PYTHON_CODE`), while the process still runs.
-    pub(crate) fn read_code(&mut self, pid: u32, interpreter: &Arc<Interpreter>, code: u64) {
+    /// kernel announces it (`proc_event::PYTHON_CODE`), while the process still runs. `remains`:
+    /// the addresses of its name and file strings as the kernel read them, for a code object freed
+    /// before this read (announced only).
+    pub(crate) fn read_code(
+        &mut self,
+        pid: u32,
+        interpreter: &Arc<Interpreter>,
+        code: u64,
+        remains: Option<(u64, u64)>,
+    ) {
         let process = self.processes.entry(pid).or_insert_with(|| Process {
             interpreter: interpreter.clone(),
             code_type: None,
@@ -133,7 +141,15 @@ impl PythonNames {
             self.entries += 1;
             let format = Format::for_version(interpreter.version)?;
             let reader = CodeReader::new(pid, &interpreter.offsets, format);
-            match reader.read(code, &mut process.code_type) {
+            let read = reader
+                .read(code, &mut process.code_type)
+                .or_else(|e| match remains {
+                    Some((name, file)) if name != 0 && file != 0 => {
+                        reader.read_remains(name, file).map_err(|_| e)
+                    }
+                    _ => Err(e),
+                });
+            match read {
                 Ok(code) => Some(Entry {
                     code: {
                         self.bytes += code.size();

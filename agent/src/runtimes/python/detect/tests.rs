@@ -83,6 +83,8 @@ fn kernel_settings_of_each_table() {
         (none, 32, 24, 104, none)
     );
     assert_eq!(s.code_bytecode, none);
+    // The kernel reads a code object's name and file as it announces it: `co_name` before 3.11.
+    assert_eq!((s.code_name, s.code_filename), (112, 104));
     let s = tabled(10).kernel_settings();
     assert_eq!(
         (s.frame_instr, s.frame_span, s.gil_tstate),
@@ -92,6 +94,11 @@ fn kernel_settings_of_each_table() {
     // 3.11 on: thread states carry the native thread id, so the GIL holder is not needed.
     let s = tabled(11).kernel_settings();
     assert_eq!((s.interp_head, s.gil_tstate), (RUNTIME + 40, 0));
+    assert_eq!(
+        (s.code_name, s.code_filename),
+        (128, 112),
+        "co_qualname from 3.11"
+    );
     assert_eq!(
         (s.layout, s.frame_span),
         (layout::INTERP_FRAME_IS_ENTRY, 72)
