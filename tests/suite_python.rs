@@ -7,6 +7,7 @@ mod php_phpcs;
 mod php_split;
 mod python_deep_recursion;
 mod python_exited_process;
+mod python_freed_module_code;
 mod python_function_split;
 mod python_mixed_stack;
 mod python_off_switch;
