@@ -281,9 +281,8 @@ impl ProcessTable {
                 // opening a large binary the first time takes longer on a busy node): what was
                 // read names the frames it left, and gives the unwinder its binaries, whose tables
                 // the program's next run is walked with from its first sample.
-                Err(maps_file::Unreadable::Gone) if read_before.is_some() => {
-                    let (name, mappings, unopenable) =
-                        read_before.take().expect("checked by the guard");
+                Err(maps_file::Unreadable::Gone) if let Some(read) = read_before.take() => {
+                    let (name, mappings, unopenable) = read;
                     self.stats.captured_exited += 1;
                     break (name, mappings, unopenable, Some(Instant::now()));
                 }

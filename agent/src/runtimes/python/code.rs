@@ -69,7 +69,7 @@ impl<'a> CodeReader<'a> {
     pub(crate) fn read(&self, addr: u64, code_type: &mut Option<u64>) -> Result<Code, ObjectError> {
         const WHAT: &str = "code object";
         let o = self.offsets;
-        let name_off = o.code_qualname.unwrap_or(o.code_name);
+        let name_off = o.code_name_field();
         let span = [
             OB_TYPE,
             name_off,
@@ -135,15 +135,16 @@ impl<'a> CodeReader<'a> {
     /// went with the object.
     pub(crate) fn read_remains(&self, name: u64, file: u64) -> Result<Code, ObjectError> {
         let o = self.offsets;
-        let name = read_str(&self.mem, o, name, MAX_NAME_CHARS, "function name")?;
-        let file = read_str(&self.mem, o, file, MAX_FILE_CHARS, "file name")?;
+        let name_addr = name;
+        let name = read_str(&self.mem, o, name_addr, MAX_NAME_CHARS, "function name")?;
         if name.is_empty() {
             return Err(ObjectError::Implausible {
                 what: "function name",
-                addr: 0,
+                addr: name_addr,
                 why: "empty".into(),
             });
         }
+        let file = read_str(&self.mem, o, file, MAX_FILE_CHARS, "file name")?;
         Ok(Code {
             name,
             file,

@@ -131,7 +131,7 @@ impl Interpreter {
             code_bytecode: opt(o.code_bytecode),
             tstate_pthread: opt(o.tstate_pthread),
             origin: origin::CAPTURE,
-            code_name: short(o.code_qualname.unwrap_or(o.code_name)),
+            code_name: short(o.code_name_field()),
             code_filename: short(o.code_filename),
             _pad: 0,
         }

@@ -199,6 +199,11 @@ pub(crate) const V3_13: Offsets = Offsets {
 };
 
 impl Offsets {
+    /// Where a code object's name is: `co_qualname` (3.11+, `Class.method`), else `co_name`.
+    pub(crate) fn code_name_field(&self) -> u64 {
+        self.code_qualname.unwrap_or(self.code_name)
+    }
+
     /// Bytes the kernel reads of a frame at once: up to the end of the last field it needs, rounded
     /// up to 8 (`f_lasti` is an int, the other fields pointers, `is_entry`/`owner` a byte).
     pub(crate) fn frame_span(&self) -> u64 {

@@ -236,9 +236,7 @@ fn frames(memory: &ProcessMemory, i: &Interpreter) -> Option<Vec<(String, String
         };
         if !shim {
             let code = memory.u64(frame + o.frame_code).ok()?;
-            let name = memory
-                .u64(code + o.code_qualname.unwrap_or(o.code_name))
-                .ok()?;
+            let name = memory.u64(code + o.code_name_field()).ok()?;
             let file = memory.u64(code + o.code_filename).ok()?;
             out.push((ascii(memory, o, name)?, ascii(memory, o, file)?));
         }
