@@ -14,7 +14,7 @@ use std::io;
 use thiserror::Error;
 
 use super::offsets::Offsets;
-use crate::runtimes::memory::ProcessMemory;
+use crate::runtimes::memory::{Memory, ProcessMemory};
 
 /// Why an object of the process could not be read.
 #[derive(Debug, Error)]
@@ -84,7 +84,7 @@ pub(crate) fn field<const N: usize>(
 
 /// The `str` at `addr`, of at most `max_chars` characters.
 pub(crate) fn read_str(
-    mem: &ProcessMemory,
+    mem: &impl Memory,
     offsets: &Offsets,
     addr: u64,
     max_chars: usize,
