@@ -9,6 +9,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     btf_maps::{Array as BtfArray, ArrayOfMaps, HashMap as BtfHashMap},
+    helpers::bpf_probe_read_user_buf,
     macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
@@ -21,7 +22,8 @@ use sonde_abi::{
     hotspot::HsProc,
     names::runtime_programs,
     php::PhpProc,
-    python::PyProc,
+    proc_event,
+    python::{CodeEvent, PyProc},
     ruby::RbProc,
     stat,
     thread_ctx::ThreadCtxProc,
@@ -418,6 +420,46 @@ pub fn insert_once<K, V>(
             Some(existing) => same(existing),
             None => Once::Full,
         },
+    }
+}
+
+/// Sends a `PYTHON_CODE` announcement of the code object at `code` in `tgid`, with copies of its name
+/// and file strings (at `name` and `file`) taken now. The record is built in the ring, not on the
+/// stack: the legacy walk (no `bpf_loop`) has little of its 512 bytes to spare.
+#[inline(always)]
+pub fn send_python_code(tgid: u32, code: u64, name: u64, file: u64) {
+    let Some(mut entry) = PROC_EVENTS.reserve::<CodeEvent>(0) else {
+        bump(stat::PROC_EVENTS_LOST);
+        return;
+    };
+    let record = entry.as_mut_ptr();
+    // SAFETY: `record` is the reserved entry, written whole before it is submitted; a copy that
+    // faults leaves zeros (the helper clears its destination), which userspace refuses as a string.
+    unsafe {
+        (*record).event = ProcEvent {
+            kind: proc_event::PYTHON_CODE,
+            tgid,
+            time_ns: 0,
+            address: code,
+            data: name,
+            extra: file,
+        };
+        copy_user(&mut (*record).name, name);
+        copy_user(&mut (*record).file, file);
+    }
+    entry.submit(0);
+}
+
+/// Fills `to` from user memory at `from`; zeros when it faults (or `from` is 0).
+#[inline(always)]
+fn copy_user<const N: usize>(to: &mut [u8; N], from: u64) {
+    if from == 0
+        // SAFETY: the helper checks the user address and writes at most `N` bytes into `to`.
+        || unsafe {
+            bpf_probe_read_user_buf(from as *const u8, to.as_mut_slice()).is_err()
+        }
+    {
+        *to = [0; N];
     }
 }
 

@@ -250,8 +250,9 @@ pub mod proc_event {
     /// while the process lives ([`super::ProcEvent::address`]), so a process that exits before the
     /// window ends keeps its Python names. The event carries the addresses of the object's name
     /// and file name strings, read by the walk ([`super::ProcEvent::data`],
-    /// [`super::ProcEvent::extra`]): a module's code is freed once it ran, often before userspace
-    /// reads it, while its name (`<module>`) and file (shared with the module's functions) live on.
+    /// [`super::ProcEvent::extra`]), and the ring record is a [`crate::python::CodeEvent`] with
+    /// copies of both: a module's code is freed once it ran, often before userspace reads it, and
+    /// its name and file strings may go with it.
     pub const PYTHON_CODE: u32 = 5;
     /// A runtime frame (of any runtime: a Java method or compiled code, a JavaScript function or
     /// code object) named an object this CPU had not announced lately ([`super::ProcEvent::address`]

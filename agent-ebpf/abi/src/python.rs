@@ -87,6 +87,30 @@ pub mod origin {
     pub const BINARY: u16 = 1;
 }
 
+/// Bytes of a code object's name string copied into its announcement: a `str` header (48 bytes before
+/// 3.12, 40 after) and the first 48-56 ASCII characters, as most qualified names have.
+pub const NAME_COPY: usize = 104;
+/// Bytes of its file name string copied likewise: the header and 144-152 characters of path.
+pub const FILE_COPY: usize = 200;
+
+/// A [`crate::proc_event::PYTHON_CODE`] announcement as the ring holds it: the event, then the
+/// code's name and file strings as the kernel copied them from the addresses in
+/// [`crate::ProcEvent::data`] and [`crate::ProcEvent::extra`] (the `str` objects' first bytes, header
+/// included; zeros where the copy faulted). A module's code is freed once it ran, and an unmarshalled
+/// name string with it, or the process exits, before userspace reads them: the copies, taken while
+/// the walk saw the code run, still name the frame.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CodeEvent {
+    /// The announcement.
+    pub event: crate::ProcEvent,
+    /// The start of the name's `str` object.
+    pub name: [u8; NAME_COPY],
+    /// The start of the file name's `str` object.
+    pub file: [u8; FILE_COPY],
+}
+const _: () = assert!(core::mem::size_of::<CodeEvent>() == 344);
+
 /// One CPython process's settings, written by userspace when it finds the interpreter
 /// (`PY_PROCS`, by tgid). Offsets are in bytes; [`OFFSET_NONE`] where the field does not exist.
 ///

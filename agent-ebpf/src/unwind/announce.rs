@@ -63,7 +63,7 @@ pub fn announce_object(
     data: u64,
 ) {
     if first_time(announced, object) {
-        send(kind, object.tgid, address, data, 0);
+        send(kind, object.tgid, address, data);
     }
 }
 
@@ -93,13 +93,13 @@ pub fn first_time(announced: &mut [Announced; ANNOUNCED_SLOTS], object: Object) 
 
 /// Sends an announcement of `kind` with its payload.
 #[inline(always)]
-pub fn send(kind: u32, tgid: u32, address: u64, data: u64, extra: u64) {
+fn send(kind: u32, tgid: u32, address: u64, data: u64) {
     let _ = send_proc_event(&ProcEvent {
         kind,
         tgid,
         time_ns: 0,
         address,
         data,
-        extra,
+        extra: 0,
     });
 }

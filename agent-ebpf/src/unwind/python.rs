@@ -10,7 +10,6 @@ use core::ffi::c_void;
 
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, generated};
 use sonde_abi::{
-    proc_event,
     python::{
         FRAME_SPAN_MAX, MAX_THREADS, OFFSET_NONE, OWNED_BY_CSTACK, PY_ENTRY, PyProc, layout,
         pack_frame,
@@ -376,11 +375,11 @@ pub extern "C" fn sonde_step_python(scratch: *mut Scratch, settings: *const PyPr
         tgid: s.py.tgid,
     };
     if super::announce::first_time(&mut s.announced, object) {
-        // The strings' addresses, read while the code surely lives: userspace reads the object
-        // later, and a module's code is freed once it ran (its name and file live on).
+        // The strings, read while the code surely lives: userspace reads the object later, and a
+        // module's code is freed once it ran, its name string often with it.
         let name = code_field(code, p.code_name);
         let file = code_field(code, p.code_filename);
-        super::announce::send(proc_event::PYTHON_CODE, s.py.tgid, code, name, file);
+        crate::maps::send_python_code(s.py.tgid, code, name, file);
     }
     0
 }

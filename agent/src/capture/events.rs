@@ -127,11 +127,13 @@ fn drain(
     unwinder: Option<&UnwindHandle>,
     targets: Option<&Targets>,
 ) {
-    let mut events = Vec::new();
+    // Each event with the bytes its record holds after it (a Python code object's strings).
+    let mut events: Vec<(ProcEvent, Box<[u8]>)> = Vec::new();
     while let Some(item) = ring.next() {
-        if item.len() >= std::mem::size_of::<ProcEvent>() {
+        if let Some(copied) = item.get(std::mem::size_of::<ProcEvent>()..) {
             // SAFETY: the kernel wrote a ProcEvent (repr(C), plain data); read unaligned from the ring.
-            events.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<ProcEvent>()) });
+            let event = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<ProcEvent>()) };
+            events.push((event, copied.into()));
         }
     }
     if events.is_empty() {
@@ -141,11 +143,11 @@ fn drain(
     // An announced object is read at once when its process is captured: the process may exit any
     // moment, and the captures of the batch (a busy node's new processes) may take a while.
     let mut uncaptured = Vec::new();
-    for ev in events {
+    for (ev, copied) in events {
         match ev.kind {
             // Read here when its process is captured (the guard reads it), else kept for later.
-            kind if proc_event::is_announcement(kind) && !table.announced(&ev) => {
-                uncaptured.push(ev)
+            kind if proc_event::is_announcement(kind) && !table.announced(&ev, &copied) => {
+                uncaptured.push((ev, copied))
             }
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if ev.kind == proc_event::EXEC {
@@ -187,7 +189,7 @@ fn drain(
     }
     // After the captures above, so a process's first code objects find its interpreter (the ring
     // may hold them before the process's first-sample event, sent from another CPU).
-    for ev in &uncaptured {
-        table.announced(ev);
+    for (ev, copied) in &uncaptured {
+        table.announced(ev, copied);
     }
 }

@@ -119,15 +119,15 @@ impl Capturer {
             .collect()
     }
 
-    /// Hands `event` (a code object, a runtime frame) to the runtime of its process that reads it;
-    /// false when its process is not captured (yet).
-    pub(crate) fn announced(&mut self, event: &ProcEvent) -> bool {
+    /// Hands `event` (a code object, a runtime frame), with what the kernel `copied` after it, to the
+    /// runtime of its process that reads it; false when its process is not captured (yet).
+    pub(crate) fn announced(&mut self, event: &ProcEvent, copied: &[u8]) -> bool {
         let Some(info) = self.table.get(event.tgid) else {
             return false;
         };
         for (name, instance) in &info.runtimes {
             let runtime = self.runtimes.iter_mut().find(|r| r.name() == *name);
-            if runtime.is_some_and(|r| r.announced(info.pid, instance, event)) {
+            if runtime.is_some_and(|r| r.announced(info.pid, instance, event, copied)) {
                 break;
             }
         }

@@ -189,8 +189,15 @@ pub(crate) trait RuntimeCapture: Send {
 
     /// The kernel announced `event` (a code object, a runtime frame) in `pid`, which runs this
     /// runtime as `instance`: read what it names now, while it lives. False when the event is not
-    /// this runtime's.
-    fn announced(&mut self, _pid: u32, _instance: &RuntimeInstance, _event: &ProcEvent) -> bool {
+    /// this runtime's. `copied` is what the kernel copied after the event in its ring record, taken
+    /// as the walk saw the object (a `PYTHON_CODE` announcement's strings); empty for most kinds.
+    fn announced(
+        &mut self,
+        _pid: u32,
+        _instance: &RuntimeInstance,
+        _event: &ProcEvent,
+        _copied: &[u8],
+    ) -> bool {
         false
     }
 }

@@ -1,25 +1,28 @@
 """Runs module code that is freed as soon as it ran, again and again, as imports do: each pass
-compiles a module body and executes it once, so its code object lives about a millisecond, and is
-gone by the time a profiler that reads it later gets to it. Its name (`<module>`) and file name
-outlive it.
+compiles a module body and executes it once, so its code objects live about a millisecond, and are
+gone by the time a profiler that reads them later gets to them, with their names and file name.
 
-The bodies hold a hundred assignments or more, so each code object (its bytecode is part of it) is
-larger than CPython's small-object allocator serves: freed, it goes back to glibc, which overwrites
-its type word at once, as it does for most modules' code. Bodies of 48 sizes take 48 addresses,
-each announced on its own."""
+Pass N compiles, as file `generated_N.py`, a body that defines `spin_N`, calls it and deletes it:
+the module's code, the function's code and both strings (`spin_N`, `generated_N.py`) are freed when
+the pass ends, and the next pass's objects may take their addresses. The bodies hold a hundred
+assignments or more, so each module's code object (its bytecode is part of it) is larger than
+CPython's small-object allocator serves: freed, it goes back to glibc, which overwrites its type word
+at once, as it does for most modules' code. Bodies of 48 sizes take 48 addresses."""
 
-FILE = "generated_module.py"
-BODIES = [
-    "\n".join(f"v{j} = {j}" for j in range(100 + 4 * i))
-    + "\nn = 0\nwhile n < 20000:\n    n += 1\n"
-    for i in range(48)
+ASSIGNMENTS = [
+    "\n".join(f"v{j} = {j}" for j in range(100 + 4 * i)) for i in range(48)
 ]
 
 
 def churn():
     i = 0
     while True:
-        exec(compile(BODIES[i % len(BODIES)], FILE, "exec"), {})
+        body = (
+            ASSIGNMENTS[i % len(ASSIGNMENTS)]
+            + f"\ndef spin_{i}():\n    n = 0\n    while n < 20000:\n        n += 1\n"
+            + f"spin_{i}()\ndel spin_{i}\n"
+        )
+        exec(compile(body, f"generated_{i}.py", "exec"), {})
         i += 1
 
 

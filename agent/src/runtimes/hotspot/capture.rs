@@ -158,7 +158,13 @@ impl RuntimeCapture for JavaCapture {
         published.then_some(runtime_programs::JAVA)
     }
 
-    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+    fn announced(
+        &mut self,
+        pid: u32,
+        instance: &RuntimeInstance,
+        event: &ProcEvent,
+        _copied: &[u8],
+    ) -> bool {
         let unpack = sonde_abi::hotspot::unpack_frame;
         JavaNames::announced(&self.names, pid, instance, event, unpack)
     }

@@ -112,7 +112,13 @@ impl RuntimeCapture for PhpCapture {
         self.refusals.evicted(pid);
     }
 
-    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+    fn announced(
+        &mut self,
+        pid: u32,
+        instance: &RuntimeInstance,
+        event: &ProcEvent,
+        _copied: &[u8],
+    ) -> bool {
         announced(&self.names, proc_event::PHP_FUNCTION, pid, instance, event)
     }
 }

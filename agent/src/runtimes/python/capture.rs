@@ -6,9 +6,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use sonde_abi::{ProcEvent, proc_event, python::PyProc};
+use sonde_abi::{
+    ProcEvent, proc_event,
+    python::{CodeEvent, FILE_COPY, NAME_COPY, PyProc},
+};
 
-use super::{PythonNames, detect::Interpreter};
+use super::{PythonNames, code::Remains, detect::Interpreter};
 use crate::{
     process::{ProcessInfo, RuntimeInstance, is_gone, warn_once},
     runtimes::{
@@ -121,18 +124,31 @@ impl RuntimeCapture for PythonCapture {
         self.refusals.evicted(pid);
     }
 
-    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+    fn announced(
+        &mut self,
+        pid: u32,
+        instance: &RuntimeInstance,
+        event: &ProcEvent,
+        copied: &[u8],
+    ) -> bool {
         if event.kind != proc_event::PYTHON_CODE {
             return false;
         }
         if let Some(interpreter) = typed::<Interpreter>(instance) {
+            // The record's layout is `CodeEvent`'s; a shorter one (none) leaves the strings to be
+            // read from the process.
+            let copy = |at: usize, len: usize| {
+                let at = at - std::mem::size_of::<ProcEvent>();
+                copied.get(at..at + len).unwrap_or_default()
+            };
+            let remains = Remains {
+                name: event.data,
+                file: event.extra,
+                name_copy: copy(std::mem::offset_of!(CodeEvent, name), NAME_COPY),
+                file_copy: copy(std::mem::offset_of!(CodeEvent, file), FILE_COPY),
+            };
             let mut names = self.names.lock().expect("python names lock");
-            names.read_code(
-                pid,
-                &interpreter,
-                event.address,
-                Some((event.data, event.extra)),
-            );
+            names.read_code(pid, &interpreter, event.address, Some(remains));
         }
         true
     }

@@ -11,7 +11,7 @@ use super::{
     offsets::Offsets,
     strings::{ObjectError, field, read_bytes, read_str},
 };
-use crate::runtimes::memory::ProcessMemory;
+use crate::runtimes::memory::{Copied, ProcessMemory};
 
 /// Longest function name read (characters).
 const MAX_NAME_CHARS: usize = 1024;
@@ -25,6 +25,17 @@ const OB_TYPE: u64 = 8;
 const TP_NAME: u64 = 24;
 /// The `tp_name` of `PyCode_Type`, with its terminating NUL.
 const CODE_TYPE_NAME: &[u8] = b"code\0";
+
+/// What the kernel read of a code object as its frame ran (`proc_event::PYTHON_CODE`): the addresses
+/// of its name and file strings, and the first bytes of each (`sonde_abi::python::CodeEvent`; empty
+/// from an event that carried none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Remains<'a> {
+    pub(crate) name: u64,
+    pub(crate) file: u64,
+    pub(crate) name_copy: &'a [u8],
+    pub(crate) file_copy: &'a [u8],
+}
 
 /// What a Python frame is named from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,8 +76,14 @@ impl<'a> CodeReader<'a> {
 
     /// The code object at `addr`. `code_type` is the address of the process's `PyCode_Type` once one
     /// object was checked to be code (then a type at another address is refused without reading its
-    /// name); the first check sets it.
-    pub(crate) fn read(&self, addr: u64, code_type: &mut Option<u64>) -> Result<Code, ObjectError> {
+    /// name); the first check sets it. With `seen`, what the walk read of the object, an object whose
+    /// strings are not those is refused: the code was freed and another now lives at its address.
+    pub(crate) fn read(
+        &self,
+        addr: u64,
+        code_type: &mut Option<u64>,
+        seen: Option<&Remains<'_>>,
+    ) -> Result<Code, ObjectError> {
         const WHAT: &str = "code object";
         let o = self.offsets;
         let name_off = o.code_name_field();
@@ -91,6 +108,20 @@ impl<'a> CodeReader<'a> {
             })?;
         let ptr = |off| field::<8>(&head, off, WHAT, addr).map(u64::from_le_bytes);
         self.check_type(addr, ptr(OB_TYPE)?, code_type)?;
+        if let Some(seen) = seen.filter(|r| r.name != 0 && r.file != 0) {
+            let now = (ptr(name_off)?, ptr(o.code_filename)?);
+            if now != (seen.name, seen.file) {
+                return Err(ObjectError::Implausible {
+                    what: WHAT,
+                    addr,
+                    why: format!(
+                        "its strings ({:#x}, {:#x}) are not those its frame ran with ({:#x}, {:#x}): \
+                         another code object took its place",
+                        now.0, now.1, seen.name, seen.file
+                    ),
+                });
+            }
+        }
         let first_line = i32::from_le_bytes(field(&head, o.code_firstlineno, WHAT, addr)?);
         let first_line = u32::try_from(first_line)
             .ok()
@@ -100,17 +131,14 @@ impl<'a> CodeReader<'a> {
                 addr,
                 why: format!("first line {first_line}"),
             })?;
-        let name = read_str(
-            &self.mem,
-            o,
-            ptr(name_off)?,
-            MAX_NAME_CHARS,
-            "function name",
-        )?;
-        let file = read_str(
-            &self.mem,
-            o,
+        // The strings as the walk copied them where it did: the object may be freed and replaced
+        // between two of these reads, the copies were taken at once.
+        let (name_copy, file_copy) =
+            seen.map_or((&[][..], &[][..]), |r| (r.name_copy, r.file_copy));
+        let name = self.string(ptr(name_off)?, name_copy, MAX_NAME_CHARS, "function name")?;
+        let file = self.string(
             ptr(o.code_filename)?,
+            file_copy,
             MAX_FILE_CHARS,
             "file name",
         )?;
@@ -129,28 +157,48 @@ impl<'a> CodeReader<'a> {
         })
     }
 
-    /// A code object freed before it was read, from what the kernel read of it while it ran
-    /// (`proc_event::PYTHON_CODE`): its name and file strings, at `name` and `file`, which outlive
-    /// it (a module's `<module>`, and its file, shared with its functions). No line: the line table
-    /// went with the object.
-    pub(crate) fn read_remains(&self, name: u64, file: u64) -> Result<Code, ObjectError> {
-        let o = self.offsets;
-        let name_addr = name;
-        let name = read_str(&self.mem, o, name_addr, MAX_NAME_CHARS, "function name")?;
+    /// A code object freed before it was read, from what the kernel read of it while it ran: its
+    /// name and file strings, as the kernel copied them, else read now (a string too long for the
+    /// copy outlives the code when it is shared: a module's file name, with its functions). No line:
+    /// the line table went with the object.
+    pub(crate) fn read_remains(&self, remains: &Remains<'_>) -> Result<Code, ObjectError> {
+        let name = self.string(
+            remains.name,
+            remains.name_copy,
+            MAX_NAME_CHARS,
+            "function name",
+        )?;
         if name.is_empty() {
             return Err(ObjectError::Implausible {
                 what: "function name",
-                addr: name_addr,
+                addr: remains.name,
                 why: "empty".into(),
             });
         }
-        let file = read_str(&self.mem, o, file, MAX_FILE_CHARS, "file name")?;
+        let file = self.string(remains.file, remains.file_copy, MAX_FILE_CHARS, "file name")?;
         Ok(Code {
             name,
             file,
             first_line: 0,
             lines: LineTable::new(self.format, 0, Box::new([])),
         })
+    }
+
+    /// The `str` at `addr` from `copy` (the kernel's copy of its first bytes) when it holds the whole
+    /// string, else read from the process.
+    fn string(
+        &self,
+        addr: u64,
+        copy: &[u8],
+        max: usize,
+        what: &'static str,
+    ) -> Result<String, ObjectError> {
+        let o = self.offsets;
+        let copied = Copied {
+            base: addr,
+            bytes: copy,
+        };
+        read_str(&copied, o, addr, max, what).or_else(|_| read_str(&self.mem, o, addr, max, what))
     }
 
     /// Checks that `ty`, the object's type, is `PyCode_Type`.
@@ -191,6 +239,8 @@ impl<'a> CodeReader<'a> {
 #[cfg(test)]
 mod tests {
     use std::io::{BufRead as _, BufReader};
+
+    use sonde_abi::python::{FILE_COPY, NAME_COPY};
 
     use super::*;
     use crate::runtimes::python::{offsets, peer::Peer};
@@ -277,10 +327,19 @@ sys.stdin.read()
         let mut code_type = None;
         let codes: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "code").collect();
         assert_eq!(codes.len(), 4, "{python}: rows {rows:?}");
+        // What the kernel sends of each object as its frame runs: its strings' addresses and first
+        // bytes (`sonde_abi::python::CodeEvent`).
+        let mut remains = Vec::new();
         for row in &codes {
             let addr: u64 = row[1].parse().unwrap();
+            let mem = ProcessMemory::new(pid);
+            let name = mem.u64(addr + offsets.code_name_field()).unwrap();
+            let file = mem.u64(addr + offsets.code_filename).unwrap();
+            let (mut name_copy, mut file_copy) = (vec![0; NAME_COPY], vec![0; FILE_COPY]);
+            mem.read(name, &mut name_copy).unwrap();
+            mem.read(file, &mut file_copy).unwrap();
             let code = reader
-                .read(addr, &mut code_type)
+                .read(addr, &mut code_type, None)
                 .unwrap_or_else(|e| panic!("{python}: reading {} at {addr:#x}: {e}", row[2]));
             let hex: String = code
                 .lines
@@ -294,6 +353,30 @@ sys.stdin.read()
                 "{python}"
             );
             assert!(code.lines.line(0).is_some_and(|l| l >= code.first_line));
+            let seen = Remains {
+                name,
+                file,
+                name_copy: &name_copy,
+                file_copy: &file_copy,
+            };
+            let again = reader.read(addr, &mut code_type, Some(&seen));
+            assert_eq!(again.ok(), Some(code), "{python}: the object its frame ran");
+            let moved = Remains { name: file, ..seen };
+            assert!(
+                matches!(
+                    reader.read(addr, &mut code_type, Some(&moved)),
+                    Err(ObjectError::Implausible { .. })
+                ),
+                "{python}: an object whose name is not the one its frame ran with is refused"
+            );
+            remains.push((
+                row[2].clone(),
+                row[3].clone(),
+                name_copy,
+                file_copy,
+                name,
+                file,
+            ));
         }
         assert!(code_type.is_some(), "the code type is remembered");
         let field = |tag: &str| -> u64 {
@@ -301,7 +384,7 @@ sys.stdin.read()
                 .parse()
                 .unwrap()
         };
-        match reader.read(field("forged"), &mut code_type) {
+        match reader.read(field("forged"), &mut code_type, None) {
             Err(ObjectError::Length { len, max, .. }) => {
                 assert_eq!((len, max), (1 << 40, MAX_NAME_CHARS), "{python}")
             }
@@ -310,22 +393,49 @@ sys.stdin.read()
         let s = field("str");
         assert!(
             matches!(
-                reader.read(s, &mut code_type),
+                reader.read(s, &mut code_type, None),
                 Err(ObjectError::Implausible { .. })
             ),
             "{python}: a str is not a code object (type known)"
         );
         assert!(
             matches!(
-                reader.read(s, &mut None),
+                reader.read(s, &mut None, None),
                 Err(ObjectError::Implausible { .. })
             ),
             "{python}: a str is not a code object (type checked by name)"
         );
         assert!(
-            matches!(reader.read(8, &mut None), Err(ObjectError::Memory { .. })),
+            matches!(
+                reader.read(8, &mut None, None),
+                Err(ObjectError::Memory { .. })
+            ),
             "{python}: an unmapped address is a memory error"
         );
+
+        // The process gone, its frames are named from the copies alone; a copy that ends before
+        // its string does names nothing.
+        drop(peer);
+        for (name, file, name_copy, file_copy, name_at, file_at) in &remains {
+            let copies = Remains {
+                name: *name_at,
+                file: *file_at,
+                name_copy,
+                file_copy,
+            };
+            let code = reader
+                .read_remains(&copies)
+                .unwrap_or_else(|e| panic!("{python}: {name} from its copies: {e}"));
+            assert_eq!((&code.name, &code.file, code.first_line), (name, file, 0));
+            let short = Remains {
+                name_copy: &name_copy[..offsets.unicode_ascii_data as usize],
+                ..copies
+            };
+            assert!(
+                reader.read_remains(&short).is_err(),
+                "{python}: a copy of {name}'s header alone names nothing"
+            );
+        }
     }
 
     /// Debian's `/usr/bin/python3` (3.11).

@@ -22,7 +22,7 @@ use crate::{
     process::untrusted,
     profile::{Frame, FrameKind, Module, Symbol},
     runtimes::python::{
-        code::{Code, CodeReader},
+        code::{Code, CodeReader, Remains},
         detect::Interpreter,
         linetable::Format,
     },
@@ -112,7 +112,7 @@ impl PythonNames {
         pid: u32,
         interpreter: &Arc<Interpreter>,
         code: u64,
-        remains: Option<(u64, u64)>,
+        remains: Option<Remains<'_>>,
     ) {
         let process = self.processes.entry(pid).or_insert_with(|| Process {
             interpreter: interpreter.clone(),
@@ -142,10 +142,10 @@ impl PythonNames {
             let format = Format::for_version(interpreter.version)?;
             let reader = CodeReader::new(pid, &interpreter.offsets, format);
             let read = reader
-                .read(code, &mut process.code_type)
+                .read(code, &mut process.code_type, remains.as_ref())
                 .or_else(|e| match remains {
-                    Some((name, file)) if name != 0 && file != 0 => {
-                        reader.read_remains(name, file).map_err(|_| e)
+                    Some(remains) if remains.name != 0 && remains.file != 0 => {
+                        reader.read_remains(&remains).map_err(|_| e)
                     }
                     _ => Err(e),
                 });

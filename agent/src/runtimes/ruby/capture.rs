@@ -190,7 +190,13 @@ impl RuntimeCapture for RubyCapture {
         self.retries.due(now)
     }
 
-    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+    fn announced(
+        &mut self,
+        pid: u32,
+        instance: &RuntimeInstance,
+        event: &ProcEvent,
+        _copied: &[u8],
+    ) -> bool {
         announced(&self.names, proc_event::RUBY_ISEQ, pid, instance, event)
     }
 }

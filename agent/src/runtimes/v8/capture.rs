@@ -128,7 +128,13 @@ impl RuntimeCapture for NodeCapture {
         published.then_some(runtime_programs::V8)
     }
 
-    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &ProcEvent) -> bool {
+    fn announced(
+        &mut self,
+        pid: u32,
+        instance: &RuntimeInstance,
+        event: &ProcEvent,
+        _copied: &[u8],
+    ) -> bool {
         let unpack = sonde_abi::v8::unpack_frame;
         V8Names::announced(&self.names, pid, instance, event, unpack)
     }
