@@ -19,12 +19,12 @@ use std::{
 };
 
 use aya::maps::{MapData, RingBuf};
-use sonde_abi::{ProcEvent, proc_event};
+use sonde_abi::proc_event;
 
 use super::Capturer;
 use crate::{
-    bpf::runtime_programs::RuntimePrograms, process::has_live_threads, targets::Targets,
-    unwind::UnwindHandle,
+    bpf::runtime_programs::RuntimePrograms, process::has_live_threads, runtimes::seam::RingEvent,
+    targets::Targets, unwind::UnwindHandle,
 };
 
 /// The running event thread, and the thread loading the runtimes' programs.
@@ -127,14 +127,9 @@ fn drain(
     unwinder: Option<&UnwindHandle>,
     targets: Option<&Targets>,
 ) {
-    // Each event with the bytes its record holds after it (a Python code object's strings).
-    let mut events: Vec<(ProcEvent, Box<[u8]>)> = Vec::new();
+    let mut events = Vec::new();
     while let Some(item) = ring.next() {
-        if let Some(copied) = item.get(std::mem::size_of::<ProcEvent>()..) {
-            // SAFETY: the kernel wrote a ProcEvent (repr(C), plain data); read unaligned from the ring.
-            let event = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<ProcEvent>()) };
-            events.push((event, copied.into()));
-        }
+        events.extend(RingEvent::from_record(&item));
     }
     if events.is_empty() {
         return;
@@ -143,11 +138,12 @@ fn drain(
     // An announced object is read at once when its process is captured: the process may exit any
     // moment, and the captures of the batch (a busy node's new processes) may take a while.
     let mut uncaptured = Vec::new();
-    for (ev, copied) in events {
+    for event in events {
+        let ev = event.head;
         match ev.kind {
             // Read here when its process is captured (the guard reads it), else kept for later.
-            kind if proc_event::is_announcement(kind) && !table.announced(&ev, &copied) => {
-                uncaptured.push((ev, copied))
+            kind if proc_event::is_announcement(kind) && !table.announced(&event) => {
+                uncaptured.push(event)
             }
             proc_event::FIRST_SEEN | proc_event::EXEC | proc_event::MAPPINGS_STALE => {
                 if ev.kind == proc_event::EXEC {
@@ -189,7 +185,7 @@ fn drain(
     }
     // After the captures above, so a process's first code objects find its interpreter (the ring
     // may hold them before the process's first-sample event, sent from another CPU).
-    for (ev, copied) in &uncaptured {
-        table.announced(ev, copied);
+    for event in &uncaptured {
+        table.announced(event);
     }
 }

@@ -8,11 +8,12 @@ pub(crate) mod events;
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
-use sonde_abi::ProcEvent;
-
 use crate::{
     process::{CaptureStats, ProcessInfo, ProcessTable},
-    runtimes::{RuntimeStats, registry, seam::RuntimeCapture},
+    runtimes::{
+        RuntimeStats, registry,
+        seam::{RingEvent, RuntimeCapture},
+    },
 };
 
 /// The process table with the runtimes that look at every capture.
@@ -119,15 +120,15 @@ impl Capturer {
             .collect()
     }
 
-    /// Hands `event` (a code object, a runtime frame), with what the kernel `copied` after it, to the
-    /// runtime of its process that reads it; false when its process is not captured (yet).
-    pub(crate) fn announced(&mut self, event: &ProcEvent, copied: &[u8]) -> bool {
-        let Some(info) = self.table.get(event.tgid) else {
+    /// Hands `event` (a code object, a runtime frame) to the runtime of its process that reads it;
+    /// false when its process is not captured (yet).
+    pub(crate) fn announced(&mut self, event: &RingEvent) -> bool {
+        let Some(info) = self.table.get(event.head.tgid) else {
             return false;
         };
         for (name, instance) in &info.runtimes {
             let runtime = self.runtimes.iter_mut().find(|r| r.name() == *name);
-            if runtime.is_some_and(|r| r.announced(info.pid, instance, event, copied)) {
+            if runtime.is_some_and(|r| r.announced(info.pid, instance, event)) {
                 break;
             }
         }

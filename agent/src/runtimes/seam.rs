@@ -149,6 +149,29 @@ fn take_hash<K: aya::Pod, V: aya::Pod>(
     }
 }
 
+/// An event of the kernel's `PROC_EVENTS` ring as its record held it: the event, and what the kernel
+/// copied after it, taken as the walk saw the object it announces (a `PYTHON_CODE` record's
+/// strings, `sonde_abi::python::CodeEvent`); empty for most kinds.
+#[derive(Clone, Debug)]
+pub(crate) struct RingEvent {
+    pub(crate) head: ProcEvent,
+    pub(crate) copied: Box<[u8]>,
+}
+
+impl RingEvent {
+    /// The event of a ring record; None for a record shorter than an event.
+    pub(crate) fn from_record(record: &[u8]) -> Option<Self> {
+        let copied = record.get(std::mem::size_of::<ProcEvent>()..)?;
+        // SAFETY: the kernel wrote a ProcEvent (repr(C), plain data) at the record's start, which
+        // holds one (checked above); read unaligned from the ring.
+        let head = unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<ProcEvent>()) };
+        Some(Self {
+            head,
+            copied: copied.into(),
+        })
+    }
+}
+
 /// One language runtime's side of process capture.
 pub(crate) trait RuntimeCapture: Send {
     /// The runtime.
@@ -189,15 +212,8 @@ pub(crate) trait RuntimeCapture: Send {
 
     /// The kernel announced `event` (a code object, a runtime frame) in `pid`, which runs this
     /// runtime as `instance`: read what it names now, while it lives. False when the event is not
-    /// this runtime's. `copied` is what the kernel copied after the event in its ring record, taken
-    /// as the walk saw the object (a `PYTHON_CODE` announcement's strings); empty for most kinds.
-    fn announced(
-        &mut self,
-        _pid: u32,
-        _instance: &RuntimeInstance,
-        _event: &ProcEvent,
-        _copied: &[u8],
-    ) -> bool {
+    /// this runtime's.
+    fn announced(&mut self, _pid: u32, _instance: &RuntimeInstance, _event: &RingEvent) -> bool {
         false
     }
 }

@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Instant};
 
 use std::sync::Mutex;
 
-use sonde_abi::{ProcEvent, hotspot::HsProc, names::runtime_programs};
+use sonde_abi::{hotspot::HsProc, names::runtime_programs};
 
 use super::{HotspotError, JavaNames, Jvm, detect::detect};
 use crate::{
@@ -22,7 +22,7 @@ use crate::{
         publish::Publisher,
         refusals::Refusals,
         retry::Retries,
-        seam::{RuntimeCapture, typed},
+        seam::{RingEvent, RuntimeCapture, typed},
     },
 };
 
@@ -158,14 +158,8 @@ impl RuntimeCapture for JavaCapture {
         published.then_some(runtime_programs::JAVA)
     }
 
-    fn announced(
-        &mut self,
-        pid: u32,
-        instance: &RuntimeInstance,
-        event: &ProcEvent,
-        _copied: &[u8],
-    ) -> bool {
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &RingEvent) -> bool {
         let unpack = sonde_abi::hotspot::unpack_frame;
-        JavaNames::announced(&self.names, pid, instance, event, unpack)
+        JavaNames::announced(&self.names, pid, instance, &event.head, unpack)
     }
 }

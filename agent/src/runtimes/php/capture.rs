@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use sonde_abi::{ProcEvent, php::PhpProc, proc_event};
+use sonde_abi::{php::PhpProc, proc_event};
 
 use super::{elf, interpreter::Php, offsets, vm::PhpVm};
 use crate::{
@@ -15,7 +15,7 @@ use crate::{
         appended::names::{AppendedNames, announced},
         publish::Publisher,
         refusals::Refusals,
-        seam::{RuntimeCapture, kept_instance, mapped_fact},
+        seam::{RingEvent, RuntimeCapture, kept_instance, mapped_fact},
     },
 };
 
@@ -112,13 +112,13 @@ impl RuntimeCapture for PhpCapture {
         self.refusals.evicted(pid);
     }
 
-    fn announced(
-        &mut self,
-        pid: u32,
-        instance: &RuntimeInstance,
-        event: &ProcEvent,
-        _copied: &[u8],
-    ) -> bool {
-        announced(&self.names, proc_event::PHP_FUNCTION, pid, instance, event)
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &RingEvent) -> bool {
+        announced(
+            &self.names,
+            proc_event::PHP_FUNCTION,
+            pid,
+            instance,
+            &event.head,
+        )
     }
 }

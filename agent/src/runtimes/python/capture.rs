@@ -18,7 +18,7 @@ use crate::{
         ProcessCounts, Runtime,
         publish::{FilePublisher, Publisher},
         refusals::Refusals,
-        seam::{RuntimeCapture, kept_instance, typed},
+        seam::{RingEvent, RuntimeCapture, kept_instance, typed},
     },
 };
 
@@ -124,13 +124,8 @@ impl RuntimeCapture for PythonCapture {
         self.refusals.evicted(pid);
     }
 
-    fn announced(
-        &mut self,
-        pid: u32,
-        instance: &RuntimeInstance,
-        event: &ProcEvent,
-        copied: &[u8],
-    ) -> bool {
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, ring: &RingEvent) -> bool {
+        let (event, copied) = (&ring.head, &ring.copied);
         if event.kind != proc_event::PYTHON_CODE {
             return false;
         }

@@ -12,7 +12,7 @@ use std::{
 };
 
 use sonde_abi::{
-    ProcEvent, proc_event,
+    proc_event,
     ruby::RbProc,
     tls::{TLS_SHARED, TlsPlace},
 };
@@ -27,7 +27,7 @@ use crate::{
         publish::Publisher,
         refusals::Refusals,
         retry::Retries,
-        seam::{RuntimeCapture, kept_instance, mapped_fact},
+        seam::{RingEvent, RuntimeCapture, kept_instance, mapped_fact},
         tls::{self, Libc, Unplaced},
     },
 };
@@ -190,13 +190,13 @@ impl RuntimeCapture for RubyCapture {
         self.retries.due(now)
     }
 
-    fn announced(
-        &mut self,
-        pid: u32,
-        instance: &RuntimeInstance,
-        event: &ProcEvent,
-        _copied: &[u8],
-    ) -> bool {
-        announced(&self.names, proc_event::RUBY_ISEQ, pid, instance, event)
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &RingEvent) -> bool {
+        announced(
+            &self.names,
+            proc_event::RUBY_ISEQ,
+            pid,
+            instance,
+            &event.head,
+        )
     }
 }

@@ -8,7 +8,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sonde_abi::{ProcEvent, names::runtime_programs, v8::V8Proc};
+use sonde_abi::{names::runtime_programs, v8::V8Proc};
 
 use super::{Node, V8Names, detect::detect, layout::Layout};
 use crate::{
@@ -17,7 +17,7 @@ use crate::{
         ProcessCounts, Runtime,
         publish::Publisher,
         refusals::Refusals,
-        seam::{RuntimeCapture, typed},
+        seam::{RingEvent, RuntimeCapture, typed},
     },
 };
 
@@ -128,14 +128,8 @@ impl RuntimeCapture for NodeCapture {
         published.then_some(runtime_programs::V8)
     }
 
-    fn announced(
-        &mut self,
-        pid: u32,
-        instance: &RuntimeInstance,
-        event: &ProcEvent,
-        _copied: &[u8],
-    ) -> bool {
+    fn announced(&mut self, pid: u32, instance: &RuntimeInstance, event: &RingEvent) -> bool {
         let unpack = sonde_abi::v8::unpack_frame;
-        V8Names::announced(&self.names, pid, instance, event, unpack)
+        V8Names::announced(&self.names, pid, instance, &event.head, unpack)
     }
 }
