@@ -51,9 +51,15 @@ impl Drop for Package {
     }
 }
 
-/// Builds the .deb of the binary under test; its path.
-fn build_deb(dir: &Path) -> PathBuf {
-    build_deb_of(dir, Path::new(env!("CARGO_BIN_EXE_sonde")), None)
+/// The .deb of the binary under test, built once for the tests that read it (each build compresses
+/// the binary with xz: about 15 s); its path.
+fn host_deb() -> PathBuf {
+    static DEB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DEB.get_or_init(|| {
+        let binary = Path::new(env!("CARGO_BIN_EXE_sonde"));
+        build_deb_of(&temp_dir("deploy-deb-host"), binary, None)
+    })
+    .clone()
 }
 
 /// Builds the .deb of `binary`, for Rust target `target` when given; its path.
@@ -171,7 +177,7 @@ fn deb_installs_and_its_binary_profiles_as_the_sonde_user_with_the_units_capabil
     }
 
     let dir = temp_dir("deploy-package");
-    let deb = build_deb(&dir);
+    let deb = host_deb();
     let _package = Package;
     ok("dpkg", &["--install", deb.to_str().unwrap()]);
 
@@ -301,7 +307,7 @@ fn deb_installs_and_its_binary_profiles_as_the_sonde_user_with_the_units_capabil
 #[test]
 fn the_arm64_deb_holds_the_same_files_with_the_arm64_binary() {
     let dir = temp_dir("deploy-deb-arm64");
-    let host = build_deb(&dir.join("host"));
+    let host = host_deb();
     let arm64_sonde = common::vm::Arch::Aarch64.sonde();
     let arm64 = build_deb_of(
         &dir.join("arm64"),
