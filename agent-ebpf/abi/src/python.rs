@@ -88,9 +88,9 @@ pub mod origin {
 }
 
 /// Bytes of a code object's name string copied into its announcement: a `str` header (48 bytes before
-/// 3.12, 40 after) and the first 48-56 ASCII characters, as most qualified names have.
+/// 3.12, 40 after) and the first 56-64 ASCII characters, as most qualified names have.
 pub const NAME_COPY: usize = 104;
-/// Bytes of its file name string copied likewise: the header and 144-152 characters of path.
+/// Bytes of its file name string copied likewise: the header and 152-160 characters of path.
 pub const FILE_COPY: usize = 200;
 
 /// A [`crate::proc_event::PYTHON_CODE`] announcement as the ring holds it: the event, then the
