@@ -9,10 +9,12 @@
 //! script starting then would otherwise exit before it was read.
 
 use std::{
+    collections::HashSet,
     os::fd::AsRawFd as _,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
+        mpsc::Sender,
     },
     thread::JoinHandle,
     time::Instant,
@@ -60,16 +62,24 @@ impl EventThread {
         let handle = std::thread::Builder::new()
             .name("sonde-procs".into())
             .spawn(move || {
-                let mut asked = std::collections::HashSet::new();
+                let mut requests = ProgramRequests {
+                    load,
+                    asked: HashSet::new(),
+                };
                 while !flag.load(Ordering::Relaxed) {
                     wait_readable(&ring, 50);
-                    drain(&mut ring, &table, unwinder.as_ref(), targets.as_deref());
+                    drain(
+                        &mut ring,
+                        &table,
+                        unwinder.as_ref(),
+                        targets.as_deref(),
+                        &mut requests,
+                    );
                     if let Some(targets) = &targets {
                         targets.refresh();
                     }
                     // JVMs captured while starting get their code cache within the next seconds.
                     // Never wait for the table here: the symbolizer may hold it for a while.
-                    let mut wanted = Vec::new();
                     if let Ok(mut table) = table.try_lock() {
                         for info in table.retry() {
                             let kept = targets
@@ -79,17 +89,16 @@ impl EventThread {
                                 unwinder.process_changed(info);
                             }
                         }
-                        wanted.extend(table.programs_needed());
-                    }
-                    // A runtime's kernel program, the first time one of its processes is
-                    // published: loaded by the loader thread, outside the table's lock.
-                    for index in wanted {
-                        if asked.insert(index) {
-                            let _ = load.send(index);
-                        }
+                        requests.ask(&table);
                     }
                 }
-                drain(&mut ring, &table, unwinder.as_ref(), targets.as_deref());
+                drain(
+                    &mut ring,
+                    &table,
+                    unwinder.as_ref(),
+                    targets.as_deref(),
+                    &mut requests,
+                );
             })
             .expect("spawning a thread");
         Self {
@@ -111,6 +120,27 @@ impl EventThread {
     }
 }
 
+/// The runtimes' kernel programs asked of the loader thread: each once, the first time one of its
+/// processes is published.
+struct ProgramRequests {
+    load: Sender<u32>,
+    asked: HashSet<u32>,
+}
+
+impl ProgramRequests {
+    /// Asks for the programs `table`'s published processes need and were not asked for yet. Asked
+    /// right after the capture that published them, not after the batch it came in: a batch of
+    /// new processes (an agent's start on a busy node) takes seconds to capture, and until the
+    /// program is loaded a runtime's processes are walked natively (`runtime_program_pending`).
+    fn ask(&mut self, table: &Capturer) {
+        for index in table.programs_needed() {
+            if self.asked.insert(index) {
+                let _ = self.load.send(index);
+            }
+        }
+    }
+}
+
 fn wait_readable(ring: &RingBuf<MapData>, timeout_ms: i32) {
     let mut fds = libc::pollfd {
         fd: ring.as_raw_fd(),
@@ -126,6 +156,7 @@ fn drain(
     table: &Mutex<Capturer>,
     unwinder: Option<&UnwindHandle>,
     targets: Option<&Targets>,
+    requests: &mut ProgramRequests,
 ) {
     let mut events = Vec::new();
     while let Some(item) = ring.next() {
@@ -150,6 +181,7 @@ fn drain(
                     table.forget_image(ev.tgid);
                 }
                 let info = table.capture(ev.tgid);
+                requests.ask(&table);
                 // The rules decide at a process's first sample and again after an exec (a new
                 // program: new comm, exe and runtime), before its next samples are walked.
                 let mut kept = true;
