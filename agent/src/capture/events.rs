@@ -66,15 +66,17 @@ impl EventThread {
                     load,
                     asked: HashSet::new(),
                 };
-                while !flag.load(Ordering::Relaxed) {
-                    wait_readable(&ring, 50);
-                    drain(
-                        &mut ring,
-                        &table,
-                        unwinder.as_ref(),
-                        targets.as_deref(),
-                        &mut requests,
-                    );
+                loop {
+                    // Asked to stop, it still handles what is queued, once.
+                    let stopping = flag.load(Ordering::Relaxed);
+                    if !stopping {
+                        wait_readable(&ring, 50);
+                    }
+                    let (unwinding, targeting) = (unwinder.as_ref(), targets.as_deref());
+                    drain(&mut ring, &table, unwinding, targeting, &mut requests);
+                    if stopping {
+                        break;
+                    }
                     if let Some(targets) = &targets {
                         targets.refresh();
                     }
@@ -92,13 +94,6 @@ impl EventThread {
                         requests.ask(&table);
                     }
                 }
-                drain(
-                    &mut ring,
-                    &table,
-                    unwinder.as_ref(),
-                    targets.as_deref(),
-                    &mut requests,
-                );
             })
             .expect("spawning a thread");
         Self {
