@@ -131,19 +131,20 @@ impl RuntimeCapture for PythonCapture {
         }
         if let Some(interpreter) = typed::<Interpreter>(instance) {
             // The record's layout is `CodeEvent`'s; a shorter one (none) leaves the strings to be
-            // read from the process.
+            // read from the process. Without both strings' addresses (a field the walk could not
+            // read), the object is read as it is now, unchecked.
             let copy = |at: usize, len: usize| {
                 let at = at - std::mem::size_of::<ProcEvent>();
                 copied.get(at..at + len).unwrap_or_default()
             };
-            let remains = Remains {
+            let remains = (event.data != 0 && event.extra != 0).then(|| Remains {
                 name: event.data,
                 file: event.extra,
                 name_copy: copy(std::mem::offset_of!(CodeEvent, name), NAME_COPY),
                 file_copy: copy(std::mem::offset_of!(CodeEvent, file), FILE_COPY),
-            };
+            });
             let mut names = self.names.lock().expect("python names lock");
-            names.read_code(pid, &interpreter, event.address, Some(remains));
+            names.read_code(pid, &interpreter, event.address, remains);
         }
         true
     }

@@ -27,7 +27,7 @@ const TP_NAME: u64 = 24;
 const CODE_TYPE_NAME: &[u8] = b"code\0";
 
 /// What the kernel read of a code object as its frame ran (`proc_event::PYTHON_CODE`): the addresses
-/// of its name and file strings, and the first bytes of each (`sonde_abi::python::CodeEvent`; empty
+/// of its name and file strings (both read: never 0), and the first bytes of each (`sonde_abi::python::CodeEvent`; empty
 /// from an event that carried none).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Remains<'a> {
@@ -108,7 +108,7 @@ impl<'a> CodeReader<'a> {
             })?;
         let ptr = |off| field::<8>(&head, off, WHAT, addr).map(u64::from_le_bytes);
         self.check_type(addr, ptr(OB_TYPE)?, code_type)?;
-        if let Some(seen) = seen.filter(|r| r.name != 0 && r.file != 0) {
+        if let Some(seen) = seen {
             let now = (ptr(name_off)?, ptr(o.code_filename)?);
             if now != (seen.name, seen.file) {
                 return Err(ObjectError::Implausible {

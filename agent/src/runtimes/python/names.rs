@@ -144,10 +144,8 @@ impl PythonNames {
             let read = reader
                 .read(code, &mut process.code_type, remains.as_ref())
                 .or_else(|e| match remains {
-                    Some(remains) if remains.name != 0 && remains.file != 0 => {
-                        reader.read_remains(&remains).map_err(|_| e)
-                    }
-                    _ => Err(e),
+                    Some(remains) => reader.read_remains(&remains).map_err(|_| e),
+                    None => Err(e),
                 });
             match read {
                 Ok(code) => Some(Entry {
