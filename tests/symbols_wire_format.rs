@@ -15,7 +15,9 @@ use std::{
 use common::*;
 use debug_files::*;
 
-/// File-offset ranges of the functions of `bin` (from its symbol table and program headers).
+/// File-offset ranges of the functions of `bin` (from its symbol table and program headers), and
+/// of its PLT sections: a sample can land in a PLT stub (`clock_gettime@plt`, on the workload's timing
+/// path), real code of this build that no symbol covers.
 fn function_file_ranges(bin: &std::path::Path) -> Vec<(String, u64, u64)> {
     let path = bin.to_str().unwrap();
     // The executable PT_LOAD: file offset = vaddr - p_vaddr + p_offset.
@@ -30,6 +32,20 @@ fn function_file_ranges(bin: &std::path::Path) -> Vec<(String, u64, u64)> {
         })
         .next()
         .expect("an executable segment");
+    let plt = tool("readelf", &["-SW", path])
+        .lines()
+        .filter_map(|l| {
+            // "  [13] .plt  PROGBITS  <addr> <offset> <size> ...": the name is the field after "]".
+            let f: Vec<&str> = l.split(']').nth(1)?.split_whitespace().collect();
+            if f.len() < 5 || !f[0].starts_with(".plt") {
+                return None;
+            }
+            let offset = u64::from_str_radix(f[3], 16).ok()?;
+            let size = u64::from_str_radix(f[4], 16).ok()?;
+            Some((f[0].to_owned(), offset, offset + size))
+        })
+        .collect::<Vec<_>>();
+    assert!(!plt.is_empty(), "{path} has no .plt section");
     tool("nm", &["-S", "--defined-only", path])
         .lines()
         .filter_map(|l| {
@@ -41,6 +57,7 @@ fn function_file_ranges(bin: &std::path::Path) -> Vec<(String, u64, u64)> {
             let size = u64::from_str_radix(f[1], 16).ok()?;
             Some((f[3].to_owned(), start, start + size))
         })
+        .chain(plt)
         .collect()
 }
 
