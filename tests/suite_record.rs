@@ -8,6 +8,7 @@ mod go_pprof_agreement;
 mod go_stripped;
 mod java_churn;
 mod java_javac;
+mod java_leaves;
 mod java_offcpu;
 mod java_recursion;
 mod java_split;

@@ -264,7 +264,9 @@ fn read_blob(s: &mut Scratch, hs: &HsProc, address: u64) -> Option<Blob> {
         },
         code_begin: field_u64(buf, hs.blob_code_begin)?,
         code_end: field_u64(buf, hs.blob_code_end)?,
-        frame_size: u64::from(field_u32(buf, hs.blob_frame_size)?) * 8,
+        // -1 (`no_frame_size`) for C1's runtime stubs that keep only an rbp frame
+        // (`g1_post_barrier_slow`): taken as 0, which steps such a stub by rbp.
+        frame_size: (field_u32(buf, hs.blob_frame_size)? as i32).max(0) as u64 * 8,
         // -1 (never safe) for some stubs: no prologue to tell apart.
         frame_complete: (field_u32(buf, hs.blob_frame_complete)? as i32).max(0) as u64,
     })
@@ -295,13 +297,7 @@ fn compiled(s: &mut Scratch, hs: &HsProc, blob: &Blob, frame_kind: u64) -> Flow 
     }
     let complete_at = blob.code_begin + blob.frame_complete;
     if pc < complete_at {
-        // The prologue: the frame is being built. Near its end only the stack allocation is left
-        // (rbp pushed); before, only the return address is there.
-        return if pc + 4 >= complete_at {
-            pop(s, 16, true)
-        } else {
-            pop(s, 8, false)
-        };
+        return prologue(s, blob);
     }
     if s.exact != 0
         && let Some(flow) = epilogue(s)
@@ -343,26 +339,63 @@ fn compiled(s: &mut Scratch, hs: &HsProc, blob: &Blob, frame_kind: u64) -> Flow 
     stop(s, outcome::BAD_FRAME)
 }
 
+/// x86_64: a compiled method in its prologue, where the frame is being built, told by the
+/// instruction at the pc (HotSpot's `verified_entry` and C1's `build_frame`): methods that bang the
+/// stack `push rbp` (with `-XX:+PreserveFramePointer`, `mov rbp, rsp`) then `sub rsp, N`; leaf
+/// methods that do not bang it `sub rsp, N` first, then save rbp with `mov [rsp + d], rbp`. Before
+/// those, only the return address is on the stack.
+#[inline(always)]
+fn prologue(s: &mut Scratch, blob: &Blob) -> Flow {
+    // SAFETY: a user address; a fault makes the helper fail, which is handled.
+    let Ok(c) = (unsafe { bpf_probe_read_user((s.regs.pc - 1) as *const [u8; 8]) }) else {
+        return pop(s, 8, false);
+    };
+    // c[0] is the byte before the pc, c[1..] the instruction at it.
+    const PUSH_RBP: u8 = 0x55;
+    let sub_rsp = c[1] == 0x48 && (c[2] == 0x83 || c[2] == 0x81) && c[3] == 0xec;
+    let mov_rbp_rsp = c[1..4] == [0x48, 0x89, 0xe5];
+    let save_rbp = c[1..3] == [0x48, 0x89] && (c[3] == 0x6c || c[3] == 0xac) && c[4] == 0x24;
+    if save_rbp {
+        // The whole frame is allocated, rbp not yet saved in it.
+        pop(s, blob.frame_size, false)
+    } else if mov_rbp_rsp || (sub_rsp && (c[0] == PUSH_RBP || c[0] == 0xe5)) {
+        // rbp pushed (and perhaps copied to rbp), the frame not yet allocated.
+        pop(s, 16, true)
+    } else {
+        pop(s, 8, false)
+    }
+}
+
 /// x86_64: the leaf of a compiled method in its epilogue (OpenTelemetry's and async-profiler's
-/// heuristic): at `ret`, only the return address is left; at `pop rbp` before a `ret`, rbp and the
-/// return address; right after `leave`/`pop rbp`, the return address.
+/// heuristic): at `ret`, only the return address is left; at `pop rbp`, rbp and the return address;
+/// past `pop rbp`, the return address. Since JDK 16 C1 and C2 end a method with `add rsp, N; pop rbp;
+/// cmp rsp, [r15 + polling word]; ja <poll stub>; ret` (JDK 11: `mov r10, [r15 + polling page];
+/// test [r10], eax` in place of the `cmp`/`ja`), so the instructions between `pop rbp` and `ret` are
+/// recognised by those bytes; other code has `ret` within a few bytes of `pop rbp` or `leave`.
 #[inline(always)]
 fn epilogue(s: &mut Scratch) -> Option<Flow> {
     // SAFETY: a user address; a fault makes the helper fail, which is handled.
-    let code = unsafe { bpf_probe_read_user((s.regs.pc - 1) as *const [u8; 8]) }.ok()?;
+    let b = unsafe { bpf_probe_read_user((s.regs.pc - 8) as *const [u8; 16]) }.ok()?;
     const RET: u8 = 0xc3;
     const POP_RBP: u8 = 0x5d;
     const LEAVE: u8 = 0xc9;
-    if code[1] == RET {
+    // `cmp rsp, [r15 + disp32]` and `mov r10, [r15 + disp32]` (7 bytes each), `ja rel32` and
+    // `test [r10], eax` (the instruction after them).
+    const CMP_POLL: [u8; 3] = [0x49, 0x3b, 0xa7];
+    const MOV_POLL: [u8; 3] = [0x4d, 0x8b, 0x97];
+    let poll_at = |i: usize| b[i..i + 3] == CMP_POLL || b[i..i + 3] == MOV_POLL;
+    let after_poll =
+        |i: usize| (b[i] == 0x0f && b[i + 1] == 0x87) || b[i..i + 3] == [0x41, 0x85, 0x02];
+    // b[8] is the byte at the pc.
+    if b[8] == RET {
         return Some(pop(s, 8, false));
     }
-    if !code[2..].contains(&RET) {
-        return None;
-    }
-    if code[1] == POP_RBP {
+    if b[8] == POP_RBP && (poll_at(9) || b[9..15].contains(&RET)) {
         return Some(pop(s, 16, true));
     }
-    if code[0] == POP_RBP || code[0] == LEAVE {
+    let past_pop = (b[7] == POP_RBP || b[7] == LEAVE) && (poll_at(8) || b[9..15].contains(&RET));
+    let at_poll_branch = b[0] == POP_RBP && poll_at(1) && after_poll(8);
+    if past_pop || at_poll_branch {
         return Some(pop(s, 8, false));
     }
     None
