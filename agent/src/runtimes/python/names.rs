@@ -6,9 +6,10 @@
 //! after an exec has a new interpreter (a new `Arc`), and its old entries are dropped before any is
 //! used. Processes gone are dropped by [`PythonNames::retain`]; the whole cache starts over beyond
 //! [`MAX_ENTRIES`] or [`MAX_BYTES`]; code that could not be read is asked again the next window.
-//! A code object freed and another allocated at its address while the process runs keeps the first
-//! one's name (as in other CPython profilers): re-reading every code object every window would cost
-//! more than the rare misnamed frame of code created and dropped at run time (`exec`, lambdas).
+//! A code object freed and another allocated at its address while the process runs is told apart
+//! when the kernel announces the address again (another CPU, or its announcement cache evicted the
+//! address) with other string addresses: the later object replaces the first from then on. Frames
+//! of both in one window share the address and are named after the one held at the window's end.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -53,6 +54,8 @@ struct Process {
 /// A code object and the frames of the instruction offsets seen in it.
 struct Entry {
     code: Code,
+    /// Its name's and file's string addresses as the kernel announced them, if it did.
+    seen: Option<(u64, u64)>,
     frames: HashMap<u32, Frame>,
 }
 
@@ -137,6 +140,22 @@ impl PythonNames {
             process.codes.clear();
             untrusted::refusals::count(untrusted::Input::RuntimeCode, untrusted::Reason::Budget);
         }
+        let seen = remains.as_ref().map(|r| (r.name, r.file));
+        if let Some(held) = process.codes.get(&code)
+            && seen.is_some()
+            && held
+                .as_ref()
+                .is_none_or(|e| e.seen.is_some_and(|s| Some(s) != seen))
+        {
+            // Announced again with what the walk saw: held was unreadable (read it now, with the
+            // copies), or another object's (freed, and this one took its address).
+            let (entries, bytes) = match process.codes.remove(&code).flatten() {
+                Some(e) => (1 + e.frames.len(), e.code.size()),
+                None => (1, 0),
+            };
+            self.entries -= entries;
+            self.bytes -= bytes;
+        }
         process.codes.entry(code).or_insert_with(|| {
             self.entries += 1;
             let format = Format::for_version(interpreter.version)?;
@@ -153,6 +172,7 @@ impl PythonNames {
                         self.bytes += code.size();
                         code
                     },
+                    seen,
                     frames: HashMap::new(),
                 }),
                 Err(e) => {
@@ -252,6 +272,8 @@ mod tests {
         io::{BufRead as _, BufReader},
         process::{Command, Stdio},
     };
+
+    use sonde_abi::python::{FILE_COPY, NAME_COPY};
 
     use super::*;
     use crate::runtimes::python::offsets;
@@ -376,6 +398,86 @@ sys.stdin.read()
                 .symbols
                 .is_empty()
         );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The kernel announces one address twice with different string addresses (the first code
+    /// object freed, another at its address): the later object names the address from then on, and
+    /// an announcement of the same strings again reads nothing.
+    #[test]
+    fn an_address_announced_with_other_strings_is_named_after_the_later_object() {
+        const TWO: &str = r#"
+import sys
+def first():
+    return 1
+def second():
+    return 2
+print(id(first.__code__), id(second.__code__), flush=True)
+sys.stdin.read()
+"#;
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", TWO])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting /usr/bin/python3 (Debian package python3)");
+        let pid = child.id();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ids: Vec<u64> = line
+            .split_whitespace()
+            .map(|c| c.parse().unwrap())
+            .collect();
+        let interpreter = interpreter();
+        let offsets = &interpreter.offsets;
+        // What the kernel copies of each object's strings (`sonde_abi::python::CodeEvent`).
+        let mem = crate::runtimes::memory::ProcessMemory::new(pid);
+        let strings = |code: u64| {
+            let name = mem.u64(code + offsets.code_name_field()).unwrap();
+            let file = mem.u64(code + offsets.code_filename).unwrap();
+            let mut copies = (vec![0; NAME_COPY], vec![0; FILE_COPY]);
+            mem.read(name, &mut copies.0).unwrap();
+            mem.read(file, &mut copies.1).unwrap();
+            (name, file, copies)
+        };
+        let (first, second) = (strings(ids[0]), strings(ids[1]));
+        fn remains(strings: &(u64, u64, (Vec<u8>, Vec<u8>))) -> Remains<'_> {
+            Remains {
+                name: strings.0,
+                file: strings.1,
+                name_copy: &strings.2.0,
+                file_copy: &strings.2.1,
+            }
+        }
+        let word = Word {
+            code: ids[0],
+            instr: 0,
+            entry: true,
+        };
+        let name = |names: &mut PythonNames| {
+            names.resolve(pid, &interpreter, word);
+            names.frame(pid, &interpreter, word).symbols[0].name.clone()
+        };
+        let mut names = PythonNames::default();
+        names.read_code(pid, &interpreter, ids[0], Some(remains(&first)));
+        assert_eq!(name(&mut names), "first");
+        // The same object announced again (another CPU): nothing changes.
+        names.read_code(pid, &interpreter, ids[0], Some(remains(&first)));
+        assert_eq!((name(&mut names), names.entries), ("first".into(), 2));
+        // `second` announced at `first`'s address: the live object is not the one the walk saw,
+        // so it is named from the copies.
+        names.read_code(pid, &interpreter, ids[0], Some(remains(&second)));
+        assert_eq!(name(&mut names), "second");
+        assert_eq!(
+            names.entries, 2,
+            "the first object's entry and frame are gone"
+        );
+        // Read at the window's end, without what the walk saw, the held object stays.
+        names.read_code(pid, &interpreter, ids[0], None);
+        assert_eq!(name(&mut names), "second");
         let _ = child.kill();
         let _ = child.wait();
     }
