@@ -290,6 +290,21 @@ print(id(c), *units, flush=True)
 sys.stdin.read()
 "#;
 
+    /// Debian's `/usr/bin/python3` running `script`, and the first line it printed.
+    fn started(script: &str) -> (std::process::Child, String) {
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting /usr/bin/python3 (Debian package python3)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (child, line)
+    }
+
     fn interpreter() -> Arc<Interpreter> {
         Arc::new(Interpreter {
             version: (3, 11),
@@ -304,17 +319,8 @@ sys.stdin.read()
     /// an exec (a new interpreter) and when the process is no longer live.
     #[test]
     fn caches_per_process_and_interpreter() {
-        let mut child = Command::new("/usr/bin/python3")
-            .args(["-c", SCRIPT])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starting /usr/bin/python3 (Debian package python3)");
+        let (mut child, line) = started(SCRIPT);
         let pid = child.id();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
         let mut cols = line.split_whitespace();
         let code: u64 = cols.next().unwrap().parse().unwrap();
         // (code unit, line) of the first instruction of each line of `work`: lines 3 to 6.
@@ -416,17 +422,8 @@ def second():
 print(id(first.__code__), id(second.__code__), flush=True)
 sys.stdin.read()
 "#;
-        let mut child = Command::new("/usr/bin/python3")
-            .args(["-c", TWO])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starting /usr/bin/python3 (Debian package python3)");
+        let (mut child, line) = started(TWO);
         let pid = child.id();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
         let ids: Vec<u64> = line
             .split_whitespace()
             .map(|c| c.parse().unwrap())
