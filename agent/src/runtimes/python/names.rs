@@ -149,10 +149,10 @@ impl PythonNames {
         {
             // Announced again with what the walk saw: held was unreadable (read it now, with the
             // copies), or another object's (freed, and this one took its address).
-            let (entries, bytes) = match process.codes.remove(&code).flatten() {
-                Some(e) => (1 + e.frames.len(), e.code.size()),
-                None => (1, 0),
-            };
+            let (entries, bytes) = process
+                .codes
+                .remove(&code)
+                .map_or((0, 0), |e| entry_footprint(&e));
             self.entries -= entries;
             self.bytes -= bytes;
         }
@@ -239,10 +239,18 @@ impl PythonNames {
 
 /// (entries, bytes) held for one process's code objects.
 fn footprint(codes: &HashMap<u64, Option<Entry>>) -> (usize, usize) {
-    codes.values().fold((0, 0), |(n, b), e| match e {
-        Some(e) => (n + 1 + e.frames.len(), b + e.code.size()),
-        None => (n + 1, b),
-    })
+    codes
+        .values()
+        .map(entry_footprint)
+        .fold((0, 0), |(n, b), (en, eb)| (n + en, b + eb))
+}
+
+/// (entries, bytes) held for one code object (unreadable: its entry alone).
+fn entry_footprint(entry: &Option<Entry>) -> (usize, usize) {
+    match entry {
+        Some(e) => (1 + e.frames.len(), e.code.size()),
+        None => (1, 0),
+    }
 }
 
 /// The frame of `code` at `instr`. Its address stands for (function, file, line): encoders keep one
